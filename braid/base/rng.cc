@@ -1,0 +1,62 @@
+#include "braid/base/rng.h"
+
+#include <cmath>
+
+namespace braid {
+
+namespace {
+constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+
+inline uint32_t mulhi(uint32_t a, uint32_t b, uint32_t* lo) {
+  uint64_t p = static_cast<uint64_t>(a) * b;
+  *lo = static_cast<uint32_t>(p);
+  return static_cast<uint32_t>(p >> 32);
+}
+}  // namespace
+
+Philox4 philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
+  Philox4 c{static_cast<uint32_t>(counter_lo), static_cast<uint32_t>(counter_lo >> 32),
+            static_cast<uint32_t>(counter_hi), static_cast<uint32_t>(counter_hi >> 32)};
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint32_t lo0, lo1;
+    uint32_t hi0 = mulhi(kMul0, c[0], &lo0);
+    uint32_t hi1 = mulhi(kMul1, c[2], &lo1);
+    c = {hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0};
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+  return c;
+}
+
+uint32_t Generator::next_u32() {
+  Philox4 block = philox(seed_, stream_, offset_ / 4);
+  return block[offset_++ % 4];
+}
+
+uint64_t Generator::next_u64() {
+  uint64_t hi = next_u32();
+  return (hi << 32) | next_u32();
+}
+
+float Generator::uniform() { return static_cast<float>(next_u32() >> 8) * 0x1.0p-24f; }
+
+double Generator::uniform_f64() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+double Generator::normal() {
+  double u1 = 1.0 - uniform_f64();  // (0, 1]
+  double u2 = uniform_f64();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+uint64_t Generator::below(uint64_t n) {
+  // Rejection sampling removes modulo bias.
+  uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do x = next_u64();
+  while (x >= limit);
+  return x % n;
+}
+
+}  // namespace braid

@@ -1,0 +1,44 @@
+// Counter-based random numbers (Philox-4x32-10, Salmon et al., SC'11).
+//
+// Each value is a pure function of (seed, stream, counter), so any rank or
+// data-loader worker reproduces its numbers from three integers, and a
+// generator's whole state is (seed, stream, offset): trivially checkpointed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace braid {
+
+using Philox4 = std::array<uint32_t, 4>;
+
+// One Philox-4x32-10 block: 4 random words for (key, counter).
+Philox4 philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0, uint64_t stream = 0) : seed_(seed), stream_(stream) {}
+
+  uint32_t next_u32();
+  uint64_t next_u64();
+  // Uniform in [0, 1).
+  float uniform();
+  double uniform_f64();
+  // Standard normal (Box-Muller).
+  double normal();
+  // Uniform integer in [0, n).
+  uint64_t below(uint64_t n);
+
+  struct State {
+    uint64_t seed, stream, offset;
+  };
+  State state() const { return {seed_, stream_, offset_}; }
+  void set_state(State s) { seed_ = s.seed; stream_ = s.stream; offset_ = s.offset; }
+  uint64_t seed() const { return seed_; }
+
+ private:
+  uint64_t seed_, stream_;
+  uint64_t offset_ = 0;  // 32-bit words drawn so far
+};
+
+}  // namespace braid

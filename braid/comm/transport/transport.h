@@ -1,0 +1,33 @@
+// Transport: the only thing collective algorithms see (DESIGN.md, STYLE.md 1).
+//
+// Point-to-point, tagged, asynchronous byte transfer between the ranks of one
+// group. Messages between a (sender, receiver, tag) triple are matched in the
+// order they were posted; a receive must name exactly the size that was sent
+// (a mismatch completes the receive with PeerError). Buffers must stay valid
+// until the returned Work completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "braid/comm/work.h"
+
+namespace braid::comm {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Registered name: "inproc", "tcp", "shm", "mpi", or a wrapper's.
+  virtual std::string name() const = 0;
+
+  virtual Work send(int peer, uint64_t tag, std::span<const std::byte> data) = 0;
+  virtual Work recv(int peer, uint64_t tag, std::span<std::byte> data) = 0;
+};
+
+}  // namespace braid::comm

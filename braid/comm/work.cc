@@ -1,0 +1,73 @@
+#include "braid/comm/work.h"
+
+#include "braid/base/error.h"
+
+namespace braid::comm {
+
+Work::Work(std::string what) : state_(std::make_shared<State>()) { state_->what = std::move(what); }
+
+Work Work::completed(std::exception_ptr error) {
+  Work w;
+  w.complete(std::move(error));
+  return w;
+}
+
+bool Work::done() const {
+  std::lock_guard lock(state_->mu);
+  return state_->done;
+}
+
+void Work::wait(Deadline deadline) const {
+  std::unique_lock lock(state_->mu);
+  if (deadline.is_never()) {
+    state_->cv.wait(lock, [&] { return state_->done; });
+  } else if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
+    throw TimeoutError(fmt::format("timed out waiting for {}",
+                                   state_->what.empty() ? "a communication" : state_->what));
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+std::exception_ptr Work::error() const {
+  std::lock_guard lock(state_->mu);
+  return state_->error;
+}
+
+const std::string& Work::what() const { return state_->what; }
+
+void Work::describe(std::string what) const {
+  std::lock_guard lock(state_->mu);
+  state_->what = std::move(what);
+}
+
+void Work::complete(std::exception_ptr error) const {
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->done) return;
+    state_->done = true;
+    state_->error = error;
+    callbacks.swap(state_->callbacks);
+  }
+  state_->cv.notify_all();
+  for (auto& fn : callbacks) fn(error);
+}
+
+void Work::on_done(std::function<void(std::exception_ptr)> fn) const {
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->done) {
+      state_->callbacks.push_back(std::move(fn));
+      return;
+    }
+    error = state_->error;
+  }
+  fn(error);
+}
+
+void wait_all(const std::vector<Work>& works, Deadline deadline) {
+  for (const Work& w : works) w.wait(deadline);
+}
+
+}  // namespace braid::comm

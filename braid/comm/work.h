@@ -1,0 +1,55 @@
+// The one waitable handle (STYLE.md point 5). Collectives, send/recv and
+// parameter-server push/pull all return a Work. Copies share one completion.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "braid/base/deadline.h"
+
+namespace braid::comm {
+
+class Work {
+ public:
+  // A work that is not yet complete; `what` names it in timeout messages
+  // ("rank 2 allreduce #17 (4 MiB) waiting for rank 3").
+  explicit Work(std::string what = {});
+  // A work that is already complete (successfully, or with `error`).
+  static Work completed(std::exception_ptr error = nullptr);
+
+  bool done() const;
+  // Blocks until done or until `deadline`; rethrows the work's error, throws
+  // TimeoutError naming the work when the deadline passes first.
+  void wait(Deadline deadline) const;
+  // The error the work finished with, if any (null while running).
+  std::exception_ptr error() const;
+  const std::string& what() const;
+
+  // Completes the work; the first call wins. Callbacks run on the caller's thread.
+  void complete(std::exception_ptr error = nullptr) const;
+  // Runs fn(error) once the work is done (at once if it already is).
+  void on_done(std::function<void(std::exception_ptr)> fn) const;
+  // Replaces the description used in timeout messages.
+  void describe(std::string what) const;
+
+ private:
+  struct State {
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
+    std::string what;
+    std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// Waits for all works; rethrows the first error.
+void wait_all(const std::vector<Work>& works, Deadline deadline);
+
+}  // namespace braid::comm
