@@ -1,0 +1,14 @@
+// Each `braid` subcommand lives in its own file and registers itself on the
+// root CLI11 app through one of these functions; main.cc calls them all.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace braid::cli {
+
+// Set by a subcommand's callback; main returns it.
+inline int exit_code = 0;
+
+void add_version(CLI::App& app);
+
+}  // namespace braid::cli

@@ -1,0 +1,25 @@
+// The `braid` command: train, launch, bench, ps, sim, inspect.
+#include <cstdio>
+
+#include "braid/base/error.h"
+#include "braid/base/log.h"
+#include "tools/braid/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"braid: distributed deep-learning training"};
+  app.require_subcommand(1);
+  braid::cli::add_version(app);
+  try {
+    braid::log::init();
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const braid::Error& e) {
+    std::fprintf(stderr, "braid: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "braid: unexpected error: %s\n", e.what());
+    return 1;
+  }
+  return braid::cli::exit_code;
+}
