@@ -1,0 +1,52 @@
+// A caching host allocator.
+//
+// Freed blocks go back to per-size free lists instead of to the OS, so a
+// training step that allocates the same buffers every iteration reaches a
+// steady state with no malloc, no mmap/munmap and no page faults. (glibc's
+// moving mmap threshold otherwise turns large short-lived buffers into page-
+// fault storms: a PyTorch CNN epoch measured 13 s or 55 s here depending on it.)
+// Blocks are 64-byte aligned. Sizes are rounded to 4 steps per power of two, so
+// a cached block serves any request within 25 % of its size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace braid {
+
+struct AllocatorStats {
+  size_t bytes_in_use = 0;   // handed out and not yet freed
+  size_t bytes_cached = 0;   // held in free lists
+  uint64_t allocations = 0;  // allocate() calls
+  uint64_t cache_hits = 0;   // allocate() calls served from a free list
+  uint64_t system_allocations = 0;
+};
+
+class CachingAllocator {
+ public:
+  // The process-wide host allocator used by tensors.
+  static CachingAllocator& host();
+
+  // Returns a 64-byte aligned block of at least `nbytes` (nbytes may be 0).
+  void* allocate(size_t nbytes);
+  // Returns a block obtained from allocate(nbytes) to the cache.
+  void deallocate(void* ptr, size_t nbytes);
+  // Gives every cached block back to the system.
+  void release_cached();
+  AllocatorStats stats() const;
+
+  // The block size a request of `nbytes` is served with.
+  static size_t round_size(size_t nbytes);
+
+  CachingAllocator();
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace braid

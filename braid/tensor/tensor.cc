@@ -1,0 +1,204 @@
+#include "braid/tensor/tensor.h"
+
+#include <cstring>
+
+#include "braid/tensor/allocator.h"
+#include "braid/tensor/cpu/loops.h"
+
+namespace braid {
+
+Storage::Storage(size_t nbytes)
+    : data_(CachingAllocator::host().allocate(nbytes)), nbytes_(nbytes) {}
+
+Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
+    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+
+Storage::~Storage() {
+  if (deleter_) {
+    deleter_(data_);
+  } else {
+    CachingAllocator::host().deallocate(data_, nbytes_);
+  }
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) {
+    if (d < 0) fail<ValueError>("empty: negative dimension in shape {}", braid::to_string(shape));
+  }
+  Tensor t;
+  t.impl_ = std::make_shared<Impl>();
+  t.impl_->storage = std::make_shared<Storage>(static_cast<size_t>(braid::numel(shape)) * itemsize(dtype));
+  t.impl_->shape = shape;
+  t.impl_->strides = contiguous_strides(shape);
+  t.impl_->dtype = dtype;
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  Tensor t = empty({n}, dtype);
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = cpu::convert<T>(static_cast<double>(i));
+  });
+  return t;
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> deleter) {
+  Tensor t;
+  t.impl_ = std::make_shared<Impl>();
+  t.impl_->storage = std::make_shared<Storage>(
+      data, static_cast<size_t>(braid::numel(shape)) * itemsize(dtype), std::move(deleter));
+  t.impl_->shape = shape;
+  t.impl_->strides = contiguous_strides(shape);
+  t.impl_->dtype = dtype;
+  return t;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, ndim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] != 1 && strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl()->storage->data()) + offset() * static_cast<int64_t>(itemsize(dtype()));
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  BRAID_CHECK_EQ(shape.size(), strides.size());
+  // Largest element the view can touch must lie inside the storage.
+  int64_t last = offset;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) { last = offset - 1; break; }
+    last += (shape[i] - 1) * strides[i];
+  }
+  const auto capacity = static_cast<int64_t>(storage()->nbytes() / itemsize(dtype()));
+  if (offset < 0 || last >= capacity) {
+    fail<IndexError>("as_strided: view {} strides {} offset {} exceeds storage of {} elements",
+                     braid::to_string(shape), braid::to_string(strides), offset, capacity);
+  }
+  Tensor t;
+  t.impl_ = std::make_shared<Impl>();
+  t.impl_->storage = storage();
+  t.impl_->shape = shape;
+  t.impl_->strides = strides;
+  t.impl_->offset = offset;
+  t.impl_->dtype = dtype();
+  return t;
+}
+
+Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(shape(), target);
+  out.copy_from(*this);
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) const {
+  if (src.shape() != shape()) {
+    fail<ValueError>("copy: source shape {} does not match destination shape {}",
+                     braid::to_string(src.shape()), braid::to_string(shape()));
+  }
+  if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
+    if (raw_data() != src.raw_data()) std::memmove(raw_data(), src.raw_data(), nbytes());
+    return;
+  }
+  visit_dtype(dtype(), [&](auto dzero) {
+    using D = decltype(dzero);
+    visit_dtype(src.dtype(), [&](auto szero) {
+      using S = decltype(szero);
+      D* dp = static_cast<D*>(impl()->storage->data());
+      const S* sp = static_cast<const S*>(src.storage()->data());
+      cpu::strided_loop<2>(shape(), {strides(), src.strides()}, {offset(), src.offset()},
+                           [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
+                             D* d = dp + off[0];
+                             const S* s = sp + off[1];
+                             for (int64_t i = 0; i < n; ++i) d[i * st[0]] = cpu::convert<D>(s[i * st[1]]);
+                           });
+    });
+  });
+}
+
+void Tensor::fill(double value) const {
+  visit_dtype(dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T v = cpu::convert<T>(value);
+    T* p = static_cast<T*>(impl()->storage->data());
+    cpu::strided_loop<1>(shape(), {strides()}, {offset()},
+                         [&](std::array<int64_t, 1> off, int64_t n, std::array<int64_t, 1> st) {
+                           for (int64_t i = 0; i < n; ++i) p[off[0] + i * st[0]] = v;
+                         });
+  });
+}
+
+double Tensor::item() const {
+  if (numel() != 1) fail<ValueError>("item: tensor of shape {} has {} elements, not 1", braid::to_string(shape()), numel());
+  return visit_dtype(dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return cpu::convert<double>(*static_cast<const T*>(raw_data()));
+  });
+}
+
+const Tensor& Tensor::set_requires_grad(bool on) const {
+  if (on && !is_floating(dtype())) {
+    fail<ValueError>("requires_grad: only floating tensors can require gradients, not {}", name(dtype()));
+  }
+  if (!is_leaf()) fail<ValueError>("requires_grad: can only be set on leaf tensors");
+  impl()->grad.requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl()->grad.grad ? *impl()->grad.grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (!g.defined()) {
+    impl()->grad.grad.reset();
+    return;
+  }
+  if (g.shape() != shape()) {
+    fail<ValueError>("set_grad: gradient shape {} does not match tensor shape {}", braid::to_string(g.shape()),
+                     braid::to_string(shape()));
+  }
+  impl()->grad.grad = std::make_shared<Tensor>(g);
+}
+
+std::string to_string(const Tensor& t) {
+  if (!t.defined()) return "Tensor(undefined)";
+  std::string s = fmt::format("Tensor({} {}", name(t.dtype()), to_string(t.shape()));
+  if (t.numel() <= 16) {
+    s += fmt::format(" {}", t.to_vector<double>());
+  }
+  return s + ")";
+}
+
+}  // namespace braid

@@ -1,0 +1,163 @@
+// Tensor: a cheap handle to shared storage with shape, strides, offset and
+// dtype. Copies of a Tensor share everything; views (as_strided) share the
+// storage. Autograd state lives in GradMeta, held by the handle so that every
+// copy sees the same requires_grad / grad / grad_fn. Differentiable operations
+// are free functions in braid/ops; this layer knows nothing about them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "braid/base/error.h"
+#include "braid/tensor/dtype.h"
+#include "braid/tensor/shape.h"
+
+namespace braid {
+
+namespace autograd {
+class Node;
+}
+
+class Tensor;
+
+// One allocation. Owns a block of the caching allocator, or wraps foreign
+// memory with a deleter.
+class Storage {
+ public:
+  explicit Storage(size_t nbytes);
+  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  std::function<void(void*)> deleter_;  // empty: caching allocator block
+};
+
+// Autograd state of a tensor (the engine in braid/autograd reads and writes it).
+struct GradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<Tensor> grad;                // accumulated gradient of a leaf
+  std::shared_ptr<autograd::Node> grad_fn;     // producer of a non-leaf
+  std::shared_ptr<autograd::Node> accumulator; // a leaf's grad sink, made on first use
+  // Hooks that fire once this leaf's gradient is final for the current
+  // backward pass (data parallelism starts communication from them).
+  std::vector<std::function<void(Tensor&)>> grad_ready_hooks;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined
+
+  // Creation. Values are uninitialised for empty().
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  static Tensor scalar(double value, DType dtype = DType::f32) { return full({}, value, dtype); }
+  // 0, 1, ..., n-1
+  static Tensor arange(int64_t n, DType dtype = DType::f32);
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+  // Wraps memory braid does not own; `deleter` runs when the last view dies.
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype,
+                          std::function<void(void*)> deleter = [](void*) {});
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl()->shape; }
+  const Shape& strides() const { return impl()->strides; }
+  int64_t offset() const { return impl()->offset; }
+  DType dtype() const { return impl()->dtype; }
+  int64_t ndim() const { return static_cast<int64_t>(impl()->shape.size()); }
+  // Size of dimension d (negative counts from the end).
+  int64_t size(int64_t d) const;
+  int64_t numel() const { return braid::numel(impl()->shape); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize(dtype()); }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return impl()->storage; }
+  // Identity: true when both handles are the same tensor (not merely equal values).
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // Pointer to the first element; checks that T matches the dtype.
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+
+  // A view sharing storage. Offsets and strides are in elements.
+  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  // This tensor's values in a fresh contiguous buffer (no autograd).
+  Tensor clone() const;
+  // The same values without autograd history (shares storage). Backward
+  // closures save detached tensors so a result never owns its own grad_fn.
+  Tensor detach() const;
+  // Itself when contiguous, else clone().
+  Tensor contiguous() const;
+  // Converted copy (itself when the dtype already matches).
+  Tensor to(DType dtype) const;
+  // Copies src's values into this tensor (shapes must match; dtypes may differ).
+  void copy_from(const Tensor& src) const;
+  void fill(double value) const;
+  // The value of a one-element tensor.
+  double item() const;
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // Autograd state shared by every copy of the handle.
+  bool requires_grad() const { return impl_ && impl()->grad.requires_grad; }
+  const Tensor& set_requires_grad(bool on = true) const;
+  // The accumulated gradient (undefined before the first backward).
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;
+  GradMeta& grad_meta() const { return impl()->grad; }
+  bool is_leaf() const { return !impl()->grad.grad_fn; }
+
+ private:
+  struct Impl {
+    std::shared_ptr<Storage> storage;
+    Shape shape, strides;
+    int64_t offset = 0;
+    DType dtype = DType::f32;
+    GradMeta grad;
+  };
+  Impl* impl() const {
+    BRAID_CHECK(impl_ != nullptr, "use of an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<Impl> impl_;
+};
+
+template <class T>
+T* Tensor::data() const {
+  if (dtype_of<T>() != dtype()) {
+    fail<ValueError>("tensor of dtype {} accessed as {}", name(dtype()), name(dtype_of<T>()));
+  }
+  return static_cast<T*>(raw_data());
+}
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
+  if (static_cast<int64_t>(values.size()) != braid::numel(shape)) {
+    fail<ValueError>("from_vector: {} values do not fill shape {}", values.size(), to_string(shape));
+  }
+  Tensor t = empty(shape, dtype_of<T>());
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = to(dtype_of<T>()).contiguous();
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+
+std::string to_string(const Tensor& t);
+
+}  // namespace braid
