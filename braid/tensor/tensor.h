@@ -46,7 +46,6 @@ struct GradMeta {
   bool requires_grad = false;
   std::shared_ptr<Tensor> grad;                // accumulated gradient of a leaf
   std::shared_ptr<autograd::Node> grad_fn;     // producer of a non-leaf
-  std::shared_ptr<autograd::Node> accumulator; // a leaf's grad sink, made on first use
   // Hooks that fire once this leaf's gradient is final for the current
   // backward pass (data parallelism starts communication from them).
   std::vector<std::function<void(Tensor&)>> grad_ready_hooks;
