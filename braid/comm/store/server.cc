@@ -1,0 +1,337 @@
+#include "braid/comm/store/server.h"
+
+#include <asio.hpp>
+#include <atomic>
+#include <charconv>
+#include <cstring>
+#include <list>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "braid/base/digest.h"
+#include "braid/base/error.h"
+#include "braid/base/log.h"
+#include "braid/comm/store/protocol.h"
+
+namespace braid::comm {
+
+using asio::ip::tcp;
+using store::Op;
+using store::Status;
+
+namespace {
+
+class Session;
+
+// A client blocked in kWait until all `keys` exist or its timer fires.
+struct Waiter {
+  std::shared_ptr<Session> session;
+  std::vector<std::string> keys;
+  std::unique_ptr<asio::steady_timer> timer;
+  bool done = false;
+};
+
+std::optional<int64_t> parse_i64(std::string_view s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+struct StoreServer::Impl {
+  StoreServerOptions opts;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::unordered_map<std::string, std::string> kv;
+  std::list<std::shared_ptr<Waiter>> waiters;
+  std::atomic<int64_t> rejected{0};
+  int port = 0;
+  std::thread thread;
+  bool stopped = false;
+
+  void accept();
+  void notify_waiters();
+  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    for (const auto& k : keys)
+      if (!kv.contains(k)) out.push_back(k);
+    return out;
+  }
+};
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(StoreServer::Impl& server, tcp::socket socket)
+      : server_(server), socket_(std::move(socket)), auth_timer_(server.io) {
+    asio::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    peer_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  }
+
+  void start() {
+    random_bytes(nonce_);
+    auto self = shared_from_this();
+    auth_timer_.expires_after(server_.opts.auth_timeout);
+    auth_timer_.async_wait([self](asio::error_code ec) {
+      if (!ec && !self->authed_) self->reject("did not authenticate in time");
+    });
+    asio::async_write(socket_, asio::buffer(nonce_), [self](asio::error_code ec, size_t) {
+      if (ec) return self->close();
+      asio::async_read(self->socket_, asio::buffer(self->mac_),
+                       [self](asio::error_code ec2, size_t) { self->on_mac(ec2); });
+    });
+  }
+
+  // Sends a response frame, then reads the next request.
+  void respond(Status status, const std::vector<std::string>& fields) {
+    out_ = store::encode(static_cast<uint8_t>(status), fields);
+    prefix_ = store::length_prefix(static_cast<uint32_t>(out_.size()));
+    auto self = shared_from_this();
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(prefix_), asio::buffer(out_)};
+    asio::async_write(socket_, bufs, [self](asio::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->read_request();
+    });
+  }
+
+ private:
+  void on_mac(asio::error_code ec) {
+    if (ec) return close();
+    Sha256 got;
+    std::memcpy(got.data(), mac_.data(), got.size());
+    bool ok = equal_digests(got, store::auth_mac(server_.opts.token, "braid-store", nonce_));
+    auth_reply_[0] = ok ? store::kAuthOk : store::kAuthRejected;
+    if (ok) {
+      authed_ = true;
+      auth_timer_.cancel();
+    }
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(auth_reply_), [self, ok](asio::error_code ec2, size_t) {
+      if (!ok) return self->reject("wrong token");
+      if (ec2) return self->close();
+      self->read_request();
+    });
+  }
+
+  void read_request() {
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(header_), [self](asio::error_code ec, size_t) {
+      if (ec) return self->close();
+      uint32_t n = store::read_length(self->header_);
+      if (n > self->server_.opts.max_frame) {
+        // Answer before dropping, so an honest client learns why.
+        self->reject_with_error(fmt::format("frame of {} bytes exceeds the store's limit of {}",
+                                            n, self->server_.opts.max_frame));
+        return;
+      }
+      self->body_.resize(n);
+      asio::async_read(self->socket_, asio::buffer(self->body_),
+                       [self](asio::error_code ec2, size_t) {
+                         if (ec2) return self->close();
+                         self->handle();
+                       });
+    });
+  }
+
+  void handle() {
+    store::Decoded req;
+    try {
+      req = store::decode(body_);
+    } catch (const PeerError& e) {
+      return reject(e.what());
+    }
+    auto& f = req.fields;
+    auto& kv = server_.kv;
+    auto need = [&](size_t n) {
+      if (f.size() < n) {
+        reject(fmt::format("op {} with {} fields, needs {}", req.head, f.size(), n));
+        return false;
+      }
+      return true;
+    };
+    switch (static_cast<Op>(req.head)) {
+      case Op::kSet:
+        if (!need(2)) return;
+        kv[f[0]] = f[1];
+        server_.notify_waiters();
+        return respond(Status::kOk, {});
+      case Op::kGet: {
+        if (!need(1)) return;
+        auto it = kv.find(f[0]);
+        if (it == kv.end()) return respond(Status::kNotFound, {});
+        return respond(Status::kOk, {it->second});
+      }
+      case Op::kAdd: {
+        if (!need(2)) return;
+        auto delta = parse_i64(f[1]);
+        int64_t current = 0;
+        auto it = kv.find(f[0]);
+        if (it != kv.end()) {
+          auto parsed = parse_i64(it->second);
+          if (!parsed) return respond(Status::kError, {fmt::format("key '{}' is not a counter", f[0])});
+          current = *parsed;
+        }
+        if (!delta) return respond(Status::kError, {"add: delta is not an integer"});
+        kv[f[0]] = std::to_string(current + *delta);
+        server_.notify_waiters();
+        return respond(Status::kOk, {kv[f[0]]});
+      }
+      case Op::kCompareSet: {
+        if (!need(3)) return;
+        auto it = kv.find(f[0]);
+        // Missing key matches an empty `expected` (the PyTorch store's rule).
+        bool match = it == kv.end() ? f[1].empty() : it->second == f[1];
+        if (match) {
+          kv[f[0]] = f[2];
+          server_.notify_waiters();
+          return respond(Status::kOk, {f[2]});
+        }
+        return respond(Status::kOk, {it == kv.end() ? std::string() : it->second});
+      }
+      case Op::kDelete: {
+        if (!need(1)) return;
+        bool erased = kv.erase(f[0]) > 0;
+        return respond(Status::kOk, {erased ? "1" : "0"});
+      }
+      case Op::kPing:
+        return respond(Status::kOk, {});
+      case Op::kWait:
+        if (!need(1)) return;
+        return wait(f);
+    }
+    reject(fmt::format("unknown op {}", req.head));
+  }
+
+  void wait(std::vector<std::string>& f) {
+    auto ms = parse_i64(f[0]);
+    if (!ms || *ms < 0) return respond(Status::kError, {"wait: bad timeout"});
+    std::vector<std::string> keys(f.begin() + 1, f.end());
+    if (server_.missing(keys).empty()) return respond(Status::kOk, {});
+    auto w = std::make_shared<Waiter>();
+    w->session = shared_from_this();
+    w->keys = std::move(keys);
+    w->timer = std::make_unique<asio::steady_timer>(server_.io);
+    w->timer->expires_after(std::chrono::milliseconds(*ms));
+    server_.waiters.push_back(w);
+    auto* server = &server_;
+    w->timer->async_wait([server, w](asio::error_code ec) {
+      if (ec || w->done) return;
+      w->done = true;
+      server->waiters.remove(w);
+      auto session = std::move(w->session);
+      session->respond(Status::kTimeout, server->missing(w->keys));
+    });
+  }
+
+  void reject_with_error(std::string why) {
+    log::warn("store: rejecting {}: {}", peer_, why);
+    ++server_.rejected;
+    out_ = store::encode(static_cast<uint8_t>(Status::kError), {why});
+    prefix_ = store::length_prefix(static_cast<uint32_t>(out_.size()));
+    auto self = shared_from_this();
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(prefix_), asio::buffer(out_)};
+    asio::async_write(socket_, bufs, [self](asio::error_code, size_t) { self->close(); });
+  }
+
+  void reject(const std::string& why) {
+    log::warn("store: rejecting {}: {}", peer_, why);
+    ++server_.rejected;
+    close();
+  }
+
+  void close() {
+    asio::error_code ec;
+    auth_timer_.cancel();
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  StoreServer::Impl& server_;
+  tcp::socket socket_;
+  asio::steady_timer auth_timer_;
+  std::string peer_;
+  bool authed_ = false;
+  std::array<std::byte, store::kNonceBytes> nonce_{};
+  std::array<std::byte, 32> mac_{};
+  std::array<uint8_t, 1> auth_reply_{};
+  std::array<std::byte, 4> header_{};
+  std::array<std::byte, 4> prefix_{};
+  std::string body_, out_;
+};
+
+}  // namespace
+
+void StoreServer::Impl::accept() {
+  acceptor.async_accept([this](asio::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      log::warn("store: accept failed: {}", ec.message());
+    } else {
+      socket.set_option(tcp::no_delay(true));
+      std::make_shared<Session>(*this, std::move(socket))->start();
+    }
+    accept();
+  });
+}
+
+void StoreServer::Impl::notify_waiters() {
+  for (auto it = waiters.begin(); it != waiters.end();) {
+    auto w = *it;
+    if (!missing(w->keys).empty()) {
+      ++it;
+      continue;
+    }
+    it = waiters.erase(it);
+    w->done = true;
+    w->timer->cancel();
+    auto session = std::move(w->session);
+    session->respond(Status::kOk, {});
+  }
+}
+
+StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.token.empty()) fail<ConfigError>("store server: empty token (set BRAID_TOKEN)");
+  impl_->opts = std::move(options);
+  auto& o = impl_->opts;
+  try {
+    tcp::resolver resolver(impl_->io);
+    auto endpoints = resolver.resolve(o.host, std::to_string(o.port));
+    tcp::endpoint ep = endpoints.begin()->endpoint();
+    impl_->acceptor.open(ep.protocol());
+    impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
+    impl_->acceptor.bind(ep);
+    impl_->acceptor.listen();
+    impl_->port = impl_->acceptor.local_endpoint().port();
+  } catch (const std::system_error& e) {
+    fail<IoError>("store server: cannot listen on {}:{}: {}", o.host, o.port, e.what());
+  }
+  impl_->accept();
+  impl_->thread = std::thread([impl = impl_.get()] {
+    try {
+      impl->io.run();
+    } catch (const std::exception& e) {
+      log::error("store server stopped: {}", e.what());
+    }
+  });
+  log::debug("store: serving on {}:{}", o.host, impl_->port);
+}
+
+StoreServer::~StoreServer() { stop(); }
+
+void StoreServer::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->io.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int StoreServer::port() const { return impl_->port; }
+const std::string& StoreServer::host() const { return impl_->opts.host; }
+int64_t StoreServer::rejected() const { return impl_->rejected.load(); }
+
+}  // namespace braid::comm

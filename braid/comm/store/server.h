@@ -1,0 +1,50 @@
+// The rendezvous Store's server: an in-memory key-value map behind a TCP port,
+// served by one Asio thread. It runs inside `braid launch` or inside rank 0's
+// process (DESIGN.md "Store"). Every connection must pass the token challenge
+// (protocol.h); every frame is size-bounded. A rejected or misbehaving client
+// is logged and dropped while the others keep being served.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace braid::comm {
+
+struct StoreServerOptions {
+  // Loopback unless told otherwise (DESIGN.md "Rules that keep it real").
+  std::string host = "127.0.0.1";
+  // 0 picks a free port; port() tells which.
+  int port = 0;
+  // Shared secret; clients prove they know it. Must not be empty.
+  std::string token;
+  // Largest frame payload accepted (bytes).
+  uint32_t max_frame = 16u << 20;
+  // A client that has not authenticated within this time is dropped.
+  std::chrono::milliseconds auth_timeout{10000};
+};
+
+class StoreServer {
+ public:
+  // Binds and starts serving on a background thread; throws IoError when the
+  // address cannot be bound.
+  explicit StoreServer(StoreServerOptions options);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  int port() const;
+  const std::string& host() const;
+  // Connections rejected so far (bad token, oversized or malformed frame).
+  int64_t rejected() const;
+  // Stops serving and joins the thread; idempotent.
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace braid::comm
