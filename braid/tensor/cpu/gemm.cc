@@ -1,0 +1,172 @@
+#include "braid/tensor/cpu/gemm.h"
+
+#include <cblas.h>
+#include <dnnl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "braid/base/error.h"
+#include "braid/base/thread_pool.h"
+
+namespace braid::cpu {
+namespace {
+
+// Timed calls per library before the autotuner decides. The minimum of three
+// is robust to the other processes sharing the cores; the first call of each
+// library also pays one-time costs (jit code generation, thread start).
+constexpr int kTrials = 3;
+
+struct Key {
+  bool ta, tb;
+  int64_t m, n, k;
+  int threads;
+  auto tie() const { return std::tie(ta, tb, m, n, k, threads); }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Tuning {
+  int calls[2] = {0, 0};  // [openblas, onednn]
+  double best[2] = {1e30, 1e30};  // seconds
+  GemmBackend choice = GemmBackend::automatic;
+};
+
+struct Tuner {
+  std::mutex mu;
+  std::map<Key, Tuning> table;
+};
+
+Tuner& tuner() {
+  static Tuner t;
+  return t;
+}
+
+std::atomic<GemmBackend> g_default{GemmBackend::automatic};
+
+void check_args(const char* op, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda,
+                int64_t ldb, int64_t ldc) {
+  const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
+  if (m < 0 || n < 0 || k < 0 || lda < std::max<int64_t>(1, a_cols) ||
+      ldb < std::max<int64_t>(1, b_cols) || ldc < std::max<int64_t>(1, n)) {
+    fail<ValueError>("{}: bad arguments m={} n={} k={} lda={} ldb={} ldc={} (trans_a={}, trans_b={})",
+                     op, m, n, k, lda, ldb, ldc, ta, tb);
+  }
+}
+
+template <class T>
+void scale_rows(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = c + i * ldc;
+    if (beta == T(0)) {
+      std::fill(row, row + n, T(0));
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+  }
+}
+
+void run_sgemm(GemmBackend b, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* bm, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
+  if (b == GemmBackend::onednn) {
+    const dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, bm,
+                                       ldb, beta, c, ldc);
+    if (s != dnnl_success) {
+      fail<ValueError>("gemm: dnnl_sgemm failed with status {} for m={} n={} k={}",
+                       static_cast<int>(s), m, n, k);
+    }
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), bm, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+}  // namespace
+
+std::string_view name(GemmBackend b) {
+  switch (b) {
+    case GemmBackend::automatic: return "automatic";
+    case GemmBackend::openblas: return "openblas";
+    case GemmBackend::onednn: return "onednn";
+  }
+  return "?";
+}
+
+void set_default_gemm_backend(GemmBackend b) { g_default.store(b); }
+GemmBackend default_gemm_backend() { return g_default.load(); }
+
+GemmBackend gemm_choice(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
+  Tuner& t = tuner();
+  std::lock_guard lock(t.mu);
+  auto it = t.table.find(Key{trans_a, trans_b, m, n, k, num_threads()});
+  return it == t.table.end() ? GemmBackend::automatic : it->second.choice;
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          GemmBackend backend) {
+  check_args("gemm(f32)", ta, tb, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.f) {  // C = beta * C; BLAS would still read A and B
+    scale_rows(m, n, beta, c, ldc);
+    return;
+  }
+  if (backend == GemmBackend::automatic) backend = g_default.load();
+  if (backend != GemmBackend::automatic) {
+    run_sgemm(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Online autotune: alternate the libraries until each has kTrials timings.
+  Tuner& t = tuner();
+  const Key key{ta, tb, m, n, k, num_threads()};
+  int slot;
+  {
+    std::lock_guard lock(t.mu);
+    Tuning& tu = t.table[key];
+    if (tu.choice != GemmBackend::automatic) {
+      backend = tu.choice;
+      slot = -1;
+    } else {
+      slot = tu.calls[1] < tu.calls[0] ? 1 : 0;
+      backend = slot == 0 ? GemmBackend::openblas : GemmBackend::onednn;
+    }
+  }
+  if (slot < 0) {
+    run_sgemm(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  run_sgemm(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard lock(t.mu);
+  Tuning& tu = t.table[key];
+  if (tu.choice != GemmBackend::automatic) return;  // another thread finished tuning
+  tu.calls[slot] += 1;
+  tu.best[slot] = std::min(tu.best[slot], sec);
+  if (tu.calls[0] >= kTrials && tu.calls[1] >= kTrials) {
+    tu.choice = tu.best[1] <= tu.best[0] ? GemmBackend::onednn : GemmBackend::openblas;
+  }
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc,
+          GemmBackend /*backend: f64 has OpenBLAS only*/) {
+  check_args("gemm(f64)", ta, tb, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0) {
+    scale_rows(m, n, beta, c, ldc);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+}  // namespace braid::cpu

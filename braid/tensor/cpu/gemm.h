@@ -1,0 +1,42 @@
+// Dense matrix products through a BLAS library (never hand-written).
+//
+// Row-major C[m, n] = alpha * op(A) op(B) + beta * C with op(A) [m, k] and
+// op(B) [k, n]; lda/ldb/ldc are row strides in elements of the stored
+// (untransposed) matrices, as in cblas with CblasRowMajor.
+//
+// f32 runs on OpenBLAS (cblas_sgemm, AVX2 kernels under the preset
+// OPENBLAS_CORETYPE=Haswell) or on oneDNN (dnnl_sgemm: the same jit gemm its
+// f32 matmul primitive dispatches to in 2.6, "gemm:jit", picking AVX-512 itself).
+// Neither wins everywhere (measured on 784-256-256-10 MLP shapes: oneDNN faster
+// for most, OpenBLAS for some A^T B products), so `automatic` autotunes online
+// per (m, n, k, transposes, threads): the first calls of a shape alternate the
+// two libraries on the real data, and the faster minimum time wins from then on.
+// f64 always uses OpenBLAS dgemm. Both libraries run on the one OpenMP pool.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace braid::cpu {
+
+enum class GemmBackend : uint8_t { automatic, openblas, onednn };
+
+std::string_view name(GemmBackend b);
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc, GemmBackend backend = GemmBackend::automatic);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc, GemmBackend backend = GemmBackend::automatic);
+
+// Makes every `automatic` f32 call use `b` (automatic = autotune again).
+// For benchmarks and tests that pin a library; process-wide.
+void set_default_gemm_backend(GemmBackend b);
+GemmBackend default_gemm_backend();
+
+// The library the autotuner has settled on for a shape at the current thread
+// count, or automatic while it is still measuring.
+GemmBackend gemm_choice(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
+
+}  // namespace braid::cpu
