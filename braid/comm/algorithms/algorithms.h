@@ -1,0 +1,66 @@
+// Every collective algorithm, written once against Group (a Transport seen
+// through one group of ranks). Costs use n bytes, p ranks, alpha (s per
+// message), beta (s per byte on the wire), gamma (s per byte reduced); each
+// .cc file states the derivation. All reducing algorithms leave every rank with
+// bitwise-identical results (each element is combined in one place, or in the
+// same order everywhere); `avg` is divided afterwards by the communicator.
+#pragma once
+
+#include <string_view>
+
+#include "braid/comm/algorithms/group.h"
+
+namespace braid::comm {
+
+enum class Algorithm : uint8_t {
+  automatic,           // chosen by the cost model
+  ring,                // 2(p-1) alpha + 2(p-1)/p n beta
+  recursive_doubling,  // log p alpha + n log p beta
+  halving_doubling,    // Rabenseifner: 2 log p alpha + 2(p-1)/p n beta
+  binary_tree,         // 2 log p alpha + 2 n beta (pipelined)
+  double_binary_tree,  // 2 log p alpha + n beta (pipelined, two trees)
+  binary_blocks,       // halving-doubling inside power-of-two blocks, blocks chained
+  direct,              // star through rank 0: 2 alpha + 2 (p-1) n beta at the root
+  hierarchical,        // intra-host reduce, inter-host all-reduce, intra-host broadcast
+};
+
+inline constexpr Algorithm kAllreduceAlgorithms[] = {
+    Algorithm::ring, Algorithm::recursive_doubling, Algorithm::halving_doubling,
+    Algorithm::binary_tree, Algorithm::double_binary_tree, Algorithm::binary_blocks,
+    Algorithm::direct, Algorithm::hierarchical};
+
+std::string_view name(Algorithm a);
+// "auto", "ring", "recursive_doubling", ...; throws ValueError otherwise.
+Algorithm parse_algorithm(std::string_view s);
+
+// ---- all-reduce (args.data holds the full vector on every rank) -------------
+void ring_allreduce(Group& g, const ReduceArgs& args);
+void recursive_doubling_allreduce(Group& g, const ReduceArgs& args);
+void halving_doubling_allreduce(Group& g, const ReduceArgs& args);
+void binary_tree_allreduce(Group& g, const ReduceArgs& args);
+void double_binary_tree_allreduce(Group& g, const ReduceArgs& args);
+void binary_blocks_allreduce(Group& g, const ReduceArgs& args);
+void direct_allreduce(Group& g, const ReduceArgs& args);
+
+// ---- pieces ------------------------------------------------------------------
+// args.data is p segments (Partition{count, p}); afterwards segment rank() is
+// the reduction of everyone's segment rank(); other segments are clobbered.
+void ring_reduce_scatter(Group& g, const ReduceArgs& args);
+// data is p segments of seg elements of `elem` bytes; segment rank() is
+// filled in; afterwards every segment holds its owner's data.
+void ring_allgather(Group& g, std::byte* data, Partition seg, size_t elem, size_t chunk_bytes);
+// Binomial tree, ceil(log p) alpha + ceil(log p) n beta.
+void binomial_broadcast(Group& g, std::span<std::byte> data, int root);
+// Binomial tree, result on root only; other ranks' data is clobbered.
+void binomial_reduce(Group& g, const ReduceArgs& args, int root);
+// Root receives p blocks (block i = rank i's `mine`) into `all`; (p-1) alpha + (p-1) n beta at the root.
+void direct_gather(Group& g, std::span<const std::byte> mine, std::span<std::byte> all, int root);
+// Root sends block i of `all` to rank i.
+void direct_scatter(Group& g, std::span<const std::byte> all, std::span<std::byte> mine, int root);
+// Block j of `in` goes to rank j, arriving as block rank() of its `out`;
+// pairwise exchange, (p-1) alpha + (p-1)/p n beta.
+void pairwise_alltoall(Group& g, std::span<const std::byte> in, std::span<std::byte> out);
+// Dissemination barrier: ceil(log p) rounds of one empty message.
+void dissemination_barrier(Group& g);
+
+}  // namespace braid::comm

@@ -1,0 +1,93 @@
+// What every collective algorithm sees: a Transport seen through one group of
+// ranks (group index -> transport rank), one tag block for this collective, one
+// deadline, and a reusable scratch area. Algorithms talk to group indices only.
+//
+// Tags: the communicator hands each collective a 64-bit tag base whose low 16
+// bits are zero; an algorithm may use up to 2^16 "lanes" (tag = base | lane)
+// where it needs messages between one pair that must not be matched in FIFO
+// order with each other (two trees of a double binary tree, for instance).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "braid/base/deadline.h"
+#include "braid/base/error.h"
+#include "braid/comm/reduce_op.h"
+#include "braid/comm/transport/transport.h"
+
+namespace braid::comm {
+
+// A wait inside a collective ran past its deadline; `peer` is the group index
+// waited for. The communicator adds who never arrived before rethrowing.
+class PeerTimeout : public TimeoutError {
+ public:
+  PeerTimeout(const std::string& what, int peer) : TimeoutError(what), peer(peer) {}
+  int peer;
+};
+
+// Grow-only byte buffer reused across collectives, so large scratch does not
+// hit glibc's mmap/munmap path on every call (DESIGN.md, facts).
+class Scratch {
+ public:
+  // At least `bytes` bytes; invalidates spans handed out earlier.
+  std::span<std::byte> get(size_t bytes);
+
+ private:
+  std::vector<std::byte> buf_;
+};
+
+class Group {
+ public:
+  Group(Transport& transport, std::span<const int> members, int me, uint64_t tag_base,
+        Deadline deadline, Scratch& scratch, std::string what);
+
+  int rank() const { return me_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  Deadline deadline() const { return deadline_; }
+  Scratch& scratch() { return scratch_; }
+
+  Work send(int peer, std::span<const std::byte> data, uint16_t lane = 0);
+  Work recv(int peer, std::span<std::byte> data, uint16_t lane = 0);
+  // Waits for `work` (a transfer with group index `peer`); throws PeerTimeout.
+  void wait(const Work& work, int peer);
+  // Exchanges with one peer: posts both, waits both.
+  void sendrecv(int to, std::span<const std::byte> out, int from, std::span<std::byte> in,
+                uint16_t lane = 0);
+
+ private:
+  Transport& transport_;
+  std::span<const int> members_;
+  int me_;
+  uint64_t tag_base_;
+  Deadline deadline_;
+  Scratch& scratch_;
+  std::string what_;
+};
+
+// The elements and reduction of one reducing collective.
+struct ReduceArgs {
+  std::byte* data;     // count elements of dtype, in/out
+  size_t count;        // elements
+  DType dtype;
+  Op op;
+  size_t chunk_bytes;  // pipelining unit for ring/tree (bytes)
+  size_t bytes() const { return count * itemsize(dtype); }
+  std::byte* at(size_t element) const { return data + element * itemsize(dtype); }
+};
+
+// Near-equal split of `count` elements into `parts` parts; the first
+// count % parts parts get one more element.
+struct Partition {
+  size_t count;
+  size_t parts;
+  size_t offset(size_t i) const { return i * (count / parts) + std::min(i, count % parts); }
+  size_t size(size_t i) const { return offset(i + 1) - offset(i); }
+};
+
+// Largest power of two <= n (n >= 1).
+int floor_pow2(int n);
+
+}  // namespace braid::comm

@@ -1,0 +1,245 @@
+#include "braid/comm/communicator.h"
+
+#include <algorithm>
+
+#include "braid/base/error.h"
+#include "braid/comm/communicator_impl.h"
+
+namespace braid::comm {
+
+namespace {
+
+std::string human_bytes(size_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} bytes", b);
+}
+
+std::span<std::byte> bytes_of(BufferRef b) { return {b.data, b.bytes()}; }
+
+}  // namespace
+
+Communicator::Impl::Impl(std::shared_ptr<Transport> t, CommOptions o, std::vector<int> m, int r, uint32_t i)
+    : transport(std::move(t)), options(std::move(o)), members(std::move(m)), rank(r), id(i),
+      arrivals(transport, members, rank, p2p_tag(id, kMaxUserTag), p2p_tag(id, kMaxUserTag + 1)) {
+  cost = options.cost.value_or(default_link_cost(transport->name()));
+  inter_cost = options.inter_host_cost.value_or(default_link_cost("tcp"));
+  worker = std::thread([this] { run(); });
+}
+
+Communicator::Impl::~Impl() {
+  {
+    std::lock_guard lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  worker.join();
+}
+
+void Communicator::Impl::run() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, and everything queued has run
+      task = std::move(queue.front());
+      queue.pop_front();
+    }
+    task();
+  }
+}
+
+Work Communicator::Impl::submit(std::string op, std::string detail, size_t bytes, Duration timeout,
+                                std::function<void(Group&)> body) {
+  std::lock_guard lock(mu);
+  const uint64_t seq = next_seq++;
+  Work work(fmt::format("rank {} {} #{} ({}{})", rank, op, seq, human_bytes(bytes), detail));
+  queue.push_back([this, work, seq, op = std::move(op), timeout, body = std::move(body)] {
+    arrivals.started(seq, op);
+    const auto start = Clock::now();
+    // Part of the timeout is kept for asking the other ranks where they are.
+    const Duration window = std::clamp<Duration>(timeout / 10, Duration(10ms), Duration(2s));
+    Group g(*transport, members, rank, collective_tag(id, seq), Deadline::after(timeout - window), scratch,
+            work.what());
+    try {
+      body(g);
+      work.complete();
+    } catch (const PeerTimeout& e) {
+      const std::string who = arrivals.who_never_arrived(seq, window);
+      work.complete(std::make_exception_ptr(TimeoutError(
+          fmt::format("{} timed out after {} waiting for rank {}; {} [{}]", work.what(),
+                      format_duration(Clock::now() - start), e.peer, who, e.what()))));
+    } catch (...) {
+      work.complete(std::current_exception());
+    }
+  });
+  cv.notify_one();
+  return work;
+}
+
+Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions options) {
+  if (!transport) fail<ValueError>("Communicator needs a transport");
+  std::vector<int> members(transport->size());
+  for (int r = 0; r < transport->size(); ++r) members[r] = r;
+  const int rank = transport->rank();
+  impl_ = std::make_shared<Impl>(std::move(transport), std::move(options), std::move(members), rank, 1);
+}
+
+Communicator::~Communicator() = default;
+
+Communicator::Impl& Communicator::impl() const {
+  if (!impl_) fail<ValueError>("empty communicator (this rank is in no group of the split)");
+  return *impl_;
+}
+
+int Communicator::rank() const { return impl().rank; }
+int Communicator::size() const { return static_cast<int>(impl().members.size()); }
+int Communicator::transport_rank(int r) const { return impl().members.at(r); }
+const CommOptions& Communicator::options() const { return impl().options; }
+
+LinkCost Communicator::link_cost() const {
+  std::lock_guard lock(impl().cost_mu);
+  return impl().cost;
+}
+
+Algorithm Communicator::choose_allreduce(size_t bytes) const {
+  Impl& m = impl();
+  std::lock_guard lock(m.cost_mu);
+  return comm::choose_allreduce(size(), bytes, m.cost, m.inter_cost, std::max(1, m.hosts));
+}
+
+namespace {
+
+void check_root(int root, int p, const char* op) {
+  if (root < 0 || root >= p) fail<ValueError>("{}: root {} outside group of {}", op, root, p);
+}
+void check_blocks(BufferRef whole, BufferRef block, int p, const char* op) {
+  if (whole.dtype != block.dtype)
+    fail<ValueError>("{}: dtype {} vs {}", op, name(whole.dtype), name(block.dtype));
+  if (whole.count != block.count * static_cast<size_t>(p))
+    fail<ValueError>("{}: {} elements is not {} ranks x {} elements", op, whole.count, p, block.count);
+}
+
+}  // namespace
+
+Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
+  Impl& m = impl();
+  check_reducible(buf.dtype);
+  const int p = size();
+  return m.submit("allreduce", fmt::format(" {} {}, {}", name(buf.dtype), name(o.op), name(o.algorithm)),
+                  buf.bytes(), m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
+    const ReduceArgs a{buf.data, buf.count, buf.dtype, o.op, m.options.chunk_bytes};
+    Algorithm alg = o.algorithm;
+    if (alg == Algorithm::automatic) {
+      if (m.hosts == 0) m.discover_hosts(g);
+      std::lock_guard lock(m.cost_mu);
+      alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts);
+    }
+    switch (alg) {
+      case Algorithm::ring: ring_allreduce(g, a); break;
+      case Algorithm::recursive_doubling: recursive_doubling_allreduce(g, a); break;
+      case Algorithm::halving_doubling: halving_doubling_allreduce(g, a); break;
+      case Algorithm::binary_tree: binary_tree_allreduce(g, a); break;
+      case Algorithm::double_binary_tree: double_binary_tree_allreduce(g, a); break;
+      case Algorithm::binary_blocks: binary_blocks_allreduce(g, a); break;
+      case Algorithm::direct: direct_allreduce(g, a); break;
+      case Algorithm::hierarchical: m.hierarchical_allreduce(g, a); break;
+      case Algorithm::automatic: break;
+    }
+    finish_reduction(a.dtype, a.op, a.data, a.count, p);
+  });
+}
+
+Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
+  Impl& m = impl();
+  check_reducible(buf.dtype);
+  check_root(o.root, size(), "reduce");
+  const int p = size();
+  return m.submit("reduce", fmt::format(" {} {}, root {}", name(buf.dtype), name(o.op), o.root), buf.bytes(),
+                  m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
+    const ReduceArgs a{buf.data, buf.count, buf.dtype, o.op, m.options.chunk_bytes};
+    binomial_reduce(g, a, o.root);
+    if (g.rank() == o.root) finish_reduction(a.dtype, a.op, a.data, a.count, p);
+  });
+}
+
+Work Communicator::broadcast(BufferRef buf, RootOptions o) {
+  Impl& m = impl();
+  check_root(o.root, size(), "broadcast");
+  return m.submit("broadcast", fmt::format(", root {}", o.root), buf.bytes(), m.timeout_or_default(o.timeout),
+                  [buf, o](Group& g) { binomial_broadcast(g, bytes_of(buf), o.root); });
+}
+
+Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOptions o) {
+  Impl& m = impl();
+  check_reducible(in.dtype);
+  check_blocks(in, out, size(), "reduce_scatter");
+  const int p = size();
+  return m.submit("reduce_scatter", fmt::format(" {} {}", name(in.dtype), name(o.op)), in.bytes(),
+                  m.timeout_or_default(o.timeout), [&m, in, out, o, p](Group& g) {
+    // The ring reduces in place; work on a copy so `in` survives. The copy
+    // lives in front of the algorithm's own scratch, in a separate buffer.
+    std::vector<std::byte> work(in.data, in.data + in.bytes());
+    const ReduceArgs a{work.data(), in.count, in.dtype, o.op, m.options.chunk_bytes};
+    ring_reduce_scatter(g, a);
+    if (out.bytes()) std::copy_n(a.at(g.rank() * out.count), out.bytes(), out.data);
+    finish_reduction(out.dtype, o.op, out.data, out.count, p);
+  });
+}
+
+Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
+  Impl& m = impl();
+  check_blocks(out, in, size(), "allgather");
+  return m.submit("allgather", "", out.bytes(), m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
+    if (in.bytes()) std::copy_n(in.data, in.bytes(), out.data + g.rank() * in.bytes());
+    ring_allgather(g, out.data, Partition{out.count, static_cast<size_t>(g.size())}, itemsize(in.dtype),
+                   m.options.chunk_bytes);
+  });
+}
+
+Work Communicator::gather(BufferRef in, BufferRef out, RootOptions o) {
+  Impl& m = impl();
+  check_root(o.root, size(), "gather");
+  if (rank() == o.root) check_blocks(out, in, size(), "gather");
+  return m.submit("gather", fmt::format(", root {}", o.root), in.bytes(), m.timeout_or_default(o.timeout),
+                  [in, out, o](Group& g) { direct_gather(g, bytes_of(in), bytes_of(out), o.root); });
+}
+
+Work Communicator::scatter(BufferRef in, BufferRef out, RootOptions o) {
+  Impl& m = impl();
+  check_root(o.root, size(), "scatter");
+  if (rank() == o.root) check_blocks(in, out, size(), "scatter");
+  return m.submit("scatter", fmt::format(", root {}", o.root), out.bytes(), m.timeout_or_default(o.timeout),
+                  [in, out, o](Group& g) { direct_scatter(g, bytes_of(in), bytes_of(out), o.root); });
+}
+
+Work Communicator::alltoall(BufferRef in, BufferRef out, TimeoutOptions o) {
+  Impl& m = impl();
+  if (in.dtype != out.dtype || in.count != out.count || in.count % size() != 0)
+    fail<ValueError>("alltoall: in ({} x {}) and out ({} x {}) must match and split into {} blocks", in.count,
+                     name(in.dtype), out.count, name(out.dtype), size());
+  return m.submit("alltoall", "", in.bytes(), m.timeout_or_default(o.timeout),
+                  [in, out](Group& g) { pairwise_alltoall(g, bytes_of(in), bytes_of(out)); });
+}
+
+Work Communicator::barrier(TimeoutOptions o) {
+  Impl& m = impl();
+  return m.submit("barrier", "", 0, m.timeout_or_default(o.timeout), [](Group& g) { dissemination_barrier(g); });
+}
+
+Work Communicator::send(BufferRef buf, int peer, P2POptions o) {
+  Impl& m = impl();
+  if (o.tag >= kMaxUserTag) fail<ValueError>("send: tag {} is not below 2^39", o.tag);
+  check_root(peer, size(), "send");
+  return m.transport->send(m.members[peer], p2p_tag(m.id, o.tag), bytes_of(buf));
+}
+
+Work Communicator::recv(BufferRef buf, int peer, P2POptions o) {
+  Impl& m = impl();
+  if (o.tag >= kMaxUserTag) fail<ValueError>("recv: tag {} is not below 2^39", o.tag);
+  check_root(peer, size(), "recv");
+  return m.transport->recv(m.members[peer], p2p_tag(m.id, o.tag), bytes_of(buf));
+}
+
+}  // namespace braid::comm

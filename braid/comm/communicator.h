@@ -1,0 +1,148 @@
+// Communicator: a group of ranks over a Transport (DESIGN.md).
+//
+// Every collective is asynchronous: it is numbered (per-communicator sequence
+// number, encoded into its tags), queued on the communicator's worker thread
+// (collectives run in call order), and returns a Work. All ranks must call the
+// same collectives in the same order. Buffers must stay valid until the Work
+// completes. A collective that runs past its timeout completes its Work with a
+// TimeoutError naming rank, peer, op, bytes, sequence number and the ranks that
+// never arrived; after that the communicator should be considered broken.
+//
+//   Communicator comm(transport);
+//   comm.allreduce(grads, {.op = Op::avg, .algorithm = Algorithm::ring, .timeout = 30s})
+//       .wait(Deadline::after(60s));
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "braid/comm/algorithms/algorithms.h"
+#include "braid/comm/cost_model.h"
+#include "braid/comm/reduce_op.h"
+#include "braid/comm/transport/transport.h"
+#include "braid/comm/work.h"
+#include "braid/tensor/dtype.h"
+
+namespace braid::comm {
+
+using namespace std::chrono_literals;
+
+// An untyped view of `count` elements of `dtype`.
+struct BufferRef {
+  std::byte* data = nullptr;
+  size_t count = 0;  // elements
+  DType dtype = DType::f32;
+
+  BufferRef() = default;
+  BufferRef(void* d, size_t n, DType t) : data(static_cast<std::byte*>(d)), count(n), dtype(t) {}
+  template <class T>
+  BufferRef(std::span<T> s) : BufferRef(const_cast<std::remove_const_t<T>*>(s.data()), s.size(), dtype_of<std::remove_const_t<T>>()) {}
+  template <class T>
+  BufferRef(std::vector<T>& v) : BufferRef(std::span<T>(v)) {}
+  template <class T>
+  BufferRef(const std::vector<T>& v) : BufferRef(std::span<const T>(v)) {}
+  size_t bytes() const { return count * itemsize(dtype); }
+};
+
+struct CommOptions {
+  // Default per-collective timeout (from when the collective starts on this rank).
+  Duration timeout = 300s;
+  // Pipelining unit of ring and tree algorithms, bytes.
+  size_t chunk_bytes = 256 * 1024;
+  // Host this rank runs on (hierarchical all-reduce groups ranks by it);
+  // empty: gethostname().
+  std::string host{};
+  // Link costs for the chooser; empty: default_link_cost(transport name) until
+  // calibrate() measures them. `inter` is used between hosts.
+  std::optional<LinkCost> cost{};
+  std::optional<LinkCost> inter_host_cost{};
+};
+
+struct AllreduceOptions {
+  Op op = Op::sum;
+  Algorithm algorithm = Algorithm::automatic;
+  Duration timeout{};  // zero: CommOptions::timeout
+};
+struct ReduceOptions {
+  int root = 0;
+  Op op = Op::sum;
+  Duration timeout{};
+};
+struct ReduceScatterOptions {
+  Op op = Op::sum;
+  Duration timeout{};
+};
+struct RootOptions {  // broadcast, gather, scatter
+  int root = 0;
+  Duration timeout{};
+};
+struct TimeoutOptions {  // allgather, alltoall, barrier
+  Duration timeout{};
+};
+struct P2POptions {
+  uint64_t tag = 0;  // < 2^39
+};
+
+class Communicator {
+ public:
+  // An empty communicator (valid() is false): what split() returns to ranks
+  // that asked for no group (color < 0).
+  Communicator() = default;
+  explicit Communicator(std::shared_ptr<Transport> transport, CommOptions options = {});
+  // Copies share the group, worker and sequence numbers.
+  Communicator(const Communicator&) = default;
+  Communicator& operator=(const Communicator&) = default;
+  ~Communicator();
+
+  bool valid() const { return impl_ != nullptr; }
+  int rank() const;
+  int size() const;
+  // Transport rank of group rank r.
+  int transport_rank(int r) const;
+  const CommOptions& options() const;
+
+  // Collective: ranks with the same color >= 0 form a new communicator,
+  // ordered by (key, rank); color < 0 gets an empty one. Blocks up to the timeout.
+  Communicator split(int color, int key) const;
+
+  // In place: buf is the input and receives the result on every rank.
+  Work allreduce(BufferRef buf, AllreduceOptions o = {});
+  // In place; the result is on o.root only (other ranks' buf is left unchanged).
+  Work reduce(BufferRef buf, ReduceOptions o = {});
+  Work broadcast(BufferRef buf, RootOptions o = {});
+  // in: size() * out.count elements; out[i] = reduction of everyone's in block rank().
+  Work reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOptions o = {});
+  // out: size() * in.count elements; block r = rank r's in.
+  Work allgather(BufferRef in, BufferRef out, TimeoutOptions o = {});
+  // out (root only): size() * in.count elements.
+  Work gather(BufferRef in, BufferRef out, RootOptions o = {});
+  // in (root only): size() * out.count elements.
+  Work scatter(BufferRef in, BufferRef out, RootOptions o = {});
+  // in, out: size() blocks; block j of in goes to rank j's block rank().
+  Work alltoall(BufferRef in, BufferRef out, TimeoutOptions o = {});
+  Work barrier(TimeoutOptions o = {});
+  // Point-to-point, outside the collective ordering; matched by (peer, tag) FIFO.
+  Work send(BufferRef buf, int peer, P2POptions o = {});
+  Work recv(BufferRef buf, int peer, P2POptions o = {});
+
+  // Collective: measures alpha and beta by a ping-pong between ranks 0 and 1
+  // and shares rank 0's figures, so every rank's chooser agrees.
+  Work calibrate(TimeoutOptions o = {});
+  LinkCost link_cost() const;
+  // The algorithm `allreduce` would use for `bytes` with Algorithm::automatic.
+  Algorithm choose_allreduce(size_t bytes) const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  Impl& impl() const;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace braid::comm

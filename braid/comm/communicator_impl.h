@@ -1,0 +1,78 @@
+// Communicator internals shared by communicator.cc (public calls, worker) and
+// communicator_split.cc (split, host discovery, hierarchical all-reduce).
+//
+// Tag layout (64 bits), so communicators sharing a transport never match each
+// other's messages:
+//   bit 63      0 = collective, 1 = point-to-point / diagnostics
+//   bits 62..40 communicator id (23 bits; root 1, children hashed from parent id
+//               and split index)
+//   collective: bits 39..16 sequence number (mod 2^24), bits 15..0 lane
+//   p2p:        bits 39..0 user tag (< 2^39); 2^39 + {0, 1}: arrival queries/replies
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "braid/comm/arrivals.h"
+#include "braid/comm/communicator.h"
+
+namespace braid::comm {
+
+inline constexpr uint64_t kP2PBit = 1ull << 63;
+inline constexpr uint64_t kMaxUserTag = 1ull << 39;
+inline constexpr uint32_t kIdMask = (1u << 23) - 1;
+// Lanes inside one collective reserved for host discovery and split.
+inline constexpr uint16_t kHostLane = 0xff00, kSplitLane = 0xff01;
+
+inline uint64_t collective_tag(uint32_t id, uint64_t seq) {
+  return (static_cast<uint64_t>(id & kIdMask) << 40) | ((seq & 0xffffff) << 16);
+}
+inline uint64_t p2p_tag(uint32_t id, uint64_t user) {
+  return kP2PBit | (static_cast<uint64_t>(id & kIdMask) << 40) | user;
+}
+
+struct Communicator::Impl {
+  Impl(std::shared_ptr<Transport> transport, CommOptions options, std::vector<int> members, int rank,
+       uint32_t id);
+  ~Impl();
+
+  // Queues `body` on the worker as collective `op` moving `bytes`; the Work
+  // completes when body returns or throws.
+  Work submit(std::string op, std::string detail, size_t bytes, Duration timeout,
+              std::function<void(Group&)> body);
+  Duration timeout_or_default(Duration t) const { return t.count() > 0 ? t : options.timeout; }
+
+  // Worker-side helpers (communicator_split.cc).
+  Communicator split_now(Group& g, int color, int key);
+  void discover_hosts(Group& g);
+  void hierarchical_allreduce(Group& g, const ReduceArgs& a);
+  int hosts = 0;  // distinct hosts in the group; 0 until discovered
+  Communicator local, leaders;
+
+  std::shared_ptr<Transport> transport;
+  CommOptions options;
+  std::vector<int> members;  // group rank -> transport rank
+  int rank;
+  uint32_t id;
+  int splits = 0;  // split() calls so far (worker only)
+  Scratch scratch;
+  Arrivals arrivals;
+
+  mutable std::mutex cost_mu;
+  LinkCost cost, inter_cost;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  uint64_t next_seq = 1;
+  std::thread worker;
+
+ private:
+  void run();
+};
+
+}  // namespace braid::comm

@@ -1,0 +1,114 @@
+// split(), host discovery and the hierarchical all-reduce built on them.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+
+#include "braid/base/error.h"
+#include "braid/comm/communicator_impl.h"
+
+namespace braid::comm {
+
+namespace {
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Child communicator id: a hash of the parent id and the split's index, so
+// every rank derives the same id without talking. 23 bits; 0 is never used.
+uint32_t child_id(uint32_t parent, int index) {
+  uint64_t z = (static_cast<uint64_t>(parent) << 32) + static_cast<uint64_t>(index) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const uint32_t id = static_cast<uint32_t>(z) & kIdMask;
+  return id <= 1 ? id + 2 : id;
+}
+
+std::string this_host() {
+  std::array<char, 256> buf{};
+  if (gethostname(buf.data(), buf.size() - 1) != 0) return "localhost";
+  return buf.data();
+}
+
+}  // namespace
+
+Communicator Communicator::Impl::split_now(Group& g, int color, int key) {
+  const int p = g.size();
+  std::vector<std::array<int64_t, 2>> all(p);  // (color, key) per rank
+  all[rank] = {color, key};
+  ring_allgather(g, reinterpret_cast<std::byte*>(all.data()), Partition{static_cast<size_t>(p), static_cast<size_t>(p)},
+                 sizeof(all[0]), options.chunk_bytes);
+  const int index = splits++;
+  if (color < 0) return {};
+  std::vector<int> order;
+  for (int r = 0; r < p; ++r)
+    if (all[r][0] == color) order.push_back(r);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return all[a][1] < all[b][1]; });
+  std::vector<int> child_members;
+  int child_rank = -1;
+  for (int r : order) {
+    if (r == rank) child_rank = static_cast<int>(child_members.size());
+    child_members.push_back(members[r]);
+  }
+  auto child = std::make_shared<Impl>(transport, options, std::move(child_members), child_rank,
+                                      child_id(id, index));
+  {
+    std::lock_guard lock(cost_mu);
+    child->cost = cost;
+    child->inter_cost = inter_cost;
+  }
+  return Communicator(std::move(child));
+}
+
+Communicator Communicator::split(int color, int key) const {
+  Impl& m = impl();
+  auto result = std::make_shared<Communicator>();
+  const Duration timeout = m.options.timeout;
+  Work w = m.submit("split", fmt::format(" color {} key {}", color, key), 16 * size(), timeout,
+                    [&m, result, color, key](Group& g) { *result = m.split_now(g, color, key); });
+  // The worker enforces the timeout; the extra second covers its diagnosis.
+  w.wait(Deadline::after(timeout + std::chrono::seconds(3)));
+  return *result;
+}
+
+void Communicator::Impl::discover_hosts(Group& g) {
+  const int p = g.size();
+  std::vector<uint64_t> hashes(p);
+  hashes[rank] = fnv1a(options.host.empty() ? this_host() : options.host);
+  ring_allgather(g, reinterpret_cast<std::byte*>(hashes.data()),
+                 Partition{static_cast<size_t>(p), static_cast<size_t>(p)}, sizeof(uint64_t), options.chunk_bytes);
+  std::vector<uint64_t> distinct = hashes;
+  std::sort(distinct.begin(), distinct.end());
+  hosts = static_cast<int>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
+  if (hosts == 1 || hosts == p) return;  // nothing to build: hierarchical would be flat
+  // Color = first rank on my host; leaders = local rank 0 of each host.
+  const int color = static_cast<int>(std::find(hashes.begin(), hashes.end(), hashes[rank]) - hashes.begin());
+  local = split_now(g, color, rank);
+  leaders = split_now(g, local.rank() == 0 ? 0 : -1, rank);
+  local.impl_->hosts = 1;
+  if (leaders.valid()) leaders.impl_->hosts = leaders.size();  // one rank per host: never hierarchical again
+}
+
+// Reduce to each host's leader, all-reduce among leaders, broadcast inside
+// each host. Cost: 2 ceil(log2 l) (alpha_intra + n beta_intra) + the leaders'
+// all-reduce on inter-host links, l ranks per host.
+void Communicator::Impl::hierarchical_allreduce(Group& g, const ReduceArgs& a) {
+  if (hosts == 0) discover_hosts(g);
+  if (!local.valid()) {  // one host, or one rank per host: flat is the same thing
+    ring_allreduce(g, a);
+    return;
+  }
+  const Op op = a.op == Op::avg ? Op::sum : a.op;  // the parent divides once
+  const BufferRef buf(a.data, a.count, a.dtype);
+  auto left = [&] { return std::max<Duration>(g.deadline().remaining(), Duration(1ms)); };
+  auto wait = [&](const Work& w) { w.wait(Deadline::after(left() + std::chrono::seconds(3))); };
+  wait(local.reduce(buf, {.root = 0, .op = op, .timeout = left()}));
+  if (leaders.valid()) wait(leaders.allreduce(buf, {.op = op, .timeout = left()}));
+  wait(local.broadcast(buf, {.root = 0, .timeout = left()}));
+}
+
+}  // namespace braid::comm
