@@ -14,7 +14,9 @@ std::vector<uint8_t> read_corpus(const std::string& path) {
   std::vector<std::string> files;
   if (fs::is_directory(path)) {
     for (const auto& e : fs::directory_iterator(path)) {
-      if (e.is_regular_file()) files.push_back(e.path().string());
+      // Skips symlinks (fortunes' *.u8 aliases) and strfile index files (*.dat).
+      if (e.is_symlink() || !e.is_regular_file() || e.path().extension() == ".dat") continue;
+      files.push_back(e.path().string());
     }
     std::sort(files.begin(), files.end());
     if (files.empty()) fail<IoError>("text dataset: folder {} holds no regular files", path);

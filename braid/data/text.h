@@ -23,7 +23,8 @@ struct TextOptions {
 class CharTextDataset final : public Dataset {
  public:
   // Reads a file (gzip allowed); a folder reads every regular file in it, in
-  // name order, concatenated.
+  // name order, concatenated, skipping symlinks and *.dat files (so the
+  // fortunes folder reads each cookie file once, without strfile indexes).
   CharTextDataset(const std::string& path, const TextOptions& options = {});
   // From text in memory (tests, generated corpora).
   static CharTextDataset from_string(std::string text, const TextOptions& options, const std::string& name = "<text>");
