@@ -1,0 +1,63 @@
+#include "braid/optim/lamb.h"
+
+#include <cmath>
+
+#include "braid/base/thread_pool.h"
+#include "braid/optim/reduce.h"
+
+namespace braid::optim {
+
+LAMB::LAMB(std::vector<Tensor> params, LAMBOptions options) : Optimizer(std::move(params), options.lr), o_(options) {
+  if (o_.beta1 < 0 || o_.beta1 >= 1 || o_.beta2 < 0 || o_.beta2 >= 1) {
+    fail<ValueError>("lamb: betas must lie in [0, 1), got ({}, {})", o_.beta1, o_.beta2);
+  }
+  if (o_.eps < 0 || o_.weight_decay < 0) fail<ValueError>("lamb: eps and weight_decay must be >= 0");
+}
+
+void LAMB::step() {
+  const double t = static_cast<double>(steps_ + 1);
+  const float inv_bc1 = static_cast<float>(1 / (1 - std::pow(o_.beta1, t)));
+  const float inv_bc2 = static_cast<float>(1 / (1 - std::pow(o_.beta2, t)));
+  const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+  const float eps = static_cast<float>(o_.eps), wd = static_cast<float>(o_.weight_decay);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    float* p = param_data(params_[i]);
+    const float* g = grad_data(params_[i]);
+    float* m = buffer(i, "exp_avg").data<float>();
+    float* v = buffer(i, "exp_avg_sq").data<float>();
+    const int64_t n = params_[i].numel();
+    auto ratio = [&](int64_t k) { return (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps) + wd * p[k]; };
+    // Pass 1: moments and ||r||^2; pass 2 recomputes r (cheaper than storing it).
+    const double r_sq = parallel_sum(n, [&](int64_t lo, int64_t hi) {
+      double s = 0;
+      for (int64_t k = lo; k < hi; ++k) {
+        m[k] = b1 * m[k] + (1 - b1) * g[k];
+        v[k] = b2 * v[k] + (1 - b2) * g[k] * g[k];
+        const float r = ratio(k);
+        s += static_cast<double>(r) * r;
+      }
+      return s;
+    });
+    const double w_norm = std::sqrt(sum_squares(p, n)), r_norm = std::sqrt(r_sq);
+    const double trust = w_norm > 0 && r_norm > 0 ? w_norm / r_norm : 1.0;
+    const float scale = static_cast<float>(lr_ * trust);
+    parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) p[k] -= scale * ratio(k);
+    });
+  }
+  ++steps_;
+}
+
+nlohmann::json LAMB::hyper_parameters() const {
+  return {{"beta1", o_.beta1}, {"beta2", o_.beta2}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay}};
+}
+
+void LAMB::set_hyper_parameters(const nlohmann::json& j) {
+  o_.beta1 = j.value("beta1", o_.beta1);
+  o_.beta2 = j.value("beta2", o_.beta2);
+  o_.eps = j.value("eps", o_.eps);
+  o_.weight_decay = j.value("weight_decay", o_.weight_decay);
+}
+
+}  // namespace braid::optim

@@ -1,0 +1,51 @@
+#include "braid/optim/lars.h"
+
+#include <cmath>
+
+#include "braid/base/thread_pool.h"
+#include "braid/optim/reduce.h"
+
+namespace braid::optim {
+
+LARS::LARS(std::vector<Tensor> params, LARSOptions options) : Optimizer(std::move(params), options.lr), o_(options) {
+  if (o_.momentum < 0 || o_.weight_decay < 0 || o_.eta <= 0 || o_.eps < 0) {
+    fail<ValueError>("lars: momentum, weight_decay, eps must be >= 0 and eta > 0");
+  }
+}
+
+void LARS::step() {
+  const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    float* p = param_data(params_[i]);
+    const float* g = grad_data(params_[i]);
+    const int64_t n = params_[i].numel();
+    const double w_norm = std::sqrt(sum_squares(p, n));
+    const double g_norm = std::sqrt(sum_squares(g, n));
+    const double trust =
+        w_norm > 0 && g_norm > 0 ? o_.eta * w_norm / (g_norm + o_.weight_decay * w_norm + o_.eps) : 1.0;
+    const float scale = static_cast<float>(lr_ * trust);
+    float* b = buffer(i, "momentum_buffer").data<float>();
+    parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        const float bk = mom * b[k] + scale * (g[k] + wd * p[k]);
+        b[k] = bk;
+        p[k] -= bk;
+      }
+    });
+  }
+  ++steps_;
+}
+
+nlohmann::json LARS::hyper_parameters() const {
+  return {{"momentum", o_.momentum}, {"weight_decay", o_.weight_decay}, {"eta", o_.eta}, {"eps", o_.eps}};
+}
+
+void LARS::set_hyper_parameters(const nlohmann::json& j) {
+  o_.momentum = j.value("momentum", o_.momentum);
+  o_.weight_decay = j.value("weight_decay", o_.weight_decay);
+  o_.eta = j.value("eta", o_.eta);
+  o_.eps = j.value("eps", o_.eps);
+}
+
+}  // namespace braid::optim

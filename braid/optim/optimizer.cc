@@ -1,0 +1,93 @@
+#include "braid/optim/optimizer.h"
+
+#include "braid/base/error.h"
+
+namespace braid::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr)
+    : params_(std::move(params)), lr_(lr), buffers_(params_.size()) {
+  if (!(lr >= 0)) fail<ValueError>("optimizer: learning rate must be >= 0, got {}", lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined()) fail<ValueError>("optimizer: parameter {} is undefined", i);
+    if (p.dtype() != DType::f32) fail<ValueError>("optimizer: parameter {} is {}, only f32 is supported", i, braid::name(p.dtype()));
+    if (!p.is_contiguous()) fail<ValueError>("optimizer: parameter {} is not contiguous", i);
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const Tensor& p : params_) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else if (Tensor g = p.grad(); g.defined()) {
+      g.fill(0.0);
+    }
+  }
+}
+
+Tensor& Optimizer::buffer(size_t i, const std::string& buf_name, bool* created) {
+  auto& m = buffers_.at(i);
+  auto it = m.find(buf_name);
+  if (created) *created = it == m.end();
+  if (it == m.end()) it = m.emplace(buf_name, Tensor::zeros(params_[i].shape())).first;
+  return it->second;
+}
+
+bool Optimizer::has_buffer(size_t i, const std::string& buf_name) const {
+  return buffers_.at(i).count(buf_name) != 0;
+}
+
+float* Optimizer::param_data(const Tensor& p) { return p.data<float>(); }
+
+const float* Optimizer::grad_data(const Tensor& p) {
+  Tensor g = p.grad();
+  if (g.dtype() != DType::f32 || !g.is_contiguous()) {
+    fail<ValueError>("optimizer: gradient must be contiguous f32 (got {})", braid::name(g.dtype()));
+  }
+  return g.data<float>();
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState s;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    for (const auto& [buf_name, t] : buffers_[i]) s.tensors.emplace_back(fmt::format("{}.{}", i, buf_name), t);
+  }
+  s.scalars = {{"name", name()}, {"lr", lr_}, {"steps", steps_}, {"num_params", params_.size()},
+               {"hyper", hyper_parameters()}};
+  return s;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& state) {
+  const nlohmann::json& j = state.scalars;
+  if (!j.is_object() || !j.contains("name")) fail<ValueError>("optimizer state: missing scalars");
+  if (j.at("name").get<std::string>() != name()) {
+    fail<ValueError>("optimizer state is for '{}', this optimizer is '{}'", j.at("name").get<std::string>(), name());
+  }
+  if (j.at("num_params").get<size_t>() != params_.size()) {
+    fail<ValueError>("optimizer state has {} parameters, this optimizer has {}", j.at("num_params").get<size_t>(),
+                     params_.size());
+  }
+  std::vector<std::map<std::string, Tensor>> bufs(params_.size());
+  for (const auto& [key, t] : state.tensors) {
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos) fail<ValueError>("optimizer state: bad buffer name '{}'", key);
+    size_t i = 0;
+    try {
+      i = std::stoul(key.substr(0, dot));
+    } catch (const std::exception&) {
+      fail<ValueError>("optimizer state: bad buffer name '{}'", key);
+    }
+    if (i >= params_.size()) fail<ValueError>("optimizer state: buffer '{}' names parameter {} of {}", key, i, params_.size());
+    if (t.shape() != params_[i].shape()) {
+      fail<ValueError>("optimizer state: buffer '{}' has shape {}, parameter has {}", key, to_string(t.shape()),
+                       to_string(params_[i].shape()));
+    }
+    bufs[i][key.substr(dot + 1)] = t.to(DType::f32).contiguous().clone();
+  }
+  buffers_ = std::move(bufs);
+  lr_ = j.at("lr").get<double>();
+  steps_ = j.at("steps").get<int64_t>();
+  set_hyper_parameters(j.value("hyper", nlohmann::json::object()));
+}
+
+}  // namespace braid::optim

@@ -1,0 +1,81 @@
+// Optimizer: updates a fixed list of parameters from their accumulated .grad.
+//
+// Every optimizer keeps its per-parameter buffers (momentum, second moments,
+// ...) as float32 tensors of the parameter's shape, created on first use, and
+// its scalar state (learning rate, hyper-parameters, step count) in a JSON
+// object, so a checkpoint stores both losslessly (braid/train/checkpoint.h).
+// Updates are fused: one parallel pass over each parameter reads the param,
+// its grad and its buffers once and writes them once.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "braid/tensor/tensor.h"
+
+namespace braid::optim {
+
+// What a checkpoint needs to restore an optimizer exactly.
+struct OptimizerState {
+  // "<param index>.<buffer name>", e.g. "3.momentum_buffer" (float32).
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  nlohmann::json scalars;  // {"name":..., "lr":..., "steps":..., hyper-parameters}
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update from the parameters' current gradients; parameters whose
+  // gradient is undefined (unused this step) are left as they are.
+  virtual void step() = 0;
+  // A short lower-case name: "sgd", "adam", ...
+  virtual std::string name() const = 0;
+
+  // Clears the gradients. set_to_none drops them (the next backward writes a
+  // fresh buffer; no memset); otherwise they are zero-filled in place.
+  void zero_grad(bool set_to_none = true);
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  const std::vector<Tensor>& params() const { return params_; }
+  // step() calls so far.
+  int64_t steps() const { return steps_; }
+
+  OptimizerState state_dict() const;
+  // Restores state from state_dict() of an optimizer of the same kind over
+  // parameters of the same shapes; throws ValueError naming what differs.
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  // Buffer `name` of parameter i (float32, parameter's shape), zero-filled
+  // when first asked for. `created` tells the caller it is new.
+  Tensor& buffer(size_t i, const std::string& name, bool* created = nullptr);
+  bool has_buffer(size_t i, const std::string& name) const;
+  // Hyper-parameters to save and restore (scalars beyond lr and steps).
+  virtual nlohmann::json hyper_parameters() const { return nlohmann::json::object(); }
+  virtual void set_hyper_parameters(const nlohmann::json&) {}
+  // Float32 parameter and gradient pointers; checks dtype and contiguity.
+  static float* param_data(const Tensor& p);
+  static const float* grad_data(const Tensor& p);
+
+  std::vector<Tensor> params_;
+  double lr_;
+  int64_t steps_ = 0;
+
+ private:
+  std::vector<std::map<std::string, Tensor>> buffers_;
+};
+
+// Elements per parallel_for chunk in the fused update loops.
+inline constexpr int64_t kUpdateGrain = 16384;
+
+}  // namespace braid::optim
