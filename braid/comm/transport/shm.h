@@ -1,0 +1,40 @@
+// shm: the Transport between processes of one host, through POSIX shared
+// memory.
+//
+// Every pair of ranks shares one segment (shm_open + mmap) holding two
+// single-producer/single-consumer byte rings, one per direction. Each ring is
+// a Channel (channel.h) and StreamTransport does framing and matching, as for
+// tcp. A message costs two memcpys (into the ring, out of it into the posted
+// receive buffer) that overlap in time: the writer publishes every chunk as
+// soon as it is copied. Waiting spins briefly, then sleeps on a futex in the
+// segment, so idle ranks use no CPU; a sleeping reader also checks, every
+// 100 ms, that the peer process is alive, so a dead peer becomes a PeerError
+// naming its rank instead of a hang.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "braid/comm/store/store.h"
+#include "braid/comm/transport/transport.h"
+
+namespace braid::comm {
+
+struct ShmOptions {
+  int rank = 0;
+  int size = 1;
+  // Store key namespace (distinct per group and per restart).
+  std::string prefix = "braid";
+  // Bytes per ring (one per direction per pair); a power of two.
+  size_t ring_bytes = size_t{4} << 20;
+  // Spin iterations before a waiting side sleeps on the futex.
+  int spin = 20000;
+  std::chrono::milliseconds connect_timeout{60000};
+};
+
+// Throws ConfigError when the ranks are not all on this host.
+std::unique_ptr<Transport> make_shm_transport(Store& store, const ShmOptions& options);
+
+}  // namespace braid::comm

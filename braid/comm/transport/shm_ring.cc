@@ -1,0 +1,157 @@
+#include "braid/comm/transport/shm_ring.h"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "braid/base/error.h"
+
+namespace braid::comm::shm {
+
+namespace {
+
+// Copies are published in pieces of at most this many bytes so the reader
+// starts copying out while the writer is still copying in.
+constexpr size_t kChunk = 128 << 10;
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  // Not FUTEX_PRIVATE: the word is shared between processes.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() { __builtin_ia32_pause(); }
+
+void signal(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping) {
+  // seq_cst pairs with the sleeper's store of `sleeping` then re-check
+  // (Dekker): either it sees our update or we see it asleep.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping.load(std::memory_order_seq_cst)) {
+    seq.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(seq);
+  }
+}
+
+}  // namespace
+
+RingChannel::RingChannel(std::shared_ptr<void> mapping, RingControl* out, RingControl* in,
+                         size_t capacity, int spin, int peer_rank, pid_t peer_pid)
+    : mapping_(std::move(mapping)),
+      out_(out), in_(in), capacity_(capacity), spin_(spin), peer_rank_(peer_rank),
+      peer_pid_(peer_pid) {}
+
+template <class Pred>
+void RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping,
+                       const char* what) {
+  for (int i = 0; i < spin_; ++i) {
+    if (pred()) return;
+    cpu_relax();
+  }
+  while (true) {
+    if (stop_.load()) fail<PeerError>("shared-memory channel to rank {} shut down", peer_rank_);
+    uint32_t s = seq.load(std::memory_order_seq_cst);
+    sleeping.store(1, std::memory_order_seq_cst);
+    if (pred()) {
+      sleeping.store(0, std::memory_order_relaxed);
+      return;
+    }
+    futex_wait(seq, s, 100);
+    sleeping.store(0, std::memory_order_relaxed);
+    if (pred()) return;
+    if (::kill(peer_pid_, 0) != 0 && errno == ESRCH) {
+      fail<PeerError>("rank {} (pid {}) died while we were {}", peer_rank_, peer_pid_, what);
+    }
+  }
+}
+
+size_t RingChannel::put(ConstBytes src, bool block) {
+  size_t done = 0;
+  uint64_t head = out_->head.load(std::memory_order_relaxed);
+  while (done < src.size()) {
+    uint64_t tail = out_->tail.load(std::memory_order_acquire);
+    size_t free_bytes = capacity_ - static_cast<size_t>(head - tail);
+    if (free_bytes == 0) {
+      if (!block) return done;
+      wait([&] { return out_->tail.load(std::memory_order_acquire) != tail; }, out_->space_seq,
+           out_->producer_sleeping, "writing");
+      continue;
+    }
+    size_t at = static_cast<size_t>(head % capacity_);
+    size_t n = std::min({free_bytes, src.size() - done, capacity_ - at, kChunk});
+    std::memcpy(data(out_) + at, src.data() + done, n);
+    head += n;
+    done += n;
+    out_->head.store(head, std::memory_order_release);
+    signal(out_->data_seq, out_->consumer_sleeping);
+  }
+  return done;
+}
+
+size_t RingChannel::try_write(ConstBytes a, ConstBytes b) {
+  if (stop_.load()) fail<PeerError>("shared-memory channel to rank {} shut down", peer_rank_);
+  // All or nothing for the header (a), so a partial write stays simple.
+  uint64_t used = out_->head.load(std::memory_order_relaxed) - out_->tail.load(std::memory_order_acquire);
+  if (capacity_ - used < a.size()) return 0;
+  size_t n = put(a, false);
+  return n + put(b, false);
+}
+
+void RingChannel::write(ConstBytes a, ConstBytes b) {
+  put(a, true);
+  put(b, true);
+}
+
+bool RingChannel::read(std::span<std::byte> out) {
+  size_t done = 0;
+  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
+  while (done < out.size()) {
+    uint64_t head = in_->head.load(std::memory_order_acquire);
+    if (head == tail) {
+      if (in_->closed.load(std::memory_order_acquire) &&
+          in_->head.load(std::memory_order_acquire) == tail) {
+        if (done == 0) return false;
+        fail<PeerError>("rank {} hung up after {} of {} bytes", peer_rank_, done, out.size());
+      }
+      wait([&] {
+        return in_->head.load(std::memory_order_acquire) != tail ||
+               in_->closed.load(std::memory_order_acquire);
+      }, in_->data_seq, in_->consumer_sleeping, "reading");
+      continue;
+    }
+    size_t at = static_cast<size_t>(tail % capacity_);
+    size_t n = std::min({static_cast<size_t>(head - tail), out.size() - done, capacity_ - at, kChunk});
+    std::memcpy(out.data() + done, data(in_) + at, n);
+    tail += n;
+    done += n;
+    in_->tail.store(tail, std::memory_order_release);
+    signal(in_->space_seq, in_->producer_sleeping);
+  }
+  return true;
+}
+
+void RingChannel::close_write() {
+  out_->closed.store(1, std::memory_order_release);
+  out_->data_seq.fetch_add(1);
+  futex_wake(out_->data_seq);
+}
+
+void RingChannel::shutdown() {
+  stop_.store(true);
+  // Wake our own sleepers so they see stop_.
+  in_->data_seq.fetch_add(1);
+  futex_wake(in_->data_seq);
+  out_->space_seq.fetch_add(1);
+  futex_wake(out_->space_seq);
+}
+
+}  // namespace braid::comm::shm

@@ -1,0 +1,63 @@
+// One direction of a shared-memory pipe: a single-producer/single-consumer
+// byte ring living in a shared mapping (shm.h explains the transport).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "braid/comm/transport/channel.h"
+
+namespace braid::comm::shm {
+
+// Control block at the start of each ring; the data follows it. Counters are
+// monotonic byte counts (never wrap in practice: 2^64 bytes).
+struct alignas(64) RingControl {
+  alignas(64) std::atomic<uint64_t> head;          // bytes written by the producer
+  alignas(64) std::atomic<uint64_t> tail;          // bytes consumed by the consumer
+  alignas(64) std::atomic<uint32_t> data_seq;      // futex: bumped when data arrives
+  std::atomic<uint32_t> consumer_sleeping;
+  alignas(64) std::atomic<uint32_t> space_seq;     // futex: bumped when space frees
+  std::atomic<uint32_t> producer_sleeping;
+  alignas(64) std::atomic<uint32_t> closed;        // producer hung up
+  pid_t producer_pid;
+  pid_t consumer_pid;
+};
+
+// Bytes a ring of `capacity` data bytes takes in the segment.
+constexpr size_t ring_footprint(size_t capacity) { return sizeof(RingControl) + capacity; }
+
+// A Channel writing into `out` and reading from `in` (two rings of one
+// segment, seen from one side). Does not own the mapping.
+class RingChannel final : public Channel {
+ public:
+  // `mapping` keeps the shared segment mapped for as long as the channel lives.
+  RingChannel(std::shared_ptr<void> mapping, RingControl* out, RingControl* in, size_t capacity,
+              int spin, int peer_rank, pid_t peer_pid);
+  size_t try_write(ConstBytes a, ConstBytes b) override;
+  void write(ConstBytes a, ConstBytes b) override;
+  bool read(std::span<std::byte> out) override;
+  void close_write() override;
+  void shutdown() override;
+
+ private:
+  size_t put(ConstBytes src, bool block);
+  std::byte* data(RingControl* r) const { return reinterpret_cast<std::byte*>(r + 1); }
+  // Waits until pred() holds; throws PeerError on shutdown or a dead peer.
+  template <class Pred>
+  void wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping, const char* what);
+
+  std::shared_ptr<void> mapping_;
+  RingControl* out_;
+  RingControl* in_;
+  size_t capacity_;
+  int spin_;
+  int peer_rank_;
+  pid_t peer_pid_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace braid::comm::shm

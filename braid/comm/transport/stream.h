@@ -1,0 +1,48 @@
+// StreamTransport: the Transport over one Channel per peer (channel.h).
+//
+// Wire format per message: u64 tag | u64 size | size bytes (host order; both
+// ends are one build on one architecture). Per peer, a sender thread drains a
+// queue of posted sends (small sends go out inline from send() when the
+// channel takes them at once), and a reader thread reads each header, then the
+// payload straight into the matching posted receive; a message with no
+// receive posted yet goes to an "unexpected" buffer that a later recv() takes
+// (one extra copy). FIFO per (peer, tag) holds because one reader thread per
+// peer decides the match at header time.
+//
+// A broken channel fails every pending and later operation with that peer
+// with a PeerError naming both ranks; operations with other peers go on.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/comm/transport/channel.h"
+#include "braid/comm/transport/transport.h"
+
+namespace braid::comm {
+
+class StreamTransport : public Transport {
+ public:
+  // channels[peer] for every peer != rank (channels[rank] is null).
+  StreamTransport(std::string name, int rank, int size,
+                  std::vector<std::unique_ptr<Channel>> channels);
+  // Flushes queued sends (up to a few seconds), closes, joins the threads.
+  ~StreamTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return name_; }
+  Work send(int peer, uint64_t tag, std::span<const std::byte> data) override;
+  Work recv(int peer, uint64_t tag, std::span<std::byte> data) override;
+
+  struct Peer;
+
+ private:
+  Peer& peer(int p, const char* op);
+  std::string name_;
+  int rank_, size_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+};
+
+}  // namespace braid::comm

@@ -1,0 +1,133 @@
+// tcp and shm transports with ranks as threads in one process (real sockets
+// and real shared memory), through the registry.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "braid/base/error.h"
+#include "braid/comm/store/server.h"
+#include "braid/comm/transport/registry.h"
+#include "braid/comm/transport/tcp.h"
+#include "tests/comm/p2p_check.h"
+#include "tests/comm/thread_ranks.h"
+
+namespace braid::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+class TransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  StoreServer server{{.token = "tok"}};
+  testing::Group make_group(int n, std::string prefix) {
+    return testing::make_thread_group(n, [&](int r) {
+      Store store({.port = server.port(), .token = "tok", .who = fmt::format("rank {}", r)});
+      return make_transport(GetParam(), &store,
+                            {.rank = r, .size = n, .token = "tok", .prefix = prefix,
+                             .shm_ring_bytes = 1 << 16, .connect_timeout = 10000ms});
+    });
+  }
+};
+
+TEST_P(TransportTest, ConformanceTwoToFourRanks) {
+  for (int n : {2, 3, 4}) {
+    auto group = make_group(n, fmt::format("c{}", n));
+    EXPECT_EQ(group[0]->name(), GetParam());
+    testing::run_on_ranks(group, [](Transport& t) { testing::run_p2p_checks(t, Deadline::after(30s)); });
+  }
+}
+
+TEST_P(TransportTest, LargeMessageBothWays) {
+  // 8 MiB each way at once: larger than a ring, receives posted late.
+  auto g = make_group(2, "big");
+  std::vector<std::vector<std::byte>> out(2, std::vector<std::byte>(8 << 20)), in = out;
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < out[r].size(); ++i) out[r][i] = std::byte(i * 7 + r);
+  testing::run_on_ranks(g, [&](Transport& t) {
+    int r = t.rank();
+    auto s = t.send(1 - r, 1, out[r]);
+    std::this_thread::sleep_for(20ms);
+    t.recv(1 - r, 1, in[r]).wait(Deadline::after(20s));
+    s.wait(Deadline::after(20s));
+  });
+  EXPECT_EQ(in[0], out[1]);
+  EXPECT_EQ(in[1], out[0]);
+}
+
+TEST_P(TransportTest, SizeMismatchIsPeerError) {
+  auto g = make_group(2, "m");
+  std::vector<std::byte> a(10), b(11);
+  auto s = g[0]->send(1, 3, a);
+  auto r = g[1]->recv(0, 3, b);
+  s.wait(Deadline::after(5s));
+  EXPECT_THROW(r.wait(Deadline::after(5s)), PeerError);
+  // The pair keeps working after the mismatch.
+  std::vector<std::byte> c(5), e(5);
+  auto s2 = g[0]->send(1, 4, c);
+  g[1]->recv(0, 4, e).wait(Deadline::after(5s));
+  s2.wait(Deadline::after(5s));
+}
+
+TEST_P(TransportTest, SendToSelfOrOutOfRangeIsValueError) {
+  auto g = make_group(2, "v");
+  std::vector<std::byte> a(4);
+  EXPECT_THROW(g[0]->send(0, 1, a), ValueError);
+  EXPECT_THROW(g[0]->recv(2, 1, a), ValueError);
+}
+
+TEST_P(TransportTest, ClosedPeerFailsPendingRecvNamingRank) {
+  auto g = make_group(2, "d");
+  std::vector<std::byte> buf(16);
+  auto r = g[0]->recv(1, 9, buf);
+  g[1].reset();  // rank 1 goes away
+  try {
+    r.wait(Deadline::after(10s));
+    FAIL() << "recv completed";
+  } catch (const PeerError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(g[0]->send(1, 9, buf).wait(Deadline::after(5s)), PeerError);
+}
+
+TEST_P(TransportTest, RecvWithNoSenderTimesOut) {
+  auto g = make_group(2, "t");
+  std::vector<std::byte> buf(16);
+  auto t0 = Clock::now();
+  EXPECT_THROW(g[0]->recv(1, 77, buf).wait(Deadline::after(100ms)), TimeoutError);
+  EXPECT_LT(seconds_since(t0), 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
+
+TEST(Registry, UnknownNameListsKnownOnes) {
+  try {
+    make_transport("carrier-pigeon", nullptr, {});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tcp"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tcp, WrongTokenPeerIsRejected) {
+  StoreServer server({.token = "tok"});
+  std::exception_ptr err0, err1;
+  auto run = [&](int rank, std::string token, std::exception_ptr& err) {
+    try {
+      Store s({.port = server.port(), .token = "tok"});
+      make_tcp_transport(s, {.rank = rank, .size = 2, .token = token, .prefix = "w",
+                             .connect_timeout = 1500ms});
+    } catch (...) {
+      err = std::current_exception();
+    }
+  };
+  std::thread t0(run, 0, "tok", std::ref(err0));
+  std::thread t1(run, 1, "forged", std::ref(err1));
+  t0.join();
+  t1.join();
+  EXPECT_THROW(std::rethrow_exception(err0), TimeoutError);  // rank 1 never got in
+  EXPECT_THROW(std::rethrow_exception(err1), PeerError);     // and was told why
+}
+
+}  // namespace
+}  // namespace braid::comm
