@@ -1,0 +1,160 @@
+#include "braid/base/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "braid/base/atomic_file.h"
+#include "braid/base/digest.h"
+#include "braid/base/error.h"
+
+namespace braid::safetensors {
+
+namespace {
+
+constexpr const char* kCrcKey = "braid.crc32";
+constexpr uint64_t kMaxHeader = 100 << 20;  // bytes; the limit Python's reader uses
+
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL") return 1;
+  return 0;
+}
+
+std::vector<std::byte> serialize(const std::map<std::string, TensorRef>& tensors, const Metadata& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  Metadata meta = metadata;
+  uint32_t crc = 0;
+  uint64_t offset = 0;
+  nlohmann::ordered_json entries = nlohmann::ordered_json::object();
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") fail<ValueError>("safetensors: the tensor name __metadata__ is reserved");
+    size_t size = dtype_size(t.dtype);
+    if (size == 0) fail<ValueError>("safetensors: tensor {} has unknown dtype '{}'", name, t.dtype);
+    int64_t n = checked_numel(t.shape);
+    if (n < 0 || static_cast<size_t>(n) * size != t.data.size()) {
+      fail<ValueError>("safetensors: tensor {} of shape {} and dtype {} needs {} bytes, got {}", name, t.shape,
+                       t.dtype, n * static_cast<int64_t>(size), t.data.size());
+    }
+    entries[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
+    offset += t.data.size();
+    crc = crc32(t.data, crc);
+  }
+  meta[kCrcKey] = fmt::format("{:08x}", crc);
+  header["__metadata__"] = meta;
+  for (auto& [k, v] : entries.items()) header[k] = v;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  std::vector<std::byte> out(8 + text.size() + offset);
+  uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(n >> (8 * i));
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  std::byte* data = out.data() + 8 + text.size();
+  for (const auto& [name, t] : tensors) {
+    if (!t.data.empty()) std::memcpy(data, t.data.data(), t.data.size());
+    data += t.data.size();
+  }
+  return out;
+}
+
+void write(const std::string& path, const std::map<std::string, TensorRef>& tensors, const Metadata& metadata) {
+  write_file_atomic(path, serialize(tensors, metadata));
+}
+
+File parse(std::span<const std::byte> bytes, const std::string& name) {
+  if (bytes.size() < 8) fail<IoError>("{}: truncated safetensors file: {} bytes, the header length alone needs 8", name, bytes.size());
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= std::to_integer<uint64_t>(bytes[i]) << (8 * i);
+  if (n > kMaxHeader) fail<IoError>("{}: not a safetensors file: header length {} at byte 0 is implausible", name, n);
+  if (n > bytes.size() - 8) {
+    fail<IoError>("{}: truncated safetensors file: header of {} bytes, but only {} bytes follow the length", name, n,
+                  bytes.size() - 8);
+  }
+  std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), n);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("{}: corrupt safetensors header (JSON at bytes 8..{}): {}", name, 8 + n, e.what());
+  }
+  if (!header.is_object()) fail<IoError>("{}: corrupt safetensors header: not a JSON object", name);
+  std::span<const std::byte> data = bytes.subspan(8 + n);
+  File out;
+  std::string expected_crc;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  try {
+    for (auto& [key, v] : header.items()) {
+      if (key == "__metadata__") {
+        for (auto& [mk, mv] : v.items()) {
+          if (mk == kCrcKey) expected_crc = mv.get<std::string>();
+          else out.metadata[mk] = mv.get<std::string>();
+        }
+        continue;
+      }
+      TensorData t;
+      t.dtype = v.at("dtype").get<std::string>();
+      t.shape = v.at("shape").get<std::vector<int64_t>>();
+      auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
+      size_t size = dtype_size(t.dtype);
+      int64_t numel = checked_numel(t.shape);
+      if (size == 0) fail<IoError>("{}: tensor {} has unknown dtype '{}'", name, key, t.dtype);
+      if (off.size() != 2 || off[0] > off[1] || numel < 0 || off[1] - off[0] != static_cast<uint64_t>(numel) * size) {
+        fail<IoError>("{}: corrupt safetensors header: tensor {} has offsets {} for shape {} of {}", name, key, off,
+                      t.shape, t.dtype);
+      }
+      if (off[1] > data.size()) {
+        fail<IoError>("{}: truncated safetensors file: tensor {} ends at data byte {} (file byte {}), but the file "
+                      "has {} bytes", name, key, off[1], 8 + n + off[1], bytes.size());
+      }
+      t.data.assign(data.begin() + static_cast<ptrdiff_t>(off[0]), data.begin() + static_cast<ptrdiff_t>(off[1]));
+      ranges.emplace_back(off[0], off[1]);
+      out.tensors.emplace(key, std::move(t));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("{}: corrupt safetensors header: {}", name, e.what());
+  }
+  // The tensors must tile the data buffer exactly (as Python's reader requires).
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t end = 0;
+  for (auto [b, e] : ranges) {
+    if (b != end) fail<IoError>("{}: corrupt safetensors header: data bytes {}..{} overlap or leave a gap", name, std::min(b, end), std::max(b, end));
+    end = e;
+  }
+  if (end != data.size()) {
+    fail<IoError>("{}: safetensors data is {} bytes but the header describes {}: truncated or appended to", name,
+                  data.size(), end);
+  }
+  if (!expected_crc.empty()) {
+    std::string actual = fmt::format("{:08x}", crc32(data));
+    if (actual != expected_crc) {
+      fail<IoError>("{}: checksum mismatch: data CRC-32 is {}, the header records {}; the file is corrupt or was "
+                    "modified", name, actual, expected_crc);
+    }
+  }
+  return out;
+}
+
+File read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail<IoError>("cannot open safetensors file {}", path);
+  std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail<IoError>("error reading {}", path);
+  return parse({reinterpret_cast<const std::byte*>(buf.data()), buf.size()}, path);
+}
+
+}  // namespace braid::safetensors

@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "braid/base/atomic_file.h"
+#include "braid/base/error.h"
+#include "braid/base/safetensors.h"
+
+namespace braid {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "braid_st_XXXXXX").string();
+    path = mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& n) const { return (path / n).string(); }
+};
+
+template <class T>
+std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+  return {reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(T)};
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string io_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "(no IoError)";
+}
+
+const std::vector<float> kW = {1.5f, -2.0f, 3.25f, 0.0f, 1e-3f, 7.0f};
+const std::vector<int64_t> kStep = {1234};
+
+std::map<std::string, safetensors::TensorRef> sample() {
+  return {{"layer.weight", {"F32", {2, 3}, bytes_of(kW)}},
+          {"step", {"I64", {}, bytes_of(kStep)}},
+          {"empty", {"F32", {0, 4}, {}}}};
+}
+
+TEST(Safetensors, RoundTrip) {
+  TempDir dir;
+  std::string path = dir.file("a.safetensors");
+  safetensors::write(path, sample(), {{"format", "pt"}, {"epoch", "3"}});
+  safetensors::File f = safetensors::read(path);
+  ASSERT_EQ(f.tensors.size(), 3u);
+  const auto& w = f.tensors.at("layer.weight");
+  EXPECT_EQ(w.dtype, "F32");
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(w.data.size(), 24u);
+  EXPECT_EQ(std::memcmp(w.data.data(), kW.data(), 24), 0);
+  EXPECT_TRUE(f.tensors.at("step").shape.empty());
+  EXPECT_TRUE(f.tensors.at("empty").data.empty());
+  EXPECT_EQ(f.metadata, (safetensors::Metadata{{"format", "pt"}, {"epoch", "3"}}));
+  // Data starts 8-byte aligned.
+  std::string raw = slurp(path);
+  uint64_t n;
+  std::memcpy(&n, raw.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ(raw[8], '{');
+}
+
+TEST(Safetensors, RejectsBadTensors) {
+  std::vector<float> three = {1, 2, 3};
+  EXPECT_THROW(safetensors::serialize({{"x", {"F32", {2, 2}, bytes_of(three)}}}), ValueError);
+  EXPECT_THROW(safetensors::serialize({{"x", {"Q7", {3}, bytes_of(three)}}}), ValueError);
+  EXPECT_THROW(safetensors::serialize({{"__metadata__", {"F32", {3}, bytes_of(three)}}}), ValueError);
+}
+
+TEST(Safetensors, TruncatedFileIsRefused) {
+  auto bytes = safetensors::serialize(sample());
+  for (size_t keep : {size_t{0}, size_t{5}, size_t{40}, bytes.size() - 1}) {
+    std::string msg = io_error([&] { safetensors::parse(std::span(bytes).first(keep), "ck"); });
+    EXPECT_NE(msg.find("ck: truncated"), std::string::npos) << keep << ": " << msg;
+  }
+}
+
+TEST(Safetensors, TamperedDataFailsTheChecksum) {
+  auto bytes = safetensors::serialize(sample());
+  bytes[bytes.size() - 3] ^= std::byte{1};  // a bit of the last tensor
+  std::string msg = io_error([&] { safetensors::parse(bytes, "ck"); });
+  EXPECT_NE(msg.find("checksum mismatch"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, TamperedHeaderIsRefused) {
+  auto bytes = safetensors::serialize(sample());
+  std::string text(reinterpret_cast<const char*>(bytes.data() + 8), 40);
+  bytes[9] = std::byte{'#'};  // breaks the JSON
+  std::string msg = io_error([&] { safetensors::parse(bytes, "ck"); });
+  EXPECT_NE(msg.find("corrupt safetensors header"), std::string::npos) << msg;
+  auto grown = safetensors::serialize(sample());
+  grown.push_back(std::byte{0});
+  msg = io_error([&] { safetensors::parse(grown, "ck"); });
+  EXPECT_NE(msg.find("appended"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, PythonReadsTheFormat) {
+  // An independent reader: Python's struct + json (+ numpy for the values),
+  // following the published format; the safetensors package, when present, too.
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  TempDir dir;
+  std::string path = dir.file("p.safetensors");
+  safetensors::write(path, sample(), {{"note", "hi"}});
+  std::string script = dir.file("check.py");
+  std::ofstream(script) << R"(import json, struct, sys
+raw = open(sys.argv[1], 'rb').read()
+(n,) = struct.unpack('<Q', raw[:8])
+h = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+meta = h.pop('__metadata__')
+assert meta['note'] == 'hi', meta
+spans = sorted(tuple(v['data_offsets']) for v in h.values())
+end = 0
+for b, e in spans:
+    assert b == end, spans
+    end = e
+assert end == len(data)
+import numpy as np
+w = h['layer.weight']
+b, e = w['data_offsets']
+arr = np.frombuffer(data[b:e], dtype='<f4').reshape(w['shape'])
+print(sorted(h), arr.tolist(), int(np.frombuffer(data[slice(*h['step']['data_offsets'])], '<i8')[0]))
+try:
+    from safetensors.numpy import load_file
+    print('package', sorted(load_file(sys.argv[1])))
+except ImportError:
+    pass
+)";
+  std::string cmd = "/usr/bin/python3 " + script + " " + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("['empty', 'layer.weight', 'step'] [[1.5, -2.0, 3.25], [0.0, 0.0010000000474974513, 7.0]] 1234"),
+            std::string::npos) << out;
+}
+
+TEST(AtomicFile, CommitReplacesAndAbandonLeavesTheOldFile) {
+  TempDir dir;
+  std::string path = dir.file("f.txt");
+  write_file_atomic(path, "first");
+  EXPECT_EQ(slurp(path), "first");
+  {
+    AtomicFile f(path);
+    f.write("second, never committed");
+    EXPECT_TRUE(fs::exists(f.temp_path()));
+  }  // destroyed without commit, as when an exception interrupts a save
+  EXPECT_EQ(slurp(path), "first");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}), 1);  // no temp left
+  AtomicFile g(path);
+  g.write("third");
+  g.commit();
+  EXPECT_EQ(slurp(path), "third");
+  EXPECT_THROW(AtomicFile(dir.file("no/such/dir/x")), IoError);
+}
+
+}  // namespace
+}  // namespace braid
