@@ -1,0 +1,99 @@
+#include "braid/nn/module.h"
+
+#include <map>
+
+#include "braid/base/error.h"
+
+namespace braid::nn {
+
+namespace {
+
+void check_name(const std::string& name) {
+  if (name.empty() || name.find('.') != std::string::npos) {
+    fail<ValueError>("module: '{}' is not a valid name (non-empty, no dots)", name);
+  }
+}
+
+}  // namespace
+
+Tensor Module::register_parameter(std::string name, Tensor t) {
+  check_name(name);
+  t.set_requires_grad(true);
+  params_.emplace_back(std::move(name), t);
+  return t;
+}
+
+Tensor Module::register_buffer(std::string name, Tensor t) {
+  check_name(name);
+  buffers_.emplace_back(std::move(name), t);
+  return t;
+}
+
+void Module::add_child(std::string name, std::shared_ptr<Module> m) {
+  check_name(name);
+  if (!m) fail<ValueError>("module: child '{}' is null", name);
+  children_.emplace_back(std::move(name), std::move(m));
+}
+
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
+  for (const auto& [n, t] : params ? params_ : buffers_) out.emplace_back(prefix + n, t);
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& nt : named_buffers()) out.push_back(nt);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  const NamedTensors mine = state_dict();
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
+  for (const auto& [n, t] : mine) {
+    auto it = given.find(n);
+    if (it == given.end()) {
+      if (strict) fail<ValueError>("load_state_dict: missing key '{}'", n);
+      continue;
+    }
+    if (it->second.shape() != t.shape()) {
+      fail<ValueError>("load_state_dict: '{}' has shape {} in the state, {} in the module", n,
+                       to_string(it->second.shape()), to_string(t.shape()));
+    }
+    copies.emplace_back(t, it->second);
+    given.erase(it);
+  }
+  if (!given.empty()) fail<ValueError>("load_state_dict: unexpected key '{}'", given.begin()->first);
+  for (auto& [dst, src] : copies) dst.copy_from(src);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+}  // namespace braid::nn
