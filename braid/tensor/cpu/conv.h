@@ -1,0 +1,74 @@
+// 2-D convolution kernels (NCHW), raw: no autograd, contiguous buffers.
+//
+// Two implementations of the same three products, kept side by side and
+// tested against each other:
+//   im2col + GEMM (conv_im2col.cc): f32 and f64; images split over the pool,
+//     one single-threaded GEMM per image and group.
+//   oneDNN convolution primitives (conv_onednn.cc): f32 only; primitives are
+//     built once per shape and thread count and cached. Two flavours:
+//     onednn_plain feeds braid's NCHW buffers straight in (oneDNN then runs
+//     its gemm-based kernel), onednn_blocked lets oneDNN choose blocked
+//     layouts for its direct jit kernels and reorders in and out per call.
+// `automatic` picks per shape from the rule in conv.cc (measured on the
+// Fashion-MNIST CNN shapes; see docs/ops.md "Dense and convolution").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace braid::cpu {
+
+enum class ConvBackend : uint8_t { automatic, im2col, onednn_plain, onednn_blocked };
+
+std::string_view name(ConvBackend b);
+
+// Shapes: x [n, c, h, w], w [o, c / groups, kh, kw], y [n, o, oh, ow].
+struct Conv2dGeometry {
+  int64_t n = 1, c = 1, h = 1, w = 1;  // input
+  int64_t o = 1, kh = 1, kw = 1;       // filters
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  int64_t groups = 1;
+
+  int64_t oh() const { return (h + 2 * pad_h - dil_h * (kh - 1) - 1) / stride_h + 1; }
+  int64_t ow() const { return (w + 2 * pad_w - dil_w * (kw - 1) - 1) / stride_w + 1; }
+  std::string to_string() const;
+};
+
+// y = conv(x, w) + b (b may be null).
+template <class T>
+void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y,
+                    ConvBackend backend = ConvBackend::automatic);
+// dx = conv_transpose(dy, w); overwrites dx.
+template <class T>
+void conv2d_backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* dx,
+                          ConvBackend backend = ConvBackend::automatic);
+// dw = sum over images of dy (x) x; db = sum of dy over n, oh, ow (db may be
+// null). Overwrites dw and db.
+template <class T>
+void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* db,
+                             ConvBackend backend = ConvBackend::automatic);
+
+// The library `automatic` uses for this geometry (f32; f64 is always im2col).
+ConvBackend conv_choice(const Conv2dGeometry& g);
+// Makes every `automatic` call use `b` (automatic = the per-shape rule).
+void set_default_conv_backend(ConvBackend b);
+
+namespace im2col {
+template <class T>
+void forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y);
+template <class T>
+void backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* dx);
+template <class T>
+void backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* db);
+}  // namespace im2col
+
+namespace onednn {
+void forward(const Conv2dGeometry& g, bool blocked, const float* x, const float* w, const float* b,
+             float* y);
+void backward_data(const Conv2dGeometry& g, bool blocked, const float* dy, const float* w, float* dx);
+void backward_weights(const Conv2dGeometry& g, bool blocked, const float* dy, const float* x,
+                      float* dw, float* db);
+}  // namespace onednn
+
+}  // namespace braid::cpu

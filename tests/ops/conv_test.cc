@@ -1,0 +1,197 @@
+// conv2d: every implementation against direct loops, against each other,
+// finite differences (f64) and PyTorch (f32).
+#include <gtest/gtest.h>
+
+#include "braid/autograd/engine.h"
+#include "braid/autograd/gradcheck.h"
+#include "braid/ops/conv.h"
+#include "torch_oracle.h"
+
+namespace braid {
+namespace {
+
+using cpu::ConvBackend;
+using testing::all_close;
+using testing::random_tensor;
+using testing::strided_copy;
+
+struct Case {
+  Shape x, w;
+  Conv2dOptions opt;
+  bool bias;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {{2, 1, 9, 9}, {4, 1, 3, 3}, {}, true},
+      {{3, 4, 8, 7}, {6, 4, 3, 2}, {.stride = {2, 1}, .padding = {1, 2}}, true},
+      {{2, 4, 9, 9}, {4, 2, 3, 3}, {.padding = {1, 1}, .dilation = {2, 2}, .groups = 2}, false},
+      {{2, 6, 6, 5}, {6, 1, 3, 3}, {.stride = {2, 2}, .padding = {1, 0}, .groups = 6}, true},
+      {{3, 5, 4, 4}, {7, 5, 1, 1}, {}, true},
+      {{1, 3, 7, 6}, {2, 3, 1, 1}, {.stride = {2, 3}}, false},
+      {{2, 2, 5, 5}, {3, 2, 5, 5}, {.padding = {2, 2}}, true},
+      {{4, 8, 6, 6}, {8, 2, 2, 3}, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {1, 2}, .groups = 4}, true},
+  };
+  return c;
+}
+
+// Direct loops in double: y, and dx/dw/db for an output gradient dy.
+struct Naive {
+  std::vector<double> y, dx, dw, db;
+};
+Naive naive_conv(const Tensor& xt, const Tensor& wt, const Tensor& bt, const Tensor& dyt,
+                 const Conv2dOptions& o) {
+  const auto x = xt.to_vector<double>(), w = wt.to_vector<double>();
+  const int64_t n = xt.size(0), c = xt.size(1), h = xt.size(2), wd = xt.size(3);
+  const int64_t oc = wt.size(0), cg = wt.size(1), kh = wt.size(2), kw = wt.size(3);
+  const int64_t og = oc / o.groups;
+  const int64_t oh = (h + 2 * o.padding[0] - o.dilation[0] * (kh - 1) - 1) / o.stride[0] + 1;
+  const int64_t ow = (wd + 2 * o.padding[1] - o.dilation[1] * (kw - 1) - 1) / o.stride[1] + 1;
+  const auto dy = dyt.defined() ? dyt.to_vector<double>() : std::vector<double>(n * oc * oh * ow, 0.0);
+  Naive r{std::vector<double>(n * oc * oh * ow, 0.0), std::vector<double>(x.size(), 0.0),
+          std::vector<double>(w.size(), 0.0), std::vector<double>(oc, 0.0)};
+  const auto b = bt.defined() ? bt.to_vector<double>() : std::vector<double>(oc, 0.0);
+  for (int64_t ni = 0; ni < n; ++ni)
+    for (int64_t f = 0; f < oc; ++f)
+      for (int64_t yy = 0; yy < oh; ++yy)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          const int64_t yi = ((ni * oc + f) * oh + yy) * ow + xx;
+          double s = b[f];
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t iy = yy * o.stride[0] - o.padding[0] + i * o.dilation[0];
+                const int64_t ix = xx * o.stride[1] - o.padding[1] + j * o.dilation[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                const int64_t xi = ((ni * c + (f / og) * cg + ci) * h + iy) * wd + ix;
+                const int64_t wi = ((f * cg + ci) * kh + i) * kw + j;
+                s += x[xi] * w[wi];
+                r.dx[xi] += dy[yi] * w[wi];
+                r.dw[wi] += dy[yi] * x[xi];
+              }
+          r.y[yi] = s;
+          r.db[f] += dy[yi];
+        }
+  return r;
+}
+
+Tensor f32_of(const std::vector<double>& v, const Shape& s) { return Tensor::from_vector(v, s).to(DType::f32); }
+
+TEST(Conv2d, EveryBackendMatchesDirectLoopsForwardAndBackward) {
+  Generator gen(11);
+  for (ConvBackend backend : {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked}) {
+    for (const Case& c : cases()) {
+      Tensor x = random_tensor(c.x, DType::f32, gen), w = random_tensor(c.w, DType::f32, gen);
+      Tensor b = c.bias ? random_tensor({c.w[0]}, DType::f32, gen) : Tensor();
+      Tensor xv = strided_copy(x);  // non-contiguous input
+      for (Tensor t : {xv, w, b}) {
+        if (t.defined()) t.set_requires_grad();
+      }
+      Conv2dOptions opt = c.opt;
+      opt.backend = backend;
+      Tensor y = conv2d(xv, w, b, opt);
+      Tensor dy = random_tensor(y.shape(), DType::f32, gen);
+      backward(y, dy);
+      const Naive ref = naive_conv(x, w, b, dy, c.opt);
+      const std::string what = std::string(cpu::name(backend)) + " x " + to_string(c.x) + " w " + to_string(c.w);
+      EXPECT_TRUE(all_close(y, f32_of(ref.y, y.shape()), 1e-4, 1e-5)) << what;
+      EXPECT_TRUE(all_close(xv.grad(), f32_of(ref.dx, c.x), 1e-4, 1e-5)) << what;
+      EXPECT_TRUE(all_close(w.grad(), f32_of(ref.dw, c.w), 1e-4, 1e-4)) << what;
+      if (c.bias) {
+        EXPECT_TRUE(all_close(b.grad(), f32_of(ref.db, {c.w[0]}), 1e-4, 1e-4)) << what;
+      }
+    }
+  }
+}
+
+TEST(Conv2d, FashionMnistShapesAgreeAcrossBackends) {
+  Generator gen(12);
+  for (auto [xs, ws] : {std::pair<Shape, Shape>{{8, 1, 28, 28}, {32, 1, 3, 3}}, {{8, 32, 13, 13}, {64, 32, 3, 3}}}) {
+    Tensor x = random_tensor(xs, DType::f32, gen), w = random_tensor(ws, DType::f32, gen);
+    Tensor b = random_tensor({ws[0]}, DType::f32, gen);
+    std::vector<std::vector<Tensor>> got;
+    for (ConvBackend backend : {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked}) {
+      Tensor xv = x.detach(), wv = w.detach(), bv = b.detach();
+      for (Tensor t : {xv, wv, bv}) t.set_requires_grad();
+      Tensor y = conv2d(xv, wv, bv, {.backend = backend});
+      backward(y, Tensor::ones(y.shape()));
+      got.push_back({y, xv.grad(), wv.grad(), bv.grad()});
+    }
+    for (size_t k = 1; k < got.size(); ++k)
+      for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(all_close(got[k][i], got[0][i], 1e-4, 1e-4)) << k << " " << i;
+  }
+}
+
+TEST(Conv2d, GradcheckF64) {
+  Generator gen(13);
+  for (const Case& c : cases()) {
+    Tensor x = random_tensor(c.x, DType::f64, gen), w = random_tensor(c.w, DType::f64, gen);
+    Tensor b = random_tensor({c.w[0]}, DType::f64, gen);
+    for (Tensor t : {x, w, b}) t.set_requires_grad();
+    const Conv2dOptions opt = c.opt;
+    auto r = c.bias ? autograd::gradcheck([opt](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], opt); },
+                                          {x, w, b})
+                    : autograd::gradcheck([opt](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor(), opt); },
+                                          {x, w});
+    EXPECT_TRUE(r.ok) << "x " << to_string(c.x) << " w " << to_string(c.w) << "\n" << r.report;
+  }
+}
+
+TEST(Conv2d, BadInputRaisesValueErrorNamingOpAndShapes) {
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const ValueError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string m = message([] { conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({2, 4, 3, 3})); });
+  EXPECT_NE(m.find("conv2d"), std::string::npos) << m;
+  EXPECT_NE(m.find("[1, 3, 5, 5]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 4, 3, 3]"), std::string::npos) << m;
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}, DType::i32), Tensor::zeros({2, 3, 3, 3}, DType::i32)), ValueError);
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({2, 3, 3, 3}, DType::f64)), ValueError);
+  EXPECT_THROW(conv2d(Tensor::zeros({3, 5, 5}), Tensor::zeros({2, 3, 3, 3})), ValueError);
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 2, 2}), Tensor::zeros({2, 3, 3, 3})), ValueError);
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({3, 2, 3, 3}), Tensor(), {.groups = 2}), ValueError);
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({2, 3, 3, 3}), Tensor::zeros({3})), ValueError);
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({2, 3, 3, 3}), Tensor(), {.stride = {0, 1}}), ValueError);
+}
+
+TEST(Conv2dTorch, ValuesAndGradientsMatchPyTorch) {
+  BRAID_REQUIRE_TORCH();
+  Generator gen(14);
+  std::vector<testing::TorchCase> tc;
+  std::vector<std::vector<Tensor>> got;
+  for (const Case& c : cases()) {
+    Tensor x = random_tensor(c.x, DType::f32, gen), w = random_tensor(c.w, DType::f32, gen);
+    Tensor b = random_tensor({c.w[0]}, DType::f32, gen);
+    Tensor xv = strided_copy(x), wv = w.detach(), bv = b.detach();
+    for (Tensor t : {xv, wv, bv}) t.set_requires_grad();
+    Tensor y = conv2d(xv, wv, c.bias ? bv : Tensor(), c.opt);
+    Tensor r = random_tensor(y.shape(), DType::f32, gen);
+    backward(y, r);
+    got.push_back({y, xv.grad(), wv.grad(), c.bias ? bv.grad() : Tensor()});
+    const std::string expr = fmt::format("F.conv2d(x, w, {}, stride=({}, {}), padding=({}, {}), dilation=({}, {}), groups={})",
+                                         c.bias ? "b" : "None", c.opt.stride[0], c.opt.stride[1], c.opt.padding[0],
+                                         c.opt.padding[1], c.opt.dilation[0], c.opt.dilation[1], c.opt.groups);
+    if (c.bias) {
+      tc.push_back({expr, {{"x", x}, {"w", w}, {"b", b}}, {.grad = {"x", "w", "b"}, .grad_output = r}});
+    } else {
+      tc.push_back({expr, {{"x", x}, {"w", w}}, {.grad = {"x", "w"}, .grad_output = r}});
+    }
+  }
+  auto refs = testing::torch_eval_batch(tc);
+  for (size_t i = 0; i < tc.size(); ++i) {
+    EXPECT_TRUE(all_close(got[i][0], refs[i].value(), 1e-4, 1e-5)) << tc[i].expr;
+    EXPECT_TRUE(all_close(got[i][1], refs[i].grads.at("x"), 1e-4, 1e-5)) << tc[i].expr;
+    EXPECT_TRUE(all_close(got[i][2], refs[i].grads.at("w"), 1e-4, 1e-4)) << tc[i].expr;
+    if (cases()[i].bias) {
+      EXPECT_TRUE(all_close(got[i][3], refs[i].grads.at("b"), 1e-4, 1e-4)) << tc[i].expr;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braid
