@@ -4,3 +4,8 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
+#include "braid/ops/elementwise.h"
+#include "braid/ops/reduce.h"
+#include "braid/ops/shape.h"
+#include "braid/ops/linear.h"
+#include "braid/ops/matmul.h"
