@@ -215,8 +215,9 @@ Tensor softmax(const Tensor& x, int64_t dim, bool log, const char* name) {
           if (!log) o[r * s.B] = e;
         }
         if (log) {
-          const T shift = m + static_cast<T>(std::log(z));
-          for (int64_t r = 0; r < s.R; ++r) o[r * s.B] = p[r * s.B] - shift;
+          // (x - m) - log z, not x - (m + log z): the latter loses digits when |m| is large.
+          const T logz = static_cast<T>(std::log(z));
+          for (int64_t r = 0; r < s.R; ++r) o[r * s.B] = (p[r * s.B] - m) - logz;
         } else {
           const T inv = static_cast<T>(1.0 / z);
           for (int64_t r = 0; r < s.R; ++r) o[r * s.B] *= inv;
