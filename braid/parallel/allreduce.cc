@@ -1,0 +1,132 @@
+#include "braid/parallel/allreduce.h"
+
+#include <cstring>
+
+#include "braid/parallel/agreement.h"
+
+namespace braid::parallel {
+
+AllreduceStrategy::AllreduceStrategy(comm::Communicator comm, DataParallelOptions options)
+    : comm_(std::move(comm)), options_(options) {
+  if (!comm_.valid()) fail<ValueError>("allreduce strategy: needs a valid communicator");
+}
+
+AllreduceStrategy::~AllreduceStrategy() {
+  // Never leave a collective writing into freed buckets.
+  for (Bucket& b : buckets_) {
+    if (b.launched) {
+      try {
+        b.work.wait(Deadline::after(options_.timeout));
+      } catch (const Error&) {
+      }
+    }
+  }
+}
+
+void AllreduceStrategy::setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) {
+  params_ = params;
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& p : params_) shapes.push_back({p.name, p.tensor.shape(), std::string(braid::name(p.tensor.dtype()))});
+  check_agreement(comm_, {{"config", description}, {"params", shapes}}, options_.timeout);
+
+  // Rank 0's initial parameters everywhere.
+  std::vector<comm::Work> works;
+  for (const auto& p : params_) {
+    Tensor t = p.tensor;
+    if (!t.is_contiguous()) fail<ValueError>("allreduce strategy: parameter {} is not contiguous", p.name);
+    works.push_back(comm_.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
+                                    {.root = 0, .timeout = options_.timeout}));
+  }
+  comm::wait_all(works, Deadline::after(options_.timeout * 2));
+
+  // Buckets in reverse registration order, one dtype per bucket.
+  const size_t n = params_.size();
+  bucket_of_.assign(n, 0);
+  views_.assign(n, Tensor());
+  ready_.assign(n, false);
+  buckets_.clear();
+  std::vector<std::vector<size_t>> groups;
+  size_t bytes = 0;
+  for (size_t k = n; k-- > 0;) {
+    const Tensor& t = params_[k].tensor;
+    const bool new_group = groups.empty() || bytes >= options_.bucket_bytes ||
+                           params_[groups.back().front()].tensor.dtype() != t.dtype();
+    if (new_group) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(k);
+    bytes += t.nbytes();
+  }
+  for (auto& g : groups) {
+    Bucket b;
+    int64_t total = 0;
+    for (size_t k : g) total += params_[k].tensor.numel();
+    b.flat = Tensor::zeros({total}, params_[g.front()].tensor.dtype());
+    int64_t offset = 0;
+    for (size_t k : g) {
+      const Tensor& t = params_[k].tensor;
+      views_[k] = b.flat.as_strided(t.shape(), contiguous_strides(t.shape()), offset);
+      bucket_of_[k] = buckets_.size();
+      offset += t.numel();
+    }
+    b.params = g;
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void AllreduceStrategy::on_grad_ready(size_t index, Tensor& grad) {
+  if (!sync_ || index >= params_.size() || ready_[index]) return;
+  const Tensor& view = views_[index];
+  if (grad.raw_data() != view.raw_data()) view.copy_from(grad);
+  ready_[index] = true;
+  Bucket& b = buckets_[bucket_of_[index]];
+  if (++b.ready == b.params.size() && options_.overlap) launch_ready_buckets();
+}
+
+void AllreduceStrategy::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    launch(buckets_[next_launch_++]);
+    launched_early_++;
+  }
+}
+
+void AllreduceStrategy::launch(Bucket& b) {
+  b.work = comm_.allreduce({b.flat.raw_data(), static_cast<size_t>(b.flat.numel()), b.flat.dtype()},
+                           {.op = comm::Op::avg, .algorithm = options_.algorithm, .timeout = options_.timeout});
+  b.launched = true;
+}
+
+void AllreduceStrategy::before_step() {
+  if (!sync_) return;
+  // Parameters that got no gradient this step contribute zeros.
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!ready_[k]) {
+      views_[k].fill(0);
+      buckets_[bucket_of_[k]].ready++;
+      ready_[k] = true;
+    }
+  }
+  while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++]);
+  const Deadline deadline = Deadline::after(options_.timeout);
+  for (Bucket& b : buckets_) {
+    try {
+      b.work.wait(deadline);
+    } catch (const TimeoutError& e) {
+      fail<TimeoutError>("rank {}: data-parallel gradient all-reduce did not finish: {}", comm_.rank(), e.what());
+    }
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Tensor& p = params_[k].tensor;
+    const Tensor g = p.grad();
+    if (!g.defined() || g.raw_data() != views_[k].raw_data()) p.set_grad(views_[k]);
+  }
+  for (Bucket& b : buckets_) {
+    b.ready = 0;
+    b.launched = false;
+  }
+  std::fill(ready_.begin(), ready_.end(), false);
+  next_launch_ = 0;
+}
+
+}  // namespace braid::parallel

@@ -1,0 +1,69 @@
+// The `allreduce` strategy: synchronous data parallelism in the style of
+// PyTorch DDP.
+//
+// Gradients live in a few flat buckets (parameters in reverse registration
+// order, which is close to the order backward finishes them). When the last
+// gradient of a bucket is final, the bucket's all-reduce (average) starts on
+// the communicator's thread while backward goes on; before_step() waits for
+// the rest. After the first step every parameter's .grad is a view into its
+// bucket, so backward accumulates straight into the buffer that travels: no
+// copies on the way out or back. Buckets are launched strictly in index order
+// on every rank, so collectives match even when ranks finish gradients in a
+// different order.
+#pragma once
+
+#include <memory>
+
+#include "braid/comm/communicator.h"
+#include "braid/parallel/strategy.h"
+
+namespace braid::parallel {
+
+struct DataParallelOptions {
+  size_t bucket_bytes = size_t{1} << 20;  // per bucket; DDP's default is 25 MiB
+  bool overlap = true;  // false: all-reduce every bucket after backward (for comparison)
+  comm::Algorithm algorithm = comm::Algorithm::automatic;
+  Duration timeout = std::chrono::seconds(300);
+};
+
+class AllreduceStrategy final : public Strategy {
+ public:
+  AllreduceStrategy(comm::Communicator comm, DataParallelOptions options = {});
+  ~AllreduceStrategy() override;
+
+  std::string name() const override { return "allreduce"; }
+  void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) override;
+  void on_grad_ready(size_t index, Tensor& grad) override;
+  void before_step() override;
+  void set_sync(bool sync) override { sync_ = sync; }
+  int data_rank() const override { return comm_.rank(); }
+  int data_world() const override { return comm_.size(); }
+
+  size_t bucket_count() const { return buckets_.size(); }
+  // Buckets whose all-reduce started during backward in the last step.
+  size_t buckets_launched_early() const { return launched_early_; }
+
+ private:
+  struct Bucket {
+    Tensor flat;                  // [elements], the params' dtype
+    std::vector<size_t> params;   // indices into params_
+    size_t ready = 0;             // gradients final this step
+    bool launched = false;
+    comm::Work work;
+  };
+  void launch_ready_buckets();
+  void launch(Bucket& b);
+
+  comm::Communicator comm_;
+  DataParallelOptions options_;
+  std::vector<NamedParameter> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;     // param index -> bucket
+  std::vector<Tensor> views_;         // param index -> its slice of the bucket
+  std::vector<bool> ready_;           // param index -> gradient final this step
+  size_t next_launch_ = 0;            // buckets start in index order
+  size_t launched_early_ = 0;
+  bool sync_ = true;
+};
+
+}  // namespace braid::parallel

@@ -1,0 +1,68 @@
+// Strategy: the one interface the trainer calls around a step (DESIGN.md).
+//
+// A local training step is forward, backward, optimizer step. A Strategy turns
+// it into a distributed one by acting at four points:
+//
+//   setup(params)         once, before the first step (broadcast the initial
+//                         model, check that ranks agree, build buffers)
+//   on_grad_ready(i, g)   during backward, the moment parameter i's gradient
+//                         is final (start communicating it while the rest of
+//                         backward runs)
+//   before_step()         after backward, before the optimizer updates
+//                         (finish combining gradients)
+//   after_step()          after the optimizer update (model averaging, gossip,
+//                         parameter-server pull)
+//
+// plus state for checkpoints and the shard of the data this rank reads.
+// Synchronous all-reduce, local SGD, parameter-server variants, gossip: each
+// is a Strategy, so the trainer and the CLI swap them by name.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "braid/tensor/tensor.h"
+
+namespace braid::parallel {
+
+struct NamedParameter {
+  std::string name;
+  Tensor tensor;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  // `params` in the model's registration order, identical on every rank.
+  // `description` is what ranks must agree on (the effective configuration).
+  virtual void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) = 0;
+  virtual void on_grad_ready(size_t index, Tensor& grad) {}
+  virtual void before_step() {}
+  virtual void after_step() {}
+
+  // When false, the next backward accumulates gradients locally without
+  // communicating (gradient accumulation, like DDP's no_sync).
+  virtual void set_sync(bool sync) {}
+
+  virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
+  virtual void load_state_dict(const nlohmann::json& state) {}
+
+  // The shard of the data this process reads.
+  virtual int data_rank() const { return 0; }
+  virtual int data_world() const { return 1; }
+  // Whether this process writes checkpoints and the final report.
+  virtual bool is_leader() const { return data_rank() == 0; }
+};
+
+// The single-process strategy: every hook does nothing.
+class LocalStrategy final : public Strategy {
+ public:
+  std::string name() const override { return "none"; }
+  void setup(const std::vector<NamedParameter>&, const nlohmann::json&) override {}
+};
+
+}  // namespace braid::parallel

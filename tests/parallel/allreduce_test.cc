@@ -1,0 +1,193 @@
+// The allreduce strategy against an independent reference: N ranks x batch b
+// for K SGD steps must give the parameters of 1 process x batch N*b.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "braid/base/rng.h"
+#include "braid/base/thread_pool.h"
+#include "braid/comm/transport/inproc.h"
+#include "braid/ops/ops.h"
+#include "braid/ops/elementwise.h"
+#include "braid/ops/linear.h"
+#include "braid/ops/reduce.h"
+#include "braid/parallel/allreduce.h"
+#include "braid/parallel/hooks.h"
+
+namespace braid::parallel {
+namespace {
+
+using autograd::NoGradGuard;
+
+constexpr int64_t kIn = 5, kHidden = 7, kOut = 3, kBatch = 4, kSteps = 5;
+constexpr double kLr = 0.1;
+
+Tensor randn(const Shape& shape, Generator& g) {
+  std::vector<double> v(static_cast<size_t>(numel(shape)));
+  for (double& x : v) x = g.normal() * 0.5;
+  return Tensor::from_vector(v, shape);
+}
+
+struct Model {
+  std::vector<NamedParameter> params;
+  explicit Model(uint64_t seed) {
+    Generator g(seed);
+    params = {{"fc1.weight", randn({kHidden, kIn}, g)}, {"fc1.bias", randn({kHidden}, g)},
+              {"fc2.weight", randn({kOut, kHidden}, g)}, {"fc2.bias", randn({kOut}, g)}};
+    for (auto& p : params) p.tensor.set_requires_grad();
+  }
+  Tensor loss(const Tensor& x, const Tensor& t) const {
+    Tensor h = linear(x, params[0].tensor, params[1].tensor);
+    Tensor y = linear(h * h, params[2].tensor, params[3].tensor);
+    Tensor d = y - t;
+    return mean(d * d);
+  }
+  void sgd_step() {
+    NoGradGuard no_grad;
+    for (auto& p : params) {
+      double* w = p.tensor.data<double>();
+      Tensor g = p.tensor.grad().contiguous();
+      for (int64_t i = 0; i < p.tensor.numel(); ++i) w[i] -= kLr * g.data<double>()[i];
+      p.tensor.grad().fill(0);
+    }
+  }
+};
+
+
+
+// Batch `step` of the global data: rows [step*N*b, (step+1)*N*b).
+std::pair<Tensor, Tensor> global_batch(int64_t step, int64_t rows) {
+  Generator g(1000 + static_cast<uint64_t>(step));
+  return {randn({rows, kIn}, g), randn({rows, kOut}, g)};
+}
+
+std::vector<std::vector<double>> train_single(int world) {
+  set_num_threads(1);
+  Model m(7);
+  for (int64_t s = 0; s < kSteps; ++s) {
+    auto [x, t] = global_batch(s, world * kBatch);
+    backward(m.loss(x, t));
+    m.sgd_step();
+  }
+  std::vector<std::vector<double>> out;
+  for (auto& p : m.params) out.push_back(p.tensor.to_vector<double>());
+  return out;
+}
+
+template <class Fn>
+void on_ranks(int world, Fn fn) {
+  auto inproc = comm::InprocWorld::create(world);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(world);
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r, t = std::shared_ptr<comm::Transport>(inproc->transport(r))] {
+      try {
+        set_num_threads(1);
+        fn(r, comm::Communicator(t, {.timeout = std::chrono::seconds(20)}));
+      } catch (...) {
+        errors[r] = std::current_exception();
+        inproc->shutdown("a rank failed");
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+class Equivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(Equivalence, NWorkersEqualOneWorkerWithNTimesTheBatch) {
+  const int world = GetParam();
+  const auto expected = train_single(world);
+  std::vector<std::vector<std::vector<double>>> got(world);
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    // Ranks start from different inits; setup() must broadcast rank 0's.
+    Model m(rank == 0 ? 7 : 100 + static_cast<uint64_t>(rank));
+    AllreduceStrategy s(comm, {.bucket_bytes = 64});  // several buckets
+    s.setup(m.params, {{"lr", kLr}});
+    connect_grad_hooks(s, m.params);
+    for (int64_t step = 0; step < kSteps; ++step) {
+      auto [x, t] = global_batch(step, world * kBatch);
+      Tensor xs = slice(x, 0, rank * kBatch, (rank + 1) * kBatch);
+      Tensor ts = slice(t, 0, rank * kBatch, (rank + 1) * kBatch);
+      backward(m.loss(xs, ts));
+      s.before_step();
+      m.sgd_step();
+    }
+    EXPECT_GT(s.bucket_count(), 1u);
+    for (auto& p : m.params) got[rank].push_back(p.tensor.to_vector<double>());
+  });
+  for (int r = 0; r < world; ++r) {
+    for (size_t k = 0; k < expected.size(); ++k) {
+      for (size_t i = 0; i < expected[k].size(); ++i) {
+        ASSERT_NEAR(got[r][k][i], expected[k][i], 1e-10) << "rank " << r << " param " << k << " elem " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, Equivalence, ::testing::Values(1, 2, 3, 4));
+
+TEST(Allreduce, NoSyncAccumulatesLocallyThenAverages) {
+  // Two micro-batches without sync, then one with sync, equal one step of the
+  // mean of all three local gradients' sums averaged over ranks.
+  const int world = 2;
+  std::vector<std::vector<double>> grads(world);
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    Model m(7);
+    AllreduceStrategy s(comm);
+    s.setup(m.params, {});
+    connect_grad_hooks(s, m.params);
+    Generator g(50 + static_cast<uint64_t>(rank));
+    s.set_sync(false);
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    s.set_sync(true);
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    s.before_step();
+    grads[rank] = m.params[0].tensor.grad().to_vector<double>();
+  });
+  // Reference: each rank's two local gradients summed, averaged over ranks.
+  std::vector<double> expected(grads[0].size(), 0.0);
+  for (int rank = 0; rank < world; ++rank) {
+    Model m(7);
+    Generator g(50 + static_cast<uint64_t>(rank));
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    auto v = m.params[0].tensor.grad().to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i) expected[i] += v[i] / world;
+  }
+  for (int r = 0; r < world; ++r)
+    for (size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(grads[r][i], expected[i], 1e-12);
+}
+
+TEST(Allreduce, OverlapStartsBucketsDuringBackward) {
+  on_ranks(2, [&](int rank, comm::Communicator comm) {
+    Model m(7);
+    AllreduceStrategy s(comm, {.bucket_bytes = 64});
+    s.setup(m.params, {});
+    connect_grad_hooks(s, m.params);
+    Generator g(3);
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    EXPECT_EQ(s.buckets_launched_early(), s.bucket_count());  // all started before before_step
+    s.before_step();
+  });
+}
+
+TEST(Allreduce, RanksThatDisagreeAreNamed) {
+  try {
+    on_ranks(3, [&](int rank, comm::Communicator comm) {
+      Model m(7);
+      AllreduceStrategy s(comm);
+      s.setup(m.params, {{"optim", {{"lr", rank == 2 ? 0.5 : 0.1}}}});
+    });
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("ranks [2]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("/config/optim/lr"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace braid::parallel
