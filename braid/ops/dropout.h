@@ -1,0 +1,27 @@
+// Dropout: zeroes each element with probability p and scales the survivors by
+// 1 / (1 - p), so the expectation is unchanged; the identity in eval mode.
+// The mask comes from a counter-based Philox Generator: element i of a call
+// uses the generator's next word i, so a (seed, stream, offset) state replays
+// the same mask on any thread count.
+#pragma once
+
+#include "braid/base/rng.h"
+#include "braid/tensor/tensor.h"
+
+namespace braid {
+
+struct DropoutOptions {
+  double p = 0.5;
+  bool training = true;
+  // Advanced by numel() words per call; null uses this thread's
+  // dropout_generator().
+  Generator* generator = nullptr;
+};
+
+Tensor dropout(const Tensor& x, DropoutOptions options = {});
+
+// The per-thread generator dropout falls back to (seed 0, stream 0 at first
+// use); reseed it with set_state() or pass a Generator in the options.
+Generator& dropout_generator();
+
+}  // namespace braid

@@ -1,0 +1,29 @@
+// Normalisation layers as functions (braid/nn wraps them in modules).
+// Written as composites of differentiable primitives (STYLE.md 2), so their
+// backward is the chain of the primitives' backwards. f32/f64.
+#pragma once
+
+#include "braid/tensor/tensor.h"
+
+namespace braid {
+
+// (x - mean) / sqrt(var + eps) * weight + bias over the trailing dims named by
+// normalized_shape (biased variance, as PyTorch). weight/bias have
+// normalized_shape and may be undefined (no affine).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+struct BatchNormOptions {
+  bool training = true;   // batch statistics (and running-stat update) vs running statistics
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
+  double eps = 1e-5;
+};
+
+// x [N, C, ...] normalised per channel C. Training: batch mean and biased
+// variance over every dim but 1; running_mean/running_var ([C], may be
+// undefined) are updated in place with the unbiased variance, as PyTorch.
+// Eval: the running statistics (then required). weight/bias [C] or undefined.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), BatchNormOptions options = {});
+
+}  // namespace braid

@@ -1,0 +1,95 @@
+// layer_norm and batch_norm: statistics, running-stat updates, finite
+// differences and PyTorch (F.layer_norm, F.batch_norm in both modes).
+#include <gtest/gtest.h>
+
+#include "braid/autograd/gradcheck.h"
+#include "braid/ops/norm.h"
+#include "braid/ops/reduce.h"
+#include "torch_oracle.h"
+
+namespace braid {
+namespace {
+
+using testing::all_close;
+using testing::expect_matches_torch;
+using testing::OpCheck;
+using testing::random_tensor;
+using testing::strided_copy;
+
+TEST(Norm, LayerNormRowsHaveZeroMeanUnitVariance) {
+  Generator gen(1);
+  Tensor x = random_tensor({4, 32}, DType::f64, gen, -3, 5);
+  Tensor y = layer_norm(x, {32});
+  EXPECT_TRUE(all_close(mean(y, {1}), Tensor::zeros({4}, DType::f64), 0, 1e-12));
+  EXPECT_TRUE(all_close(var(y, {1}, false), Tensor::ones({4}, DType::f64), 0, 1e-4));  // eps = 1e-5
+}
+
+TEST(Norm, BatchNormUpdatesRunningStatsWithMomentum) {
+  Tensor x = Tensor::from_vector<float>({1, 10, 3, 30}, {2, 2});  // channel 0: {1, 3}, channel 1: {10, 30}
+  Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
+  batch_norm(x, rm, rv, Tensor(), Tensor(), {.momentum = 0.5});
+  EXPECT_EQ(rm.to_vector<float>(), (std::vector<float>{1, 10}));  // 0.5 * 0 + 0.5 * mean
+  EXPECT_EQ(rv.to_vector<float>(), (std::vector<float>{1.5, 100.5}));  // 0.5 * 1 + 0.5 * unbiased var (2, 200)
+  // Eval uses the running statistics.
+  Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), {.training = false, .eps = 0});
+  EXPECT_NEAR(y.to_vector<float>()[2], 2 / std::sqrt(1.5), 1e-6);
+  EXPECT_THROW(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), {.training = false}), ValueError);
+}
+
+TEST(Norm, Gradcheck) {
+  Generator gen(2);
+  Tensor x = random_tensor({3, 4, 5}, DType::f64, gen);
+  Tensor w = random_tensor({4, 5}, DType::f64, gen);
+  Tensor b = random_tensor({4, 5}, DType::f64, gen);
+  Tensor cw = random_tensor({4}, DType::f64, gen);
+  Tensor cb = random_tensor({4}, DType::f64, gen);
+  for (Tensor* t : {&x, &w, &b, &cw, &cb}) t->set_requires_grad();
+  auto r = autograd::gradcheck([](const auto& in) { return layer_norm(in[0], {4, 5}, in[1], in[2]); }, {x, w, b});
+  EXPECT_TRUE(r.ok) << "layer_norm\n" << r.report;
+  r = autograd::gradcheck([](const auto& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2]); },
+                          {x, cw, cb});
+  EXPECT_TRUE(r.ok) << "batch_norm train\n" << r.report;
+  Tensor rm = random_tensor({4}, DType::f64, gen), rv = random_tensor({4}, DType::f64, gen, 0.5, 2);
+  r = autograd::gradcheck(
+      [rm, rv](const auto& in) { return batch_norm(in[0], rm, rv, in[1], in[2], {.training = false}); }, {x, cw, cb});
+  EXPECT_TRUE(r.ok) << "batch_norm eval\n" << r.report;
+}
+
+TEST(Norm, MatchesTorch) {
+  BRAID_REQUIRE_TORCH();
+  Generator gen(3);
+  Tensor x = random_tensor({6, 4, 5, 3}, DType::f32, gen, -2, 3);
+  Tensor s = strided_copy(x);
+  Tensor w = random_tensor({5, 3}, DType::f32, gen), b = random_tensor({5, 3}, DType::f32, gen);
+  Tensor cw = random_tensor({4}, DType::f32, gen), cb = random_tensor({4}, DType::f32, gen);
+  Tensor rm = random_tensor({4}, DType::f32, gen), rv = random_tensor({4}, DType::f32, gen, 0.5, 2);
+  std::vector<OpCheck> checks;
+  for (const Tensor& t : {x, s}) {
+    checks.push_back({"F.layer_norm(x, (5, 3), w, b)", {{"x", t}, {"w", w}, {"b", b}},
+                      [](const auto& in) { return layer_norm(in[0], {5, 3}, in[1], in[2]); }, {"x", "w", "b"}});
+    checks.push_back({"F.layer_norm(x, (3,))", {{"x", t}}, [](const auto& in) { return layer_norm(in[0], {3}); }, {"x"}});
+    checks.push_back({"F.batch_norm(x, None, None, w, b, training=True)", {{"x", t}, {"w", cw}, {"b", cb}},
+                      [](const auto& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2]); },
+                      {"x", "w", "b"}});
+    checks.push_back({"F.batch_norm(x, m, v, w, b, training=False)",
+                      {{"x", t}, {"m", rm}, {"v", rv}, {"w", cw}, {"b", cb}},
+                      [](const auto& in) { return batch_norm(in[0], in[1], in[2], in[3], in[4], {.training = false}); },
+                      {"x", "w", "b"}});
+  }
+  // The running statistics after one training step (updated copies, so the
+  // oracle still sees the originals).
+  for (int which : {1, 2}) {
+    checks.push_back({fmt::format("(F.batch_norm(x, m, v, training=True, momentum=0.3), m, v)[{}]", which),
+                      {{"x", x}, {"m", rm}, {"v", rv}},
+                      [which](const auto& in) {
+                        Tensor m = in[1].clone(), v = in[2].clone();
+                        batch_norm(in[0], m, v, Tensor(), Tensor(), {.momentum = 0.3});
+                        return which == 1 ? m : v;
+                      },
+                      {}});
+  }
+  expect_matches_torch(checks);
+}
+
+}  // namespace
+}  // namespace braid
