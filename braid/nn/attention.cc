@@ -1,0 +1,61 @@
+#include "braid/nn/attention.h"
+
+#include <cmath>
+
+#include "braid/ops/activation.h"
+#include "braid/ops/elementwise.h"
+#include "braid/ops/matmul.h"
+#include "braid/ops/shape.h"
+#include "braid/ops/softmax.h"
+
+namespace braid::nn {
+
+MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options)
+    : dim_(dim), heads_(heads), o_(options) {
+  if (dim <= 0 || heads <= 0 || dim % heads != 0) {
+    fail<ValueError>("MultiHeadAttention: heads ({}) must divide dim ({})", heads, dim);
+  }
+  in_proj_ = register_module("in_proj", std::make_shared<Linear>(dim, 3 * dim, gen));
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(dim, dim, gen));
+  drop_ = register_module("drop", std::make_shared<Dropout>(o_.dropout, o_.generator));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) {
+  if (x.ndim() != 3 || x.size(2) != dim_) {
+    fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
+  }
+  const int64_t b = x.size(0), t = x.size(1), hd = dim_ / heads_;
+  // [B, T, 3D] -> [3, B, H, T, hd] -> three [B*H, T, hd]
+  Tensor qkv = permute(reshape(in_proj_->forward(x), {b, t, 3, heads_, hd}), {2, 0, 3, 1, 4});
+  auto head = [&](int64_t i) { return reshape(contiguous(squeeze(slice(qkv, 0, i, i + 1), 0)), {b * heads_, t, hd}); };
+  const Tensor q = head(0), k = head(1), v = head(2);
+  Tensor scores = mul(matmul(q, transpose(k, 1, 2)), 1 / std::sqrt(static_cast<double>(hd)));  // [B*H, T, T]
+  if (o_.causal) {
+    Tensor mask = Tensor::zeros({t, t}, DType::b8);
+    bool* m = mask.data<bool>();
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = true;  // future positions
+    }
+    scores = masked_fill(scores, mask, -INFINITY);
+  }
+  Tensor attn = drop_->forward(softmax(scores, -1));
+  Tensor out = matmul(attn, v);  // [B*H, T, hd]
+  out = reshape(contiguous(permute(reshape(out, {b, heads_, t, hd}), {0, 2, 1, 3})), {b, t, dim_});
+  return out_proj_->forward(out);
+}
+
+TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options) {
+  ln1_ = register_module("ln1", std::make_shared<LayerNorm>(Shape{dim}));
+  attn_ = register_module("attn", std::make_shared<MultiHeadAttention>(dim, heads, gen, options));
+  ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{dim}));
+  fc1_ = register_module("fc1", std::make_shared<Linear>(dim, 4 * dim, gen));
+  fc2_ = register_module("fc2", std::make_shared<Linear>(4 * dim, dim, gen));
+  drop_ = register_module("drop", std::make_shared<Dropout>(options.dropout, options.generator));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
+  return add(h, drop_->forward(fc2_->forward(gelu(fc1_->forward(ln2_->forward(h))))));
+}
+
+}  // namespace braid::nn

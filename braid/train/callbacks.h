@@ -1,0 +1,87 @@
+// What the trainer reports, and the two extension points around its step:
+// Callback (observers: metrics files, progress display) and StepHooks (the
+// place a distributed strategy plugs into the step).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace braid::nn {
+class Module;
+}
+namespace braid::optim {
+class Optimizer;
+}
+
+namespace braid::train {
+
+struct StepMetrics {
+  int64_t step = 0;                // optimizer steps taken (after this one)
+  int64_t epoch = 0;               // 0-based
+  int64_t batch = 0;               // batches of this epoch consumed
+  int64_t batches_per_epoch = 0;
+  int64_t total_steps = 0;         // planned steps of the whole run
+  double loss = 0;                 // mean training loss over the steps since the last record
+  double lr = 0;
+  double samples_per_s = 0;        // training throughput over the same window
+  double step_ms = 0;              // mean wall time of one step in the window
+};
+
+struct EvalMetrics {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0;   // mean over examples
+  double top1 = 0;   // fraction in [0, 1]
+  double top5 = 0;
+  int64_t examples = 0;
+  double seconds = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t epochs = 0;
+  double train_seconds = 0;       // time in training steps (evaluation excluded)
+  double samples_per_s = 0;       // training examples / train_seconds
+  double final_loss = 0;          // mean training loss of the last epoch
+  bool has_eval = false;
+  EvalMetrics last_eval;
+  std::string last_checkpoint;    // stem of the last checkpoint written, if any
+};
+
+// Observers; every method has a do-nothing default, override what you need.
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(int64_t start_step, int64_t total_steps) {}
+  // After every step (cheap: progress bars redraw from here).
+  virtual void on_step(const StepMetrics& m) {}
+  // Every train.log_every steps and at the end of each epoch.
+  virtual void on_log(const StepMetrics& m) {}
+  virtual void on_eval(const EvalMetrics& m) {}
+  virtual void on_checkpoint(const std::string& stem, int64_t step) {}
+  // Free-form notes for the user (resume, skipped checkpoints).
+  virtual void on_message(const std::string& text) {}
+  virtual void on_train_end(const TrainSummary& s) {}
+};
+
+// The step, as the trainer runs it:
+//   forward, loss, backward   (grad-ready hooks registered in setup() fire here)
+//   hooks.before_step         (gradients final: a strategy waits for its all-reduce)
+//   clip, optimizer.step
+//   hooks.after_step          (a strategy syncs parameters, e.g. local SGD)
+// Defaults do nothing: single-process training.
+class StepHooks {
+ public:
+  virtual ~StepHooks() = default;
+  // Once, before the first step.
+  virtual void setup(nn::Module& model, optim::Optimizer& optimizer) {}
+  virtual void before_step(optim::Optimizer& optimizer) {}
+  virtual void after_step(optim::Optimizer& optimizer) {}
+  // Saved in / restored from the checkpoint sidecar.
+  virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
+  virtual void load_state_dict(const nlohmann::json& state) {}
+};
+
+}  // namespace braid::train

@@ -1,0 +1,183 @@
+#include "braid/train/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "braid/base/atomic_file.h"
+#include "braid/base/digest.h"
+#include "braid/base/error.h"
+#include "braid/base/safetensors.h"
+
+namespace braid::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelPrefix = "model.";
+constexpr const char* kOptimPrefix = "optim.";
+
+std::string st_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+    case DType::b8: return "BOOL";
+  }
+  return "?";
+}
+
+DType braid_dtype(const std::string& s, const std::string& what) {
+  for (DType t : kAllDTypes) {
+    if (st_dtype(t) == s) return t;
+  }
+  fail<IoError>("{}: unsupported tensor dtype {}", what, s);
+}
+
+Tensor to_tensor(const safetensors::TensorData& d, const std::string& what) {
+  Tensor t = Tensor::empty(d.shape, braid_dtype(d.dtype, what));
+  if (t.nbytes() != d.data.size()) fail<IoError>("{}: {} bytes for shape {}", what, d.data.size(), to_string(t.shape()));
+  std::copy(d.data.begin(), d.data.end(), static_cast<std::byte*>(t.raw_data()));
+  return t;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail<IoError>("cannot open checkpoint sidecar {}", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint32_t file_crc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail<IoError>("cannot open checkpoint {}", path);
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<size_t>(in.gcount());
+    crc = crc32({reinterpret_cast<const std::byte*>(buf.data()), n}, crc);
+  }
+  return crc;
+}
+
+}  // namespace
+
+std::string checkpoint_stem(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / fmt::format("ckpt-{:08d}", step)).string();
+}
+
+void save_checkpoint(const std::string& dir, const Checkpoint& ckpt) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail<IoError>("cannot create checkpoint folder {}: {}", dir, ec.message());
+  std::map<std::string, safetensors::TensorRef> refs;
+  std::vector<Tensor> keep;  // contiguous copies alive until written
+  auto add = [&](const std::string& name, const Tensor& t) {
+    Tensor c = t.contiguous();
+    keep.push_back(c);
+    refs[name] = {st_dtype(c.dtype()), c.shape(),
+                  {static_cast<const std::byte*>(c.raw_data()), c.nbytes()}};
+  };
+  for (const auto& [n, t] : ckpt.model) add(kModelPrefix + n, t);
+  for (const auto& [n, t] : ckpt.optimizer.tensors) add(kOptimPrefix + n, t);
+  const std::string stem = checkpoint_stem(dir, ckpt.step);
+  safetensors::write(stem + ".safetensors", refs, {{"format", "braid-checkpoint"}, {"step", std::to_string(ckpt.step)}});
+  nlohmann::json side = {{"step", ckpt.step},
+                         {"epoch", ckpt.epoch},
+                         {"batch", ckpt.batch},
+                         {"rng", {{"seed", ckpt.rng.seed}, {"stream", ckpt.rng.stream}, {"offset", ckpt.rng.offset}}},
+                         {"optimizer", ckpt.optimizer.scalars},
+                         {"config", ckpt.config},
+                         {"extra", ckpt.extra},
+                         {"tensors_crc32", file_crc(stem + ".safetensors")}};
+  write_file_atomic(stem + ".json", side.dump(2) + "\n");
+}
+
+Checkpoint load_checkpoint(const std::string& stem) {
+  const std::string side_path = stem + ".json", st_path = stem + ".safetensors";
+  nlohmann::json side;
+  try {
+    side = nlohmann::json::parse(read_text(side_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("checkpoint sidecar {} is corrupt: {}", side_path, e.what());
+  }
+  Checkpoint c;
+  try {
+    const uint32_t want = side.at("tensors_crc32").get<uint32_t>();
+    if (!fs::exists(st_path)) fail<IoError>("checkpoint {} is missing (its sidecar {} exists)", st_path, side_path);
+    if (const uint32_t got = file_crc(st_path); got != want) {
+      fail<IoError>("checkpoint {} does not match its sidecar (crc32 {:08x}, sidecar says {:08x}): truncated or altered",
+                    st_path, got, want);
+    }
+    c.step = side.at("step").get<int64_t>();
+    c.epoch = side.at("epoch").get<int64_t>();
+    c.batch = side.at("batch").get<int64_t>();
+    const auto& r = side.at("rng");
+    c.rng = {r.at("seed").get<uint64_t>(), r.at("stream").get<uint64_t>(), r.at("offset").get<uint64_t>()};
+    c.optimizer.scalars = side.at("optimizer");
+    c.config = side.value("config", nlohmann::json::object());
+    c.extra = side.value("extra", nlohmann::json::object());
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("checkpoint sidecar {} is malformed: {}", side_path, e.what());
+  }
+  safetensors::File f = safetensors::read(st_path);  // verifies braid.crc32 too
+  for (const auto& [name, data] : f.tensors) {
+    const std::string what = st_path + ": " + name;
+    if (name.starts_with(kModelPrefix)) {
+      c.model.emplace_back(name.substr(6), to_tensor(data, what));
+    } else if (name.starts_with(kOptimPrefix)) {
+      c.optimizer.tensors.emplace_back(name.substr(6), to_tensor(data, what));
+    } else {
+      fail<IoError>("{}: unexpected tensor (expected model.* or optim.*)", what);
+    }
+  }
+  return c;
+}
+
+std::vector<int64_t> list_checkpoints(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return steps;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() != 18 || !n.starts_with("ckpt-") || !n.ends_with(".json")) continue;
+    const std::string digits = n.substr(5, 8);
+    if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    steps.push_back(std::stoll(digits));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<int64_t> steps = list_checkpoints(dir);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    try {
+      return load_checkpoint(checkpoint_stem(dir, *it));
+    } catch (const IoError& e) {
+      if (skipped) skipped->push_back(e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+void prune_checkpoints(const std::string& dir, int keep) {
+  if (keep < 1) fail<ValueError>("prune_checkpoints: keep must be >= 1, got {}", keep);
+  std::vector<int64_t> steps = list_checkpoints(dir);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i) {
+    const std::string stem = checkpoint_stem(dir, steps[i]);
+    std::error_code ec;
+    fs::remove(stem + ".json", ec);  // the commit record first
+    fs::remove(stem + ".safetensors", ec);
+  }
+}
+
+}  // namespace braid::train

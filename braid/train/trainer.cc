@@ -1,0 +1,238 @@
+#include "braid/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "braid/autograd/engine.h"
+#include "braid/autograd/node.h"
+#include "braid/optim/clip.h"
+#include "braid/train/checkpoint.h"
+
+namespace braid::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+TopK count_topk(const Tensor& logits, const Tensor& targets) {
+  if (logits.ndim() < 1 || numel(targets.shape()) * logits.size(-1) != logits.numel()) {
+    fail<ValueError>("count_topk: logits {} do not match targets {}", to_string(logits.shape()),
+                     to_string(targets.shape()));
+  }
+  const Tensor l = logits.to(DType::f32).contiguous();
+  const Tensor t = targets.to(DType::i64).contiguous();
+  const float* lp = l.data<float>();
+  const int64_t* tp = t.data<int64_t>();
+  const int64_t c = logits.size(-1);
+  TopK r;
+  r.n = t.numel();
+  for (int64_t i = 0; i < r.n; ++i) {
+    const float* row = lp + i * c;
+    const int64_t y = tp[i];
+    if (y < 0 || y >= c) fail<IndexError>("count_topk: target {} outside [0, {})", y, c);
+    int64_t above = 0;  // classes scored strictly higher than the target
+    for (int64_t k = 0; k < c; ++k) above += row[k] > row[y];
+    r.top1 += above < 1;
+    r.top5 += above < 5;
+  }
+  return r;
+}
+
+Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optimizer> optimizer,
+                 std::unique_ptr<optim::LRSchedule> schedule, nn::LossFn loss, std::shared_ptr<data::Loader> train,
+                 std::shared_ptr<data::Loader> test, TrainerOptions options)
+    : model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      schedule_(std::move(schedule)),
+      loss_(std::move(loss)),
+      train_(std::move(train)),
+      test_(std::move(test)),
+      o_(std::move(options)),
+      hooks_(std::make_shared<StepHooks>()),
+      gen_(o_.generator ? o_.generator : std::make_shared<Generator>(o_.seed, /*stream=*/1)) {
+  if (!model_ || !optimizer_ || !loss_ || !train_) fail<ValueError>("Trainer: model, optimizer, loss and train loader are required");
+  if (!schedule_) schedule_ = std::make_unique<optim::ConstantLR>(optimizer_->lr());
+  if (o_.epochs < 1) fail<ValueError>("Trainer: epochs must be >= 1, got {}", o_.epochs);
+  if (o_.log_every < 1) fail<ValueError>("Trainer: log_every must be >= 1, got {}", o_.log_every);
+  if (o_.checkpoints && o_.out_dir.empty()) fail<ValueError>("Trainer: checkpoints need an out_dir");
+  params_ = model_->parameters();
+}
+
+double Trainer::train_step(const data::Batch& batch) {
+  optimizer_->set_lr(schedule_->lr_at(step_));
+  optimizer_->zero_grad();
+  const Tensor out = model_->forward(batch.input);
+  const Tensor loss = loss_(out, batch.target);
+  const double value = loss.item();
+  if (!std::isfinite(value)) {
+    fail<NumericError>("loss is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}", value,
+                       step_ + 1, epoch_ + 1, batch_ + 1,
+                       last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
+  }
+  backward(loss);
+  hooks_->before_step(*optimizer_);
+  if (o_.grad_clip > 0) {
+    const double norm = optim::clip_grad_norm(params_, o_.grad_clip);
+    if (!std::isfinite(norm)) {
+      fail<NumericError>("gradient norm is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}",
+                         norm, step_ + 1, epoch_ + 1, batch_ + 1,
+                         last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
+    }
+  }
+  optimizer_->step();
+  hooks_->after_step(*optimizer_);
+  ++step_;
+  return value;
+}
+
+EvalMetrics Trainer::evaluate() {
+  EvalMetrics m;
+  m.step = step_;
+  m.epoch = epoch_;
+  if (!test_) return m;
+  const auto t0 = Clock::now();
+  autograd::NoGradGuard no_grad;
+  model_->eval();
+  double loss_sum = 0;
+  TopK total;
+  test_->start_epoch(0);
+  while (auto b = test_->next()) {
+    const Tensor out = model_->forward(b->input);
+    const TopK k = count_topk(out, b->target);
+    loss_sum += loss_(out, b->target).item() * static_cast<double>(k.n);
+    total.top1 += k.top1, total.top5 += k.top5, total.n += k.n;
+  }
+  model_->train();
+  if (total.n > 0) {
+    m.loss = loss_sum / static_cast<double>(total.n);
+    m.top1 = static_cast<double>(total.top1) / static_cast<double>(total.n);
+    m.top5 = static_cast<double>(total.top5) / static_cast<double>(total.n);
+  }
+  m.examples = total.n;
+  m.seconds = seconds_since(t0);
+  return m;
+}
+
+std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
+  Checkpoint c;
+  c.model = model_->state_dict();
+  c.optimizer = optimizer_->state_dict();
+  c.step = step_;
+  c.epoch = epoch;
+  c.batch = batch_in_epoch;
+  c.rng = gen_->state();
+  c.config = o_.config;
+  c.extra = {{"hooks", hooks_->state_dict()}};
+  save_checkpoint(o_.out_dir, c);
+  prune_checkpoints(o_.out_dir, o_.keep_checkpoints);
+  last_checkpoint_ = checkpoint_stem(o_.out_dir, step_);
+  for (auto& cb : callbacks_) cb->on_checkpoint(last_checkpoint_, step_);
+  return last_checkpoint_;
+}
+
+std::pair<int64_t, int64_t> Trainer::resume() {
+  std::vector<std::string> skipped;
+  std::optional<Checkpoint> c = load_latest_checkpoint(o_.out_dir, &skipped);
+  for (const std::string& s : skipped) {
+    for (auto& cb : callbacks_) cb->on_message("skipping unusable checkpoint: " + s);
+  }
+  if (!c) {
+    for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + o_.out_dir + ", starting from scratch");
+    return {0, 0};
+  }
+  model_->load_state_dict(c->model);
+  optimizer_->load_state_dict(c->optimizer);
+  gen_->set_state(c->rng);
+  hooks_->load_state_dict(c->extra.value("hooks", nlohmann::json::object()));
+  step_ = c->step;
+  last_checkpoint_ = checkpoint_stem(o_.out_dir, c->step);
+  for (auto& cb : callbacks_) {
+    cb->on_message(fmt::format("resumed from {} (step {}, epoch {}, batch {})", last_checkpoint_, c->step, c->epoch + 1,
+                               c->batch));
+  }
+  return {c->epoch, c->batch};
+}
+
+void Trainer::log(const StepMetrics& m) {
+  for (auto& cb : callbacks_) cb->on_log(m);
+}
+
+TrainSummary Trainer::fit() {
+  auto [start_epoch, start_batch] = o_.resume ? resume() : std::pair<int64_t, int64_t>{0, 0};
+  const int64_t per_epoch = train_->batches_per_epoch();
+  int64_t total_steps = o_.epochs * per_epoch;
+  if (o_.max_steps > 0) total_steps = std::min(total_steps, o_.max_steps);
+  hooks_->setup(*model_, *optimizer_);
+  model_->train();
+  for (auto& cb : callbacks_) cb->on_train_begin(step_, total_steps);
+
+  TrainSummary s;
+  double window_loss = 0, epoch_loss = 0;
+  int64_t window_steps = 0, window_samples = 0, epoch_steps = 0, samples = 0;
+  double train_seconds = 0, window_seconds = 0;
+  auto record = [&](int64_t epoch, int64_t batch) {
+    StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
+                  .total_steps = total_steps, .loss = window_loss / static_cast<double>(std::max<int64_t>(window_steps, 1)),
+                  .lr = optimizer_->lr(),
+                  .samples_per_s = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0,
+                  .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1))};
+    log(m);
+    window_loss = 0, window_steps = 0, window_samples = 0, window_seconds = 0;
+  };
+  bool done = step_ >= total_steps;
+  for (int64_t epoch = start_epoch; epoch < o_.epochs && !done; ++epoch) {
+    epoch_ = epoch;
+    train_->start_epoch(epoch);
+    int64_t batch = 0;
+    if (epoch == start_epoch) {
+      for (; batch < start_batch && train_->next(); ++batch) {}  // the resumed epoch's consumed batches
+    }
+    epoch_loss = 0, epoch_steps = 0;
+    auto t_batch = Clock::now();
+    while (auto b = train_->next()) {
+      batch_ = batch;
+      const double loss = train_step(*b);
+      ++batch;
+      const double dt = seconds_since(t_batch);
+      train_seconds += dt, window_seconds += dt;
+      window_loss += loss, epoch_loss += loss;
+      ++window_steps, ++epoch_steps;
+      window_samples += b->size(), samples += b->size();
+      StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
+                    .total_steps = total_steps, .loss = loss, .lr = optimizer_->lr(),
+                    .samples_per_s = dt > 0 ? static_cast<double>(b->size()) / dt : 0, .step_ms = 1e3 * dt};
+      for (auto& cb : callbacks_) cb->on_step(m);
+      if (step_ % o_.log_every == 0) record(epoch, batch);
+      done = step_ >= total_steps;
+      if (o_.checkpoints && o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0) {
+        save(batch == per_epoch ? epoch + 1 : epoch, batch == per_epoch ? 0 : batch);
+      }
+      if (done) break;
+      t_batch = Clock::now();
+    }
+    if (window_steps > 0) record(epoch, batch);
+    const bool epoch_complete = batch == per_epoch;
+    if (o_.checkpoints && o_.checkpoint_every == 0) {
+      save(epoch_complete ? epoch + 1 : epoch, epoch_complete ? 0 : batch);
+    }
+    if (test_ && o_.eval_every > 0 && ((epoch + 1) % o_.eval_every == 0 || done || epoch + 1 == o_.epochs)) {
+      s.last_eval = evaluate();
+      s.has_eval = true;
+      for (auto& cb : callbacks_) cb->on_eval(s.last_eval);
+    }
+    s.epochs = epoch + 1;
+  }
+  s.steps = step_;
+  s.train_seconds = train_seconds;
+  s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;
+  s.final_loss = epoch_loss / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
+  s.last_checkpoint = last_checkpoint_;
+  for (auto& cb : callbacks_) cb->on_train_end(s);
+  return s;
+}
+
+}  // namespace braid::train

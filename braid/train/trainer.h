@@ -1,0 +1,94 @@
+// The training loop: epochs of batches from a data::Loader through
+// forward -> loss -> backward -> (hooks) -> clip -> optimizer step -> lr
+// schedule, with evaluation (loss, top-1/top-5), periodic checkpoints,
+// resume, and a NaN/Inf guard that stops before the bad update reaches the
+// weights or a checkpoint.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/base/rng.h"
+#include "braid/data/loader.h"
+#include "braid/nn/loss.h"
+#include "braid/nn/module.h"
+#include "braid/optim/optimizer.h"
+#include "braid/optim/schedule.h"
+#include "braid/train/callbacks.h"
+
+namespace braid::train {
+
+struct TrainerOptions {
+  int64_t epochs = 1;
+  int64_t max_steps = 0;         // 0: no limit
+  double grad_clip = 0;          // max global grad norm; 0: off
+  int64_t log_every = 100;       // steps between on_log records
+  int64_t eval_every = 1;        // epochs between evaluations; 0: never
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0: end of each epoch
+  int keep_checkpoints = 3;      // older ones are deleted
+  bool checkpoints = true;       // false: never write any
+  std::string out_dir;           // checkpoints go here
+  bool resume = false;           // start from the latest good checkpoint in out_dir
+  nlohmann::json config;         // stored in every checkpoint sidecar
+  // Randomness drawn during training (dropout masks); its state is saved in
+  // checkpoints. Null: the trainer makes one from `seed`.
+  std::shared_ptr<Generator> generator;
+  uint64_t seed = 0;
+};
+
+class Trainer {
+ public:
+  // `test` may be null (no evaluation).
+  Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optimizer> optimizer,
+          std::unique_ptr<optim::LRSchedule> schedule, nn::LossFn loss, std::shared_ptr<data::Loader> train,
+          std::shared_ptr<data::Loader> test, TrainerOptions options);
+
+  void add_callback(std::shared_ptr<Callback> cb) { callbacks_.push_back(std::move(cb)); }
+  void set_hooks(std::shared_ptr<StepHooks> hooks) { hooks_ = std::move(hooks); }
+
+  // Runs the whole schedule (resuming first when options.resume). Throws
+  // NumericError naming the step when the loss or gradient is not finite;
+  // checkpoints written before stay valid.
+  TrainSummary fit();
+  // One pass over the test loader in eval mode without gradients.
+  EvalMetrics evaluate();
+  // One training step on a batch; returns its loss. Public for tests and for
+  // callers that drive their own loop.
+  double train_step(const data::Batch& batch);
+  // Writes a checkpoint of the current state now; returns its stem.
+  std::string save(int64_t epoch, int64_t batch_in_epoch);
+
+  nn::Module& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  Generator& generator() { return *gen_; }
+  int64_t step() const { return step_; }
+
+ private:
+  // Restores the latest good checkpoint; returns (epoch, batch) to continue from.
+  std::pair<int64_t, int64_t> resume();
+  void log(const StepMetrics& m);
+
+  std::shared_ptr<nn::Module> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRSchedule> schedule_;
+  nn::LossFn loss_;
+  std::shared_ptr<data::Loader> train_, test_;
+  TrainerOptions o_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  std::shared_ptr<StepHooks> hooks_;
+  std::shared_ptr<Generator> gen_;
+  int64_t step_ = 0;
+  int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages
+  std::vector<Tensor> params_;
+  std::string last_checkpoint_;
+};
+
+// Fraction of rows whose target is the top-1 / among the top-5 logits.
+// logits [N, C] (or [..., C]), targets i64 [N] (or [...]).
+struct TopK {
+  int64_t top1 = 0, top5 = 0, n = 0;
+};
+TopK count_topk(const Tensor& logits, const Tensor& targets);
+
+}  // namespace braid::train
