@@ -1,0 +1,24 @@
+// [data]: dataset, loader and augmentation.
+#include "braid/train/schema.h"
+
+namespace braid::train {
+
+void add_data_keys(Schema& s) {
+  using T = ValueType;
+  s.add({.name = "data.name", .type = T::String, .default_value = std::string("fashion_mnist"),
+         .help = "dataset format: fashion_mnist (IDX folder), csv, libsvm, text (character-level)",
+         .choices = {"fashion_mnist", "csv", "libsvm", "text"}});
+  s.add({.name = "data.path", .type = T::String, .default_value = std::string("/usr/share/datasets/fashion-mnist"),
+         .help = "dataset folder (fashion_mnist) or file (csv, libsvm, text; a folder of text files for text)",
+         .env = "BRAID_DATA_PATH"});
+  s.add({.name = "data.workers", .type = T::Int, .default_value = int64_t{1},
+         .help = "background loader threads; 0 = load on the training thread", .min = 0});
+  s.add({.name = "data.augment", .type = T::Bool, .default_value = false,
+         .help = "random crop (padding 2) and horizontal flip of training images"});
+  s.add({.name = "data.normalize", .type = T::Bool, .default_value = true,
+         .help = "Fashion-MNIST: subtract mean 0.2860, divide by std 0.3530"});
+  s.add({.name = "data.shuffle", .type = T::Bool, .default_value = true,
+         .help = "reshuffle the training set every epoch (seeded by train.seed)"});
+}
+
+}  // namespace braid::train

@@ -1,0 +1,25 @@
+// [model]: which network to build and its sizes.
+#include "braid/train/schema.h"
+
+namespace braid::train {
+
+void add_model_keys(Schema& s) {
+  using T = ValueType;
+  s.add({.name = "model.name", .type = T::String, .default_value = std::string("cnn"),
+         .help = "mlp (784-hidden-hidden-10), cnn (2 conv + 2 fc), char_transformer (causal LM)",
+         .choices = {"mlp", "cnn", "char_transformer"}});
+  s.add({.name = "model.hidden", .type = T::Int, .default_value = int64_t{256},
+         .help = "hidden width of the MLP", .min = 1});
+  s.add({.name = "model.d_model", .type = T::Int, .default_value = int64_t{128},
+         .help = "transformer embedding width", .min = 1});
+  s.add({.name = "model.n_heads", .type = T::Int, .default_value = int64_t{4},
+         .help = "attention heads (must divide d_model)", .min = 1});
+  s.add({.name = "model.n_layers", .type = T::Int, .default_value = int64_t{2},
+         .help = "transformer blocks", .min = 1});
+  s.add({.name = "model.context", .type = T::Int, .default_value = int64_t{64},
+         .help = "tokens per training sequence (char_transformer)", .min = 1});
+  s.add({.name = "model.dropout", .type = T::Float, .default_value = 0.0,
+         .help = "dropout probability", .min = 0.0, .max = 1.0});
+}
+
+}  // namespace braid::train

@@ -1,0 +1,36 @@
+// [train]: the loop, its outputs and its resources.
+#include "braid/train/schema.h"
+
+namespace braid::train {
+
+void add_train_keys(Schema& s) {
+  using T = ValueType;
+  s.add({.name = "train.epochs", .type = T::Int, .default_value = int64_t{5}, .help = "passes over the training set",
+         .min = 1});
+  s.add({.name = "train.batch_size", .type = T::Int, .default_value = int64_t{64},
+         .help = "examples per optimizer step (per rank when distributed)", .min = 1});
+  s.add({.name = "train.out_dir", .type = T::String, .default_value = std::string("runs/default"),
+         .help = "folder for metrics (metrics.jsonl, TensorBoard events) and checkpoints", .env = "BRAID_OUT_DIR"});
+  s.add({.name = "train.seed", .type = T::Int, .default_value = int64_t{0},
+         .help = "seed of every random stream (init, shuffling, augmentation, dropout)", .min = 0,
+         .env = "BRAID_SEED"});
+  s.add({.name = "train.threads", .type = T::Int, .default_value = int64_t{0},
+         .help = "intra-op threads; 0 = all cores the process may use", .min = 0, .env = "BRAID_THREADS"});
+  s.add({.name = "train.log_every", .type = T::Int, .default_value = int64_t{100},
+         .help = "steps between metric records and progress lines", .min = 1});
+  s.add({.name = "train.eval_every", .type = T::Int, .default_value = int64_t{1},
+         .help = "epochs between evaluations on the test set; 0 = never", .min = 0});
+  s.add({.name = "train.checkpoint_every", .type = T::Int, .default_value = int64_t{0},
+         .help = "steps between checkpoints; 0 = at the end of each epoch", .min = 0});
+  s.add({.name = "train.resume", .type = T::Bool, .default_value = false,
+         .help = "continue from the latest checkpoint in out_dir"});
+  s.add({.name = "train.max_steps", .type = T::Int, .default_value = int64_t{0},
+         .help = "stop after this many optimizer steps; 0 = no limit", .min = 0});
+  s.add({.name = "train.grad_clip", .type = T::Float, .default_value = 0.0,
+         .help = "clip the global gradient L2 norm to this; 0 = off", .min = 0.0});
+  s.add({.name = "train.progress", .type = T::String, .default_value = std::string("auto"),
+         .help = "progress display: bar (redrawn line), lines (periodic plain lines), off; auto = bar on a terminal",
+         .choices = {"auto", "bar", "lines", "off"}, .env = "BRAID_PROGRESS"});
+}
+
+}  // namespace braid::train

@@ -1,0 +1,172 @@
+#include "braid/train/trainer_setup.h"
+
+#include "braid/base/thread_pool.h"
+#include "braid/data/csv.h"
+#include "braid/data/fashion_mnist.h"
+#include "braid/data/libsvm.h"
+#include "braid/data/text.h"
+#include "braid/optim/adagrad.h"
+#include "braid/optim/adam.h"
+#include "braid/optim/lamb.h"
+#include "braid/optim/lars.h"
+#include "braid/optim/rmsprop.h"
+#include "braid/optim/sgd.h"
+#include "braid/train/models.h"
+
+namespace braid::train {
+
+namespace {
+
+// The first or last `count` examples of another dataset (held-out splits of
+// single-file datasets).
+class Slice final : public data::Dataset {
+ public:
+  Slice(std::shared_ptr<const data::Dataset> base, int64_t begin, int64_t count)
+      : base_(std::move(base)), begin_(begin), count_(count) {}
+  int64_t size() const override { return count_; }
+  data::ExampleSpec spec() const override { return base_->spec(); }
+  void read(int64_t index, std::byte* input, std::byte* target) const override {
+    if (index < 0 || index >= count_) fail<IndexError>("dataset slice: index {} outside [0, {})", index, count_);
+    base_->read(begin_ + index, input, target);
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> base_;
+  int64_t begin_, count_;
+};
+
+struct Datasets {
+  std::shared_ptr<const data::Dataset> train, test;
+  int64_t classes = 0;
+};
+
+// Single-file datasets keep their last 10% as the test split.
+Datasets split(std::shared_ptr<const data::Dataset> all, int64_t classes) {
+  const int64_t n = all->size(), test = n / 10;
+  if (n < 2) fail<ConfigError>("the dataset has {} examples; training needs at least 2", n);
+  return {std::make_shared<Slice>(all, 0, n - test), test > 0 ? std::make_shared<Slice>(all, n - test, test) : nullptr,
+          classes};
+}
+
+Datasets load_datasets(const Config& c) {
+  const std::string& name = c.get_string("data.name");
+  const std::string& path = c.get_string("data.path");
+  if (name == "fashion_mnist") {
+    const bool norm = c.get_bool("data.normalize");
+    return {std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.dir = path, .train = true, .normalize = norm}),
+            std::make_shared<data::FashionMnist>(data::FashionMnistOptions{.dir = path, .train = false, .normalize = norm}),
+            10};
+  }
+  if (name == "text") {
+    auto text = std::make_shared<data::CharTextDataset>(
+        path, data::TextOptions{.context = c.get_int("model.context"), .stride = c.get_int("model.context")});
+    return split(text, text->vocab_size());
+  }
+  if (name == "csv" || name == "libsvm") {
+    std::shared_ptr<const data::Dataset> all;
+    int64_t classes = 0;
+    if (name == "csv") {
+      auto d = std::make_shared<data::CsvDataset>(path);
+      all = d;
+      for (int64_t i = 0; i < d->size(); ++i) classes = std::max(classes, d->get(i).target.to_vector<int64_t>()[0] + 1);
+    } else {
+      auto d = std::make_shared<data::LibsvmDataset>(path, data::LibsvmOptions{.class_targets = true});
+      classes = static_cast<int64_t>(d->classes().size());
+      all = d;
+    }
+    return split(all, classes);
+  }
+  fail<ConfigError>("data.name = {} is not supported by braid train", name);
+}
+
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
+  const std::string& name = c.get_string("optim.name");
+  const double lr = c.get_float("optim.lr"), mom = c.get_float("optim.momentum"), wd = c.get_float("optim.weight_decay");
+  const double b1 = c.get_float("optim.beta1"), b2 = c.get_float("optim.beta2"), eps = c.get_float("optim.eps");
+  if (name == "sgd") {
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = lr, .momentum = mom, .weight_decay = wd,
+                                                                   .nesterov = c.get_bool("optim.nesterov")});
+  }
+  if (name == "adam") {
+    return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps,
+                                                                     .weight_decay = wd});
+  }
+  if (name == "adamw") {
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps,
+                                                                       .weight_decay = wd});
+  }
+  if (name == "adagrad") {
+    return std::make_unique<optim::AdaGrad>(params, optim::AdaGradOptions{.lr = lr, .weight_decay = wd});
+  }
+  if (name == "rmsprop") {
+    return std::make_unique<optim::RMSProp>(params, optim::RMSPropOptions{.lr = lr, .alpha = b2, .eps = eps,
+                                                                           .weight_decay = wd, .momentum = mom});
+  }
+  if (name == "lars") {
+    return std::make_unique<optim::LARS>(params, optim::LARSOptions{.lr = lr, .momentum = mom, .weight_decay = wd});
+  }
+  if (name == "lamb") {
+    return std::make_unique<optim::LAMB>(params, optim::LAMBOptions{.lr = lr, .beta1 = b1, .beta2 = b2,
+                                                                     .weight_decay = wd});
+  }
+  fail<ConfigError>("optim.name = {} cannot drive minibatch training (L-BFGS needs a full-batch closure; use the "
+                    "library API)", name);
+}
+
+TrainingRun make_training_run(const Config& c) {
+  const int64_t threads = c.get_int("train.threads");
+  set_num_threads(threads > 0 ? static_cast<int>(threads) : available_cores());
+  const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  Datasets ds = load_datasets(c);
+
+  TrainingRun run;
+  run.generator = std::make_shared<Generator>(seed, /*stream=*/1);
+  const data::ExampleSpec spec = ds.train->spec();
+  Generator init_gen(seed, /*stream=*/0);
+  run.model = build_model(c, {.input_shape = spec.input_shape, .classes = ds.classes,
+                              .dropout_generator = run.generator.get()}, init_gen);
+
+  const int64_t batch = c.get_int("train.batch_size");
+  const int workers = static_cast<int>(c.get_int("data.workers"));
+  std::shared_ptr<const data::Sampler> sampler;
+  if (c.get_bool("data.shuffle")) {
+    sampler = std::make_shared<data::ShuffledSampler>(ds.train->size(), seed);
+  } else {
+    sampler = std::make_shared<data::SequentialSampler>(ds.train->size());
+  }
+  data::Transforms transforms;
+  if (c.get_bool("data.augment")) {
+    transforms.push_back(std::make_shared<data::RandomCrop>(2));
+    transforms.push_back(std::make_shared<data::HorizontalFlip>());
+  }
+  run.train_loader = std::make_shared<data::Loader>(
+      ds.train, sampler, data::LoaderOptions{.batch_size = batch, .workers = workers, .seed = seed}, transforms);
+  run.train_examples = ds.train->size();
+  if (ds.test) {
+    run.test_loader = std::make_shared<data::Loader>(
+        ds.test, std::make_shared<data::SequentialSampler>(ds.test->size()),
+        data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
+    run.test_examples = ds.test->size();
+  }
+
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, run.model->parameters());
+  const int64_t epochs = c.get_int("train.epochs"), max_steps = c.get_int("train.max_steps");
+  int64_t total = epochs * run.train_loader->batches_per_epoch();
+  if (max_steps > 0) total = std::min(total, max_steps);
+  auto schedule = optim::make_schedule({.name = c.get_string("optim.schedule"), .base_lr = c.get_float("optim.lr"),
+                                        .total_steps = total, .step_size = c.get_int("optim.step_size"),
+                                        .gamma = c.get_float("optim.gamma"),
+                                        .warmup_steps = c.get_int("optim.warmup_steps")});
+  TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
+                    .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
+                    .checkpoint_every = c.get_int("train.checkpoint_every"), .out_dir = c.get_string("train.out_dir"),
+                    .resume = c.get_bool("train.resume"), .config = c.to_json(), .generator = run.generator,
+                    .seed = seed};
+  run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), nn::cross_entropy_loss,
+                                          run.train_loader, run.test_loader, std::move(to));
+  return run;
+}
+
+}  // namespace braid::train

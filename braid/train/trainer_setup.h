@@ -1,0 +1,29 @@
+// Everything `braid train CONFIG` builds from a configuration: datasets and
+// loaders (data.*), the model (model.*), the optimizer and its schedule
+// (optim.*), and the Trainer (train.*). Benchmarks and examples reuse it so
+// they run exactly what the CLI runs.
+#pragma once
+
+#include <memory>
+
+#include "braid/train/config.h"
+#include "braid/train/trainer.h"
+
+namespace braid::train {
+
+struct TrainingRun {
+  std::shared_ptr<Generator> generator;  // dropout etc.; checkpointed by the trainer
+  std::shared_ptr<nn::Module> model;
+  std::shared_ptr<data::Loader> train_loader, test_loader;  // test may be null
+  std::unique_ptr<Trainer> trainer;
+  int64_t train_examples = 0, test_examples = 0;
+};
+
+// The optimizer named by optim.name over `params` (lbfgs is refused: it needs
+// a full-batch closure, not a minibatch loop).
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
+
+// Builds the whole run. Applies train.threads to the intra-op pool.
+TrainingRun make_training_run(const Config& config);
+
+}  // namespace braid::train

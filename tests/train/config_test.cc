@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "braid/base/error.h"
+#include "braid/train/config.h"
+
+namespace braid::train {
+namespace {
+
+std::string config_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no ConfigError)";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Schema, DefaultsFromTheIssue) {
+  Config c(braid_schema());
+  EXPECT_EQ(c.get_int("train.epochs"), 5);
+  EXPECT_EQ(c.get_int("train.batch_size"), 64);
+  EXPECT_EQ(c.get_string("train.out_dir"), "runs/default");
+  EXPECT_EQ(c.get_string("model.name"), "cnn");
+  EXPECT_DOUBLE_EQ(c.get_float("optim.lr"), 0.05);
+  EXPECT_DOUBLE_EQ(c.get_float("optim.eps"), 1e-8);
+  EXPECT_EQ(c.get_string("data.path"), "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(c.get_string("parallel.strategy"), "none");
+  EXPECT_EQ(c.source("train.epochs"), "default");
+  for (const auto& k : c.schema().keys()) EXPECT_FALSE(k.help.empty()) << k.name;
+}
+
+TEST(Schema, RejectsDuplicatesAndBadDefaults) {
+  Schema s;
+  s.add({.name = "a.b", .type = ValueType::Int, .default_value = int64_t{1}, .help = "x"});
+  EXPECT_THROW(s.add({.name = "a.b", .type = ValueType::Int, .default_value = int64_t{1}}), ConfigError);
+  EXPECT_THROW(s.add({.name = "a.c", .type = ValueType::Int, .default_value = 1.5}), ConfigError);
+  EXPECT_THROW(s.add({.name = "nodot", .type = ValueType::Bool, .default_value = true}), ConfigError);
+}
+
+TEST(Schema, CloseMatches) {
+  Schema s = braid_schema();
+  EXPECT_EQ(s.close_matches("train.epoch").at(0), "train.epochs");
+  EXPECT_EQ(s.close_matches("lr").at(0), "optim.lr");
+  EXPECT_EQ(s.close_matches("train.lr").at(0), "optim.lr");
+  EXPECT_EQ(s.close_matches("data.batch_size").at(0), "train.batch_size");
+  EXPECT_TRUE(s.close_matches("zzzzzzzzzzzz").empty());
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+TEST(Config, TomlFileThenSetOverrides) {
+  Config c(braid_schema());
+  c.load_toml("model.hidden = 3\n[train]\nepochs = 2\nseed = 3\nout_dir = 'x/y'\n[optim]\nname = \"adam\"\nlr = 1\n", "a.toml");
+  EXPECT_EQ(c.get_int("train.epochs"), 2);
+  EXPECT_EQ(c.get_int("train.seed"), 3);
+  EXPECT_EQ(c.get_int("model.hidden"), 3);
+  EXPECT_EQ(c.get_string("optim.name"), "adam");
+  EXPECT_DOUBLE_EQ(c.get_float("optim.lr"), 1.0);  // an integer is fine for a float key
+  EXPECT_EQ(c.source("train.epochs"), "file a.toml");
+  c.set("train.epochs=7");
+  c.set(" optim.lr = 3e-4 ");
+  c.set("data.augment=yes");
+  c.set("train.out_dir=\"runs/q\"");
+  EXPECT_EQ(c.get_int("train.epochs"), 7);
+  EXPECT_DOUBLE_EQ(c.get_float("optim.lr"), 3e-4);
+  EXPECT_TRUE(c.get_bool("data.augment"));
+  EXPECT_EQ(c.get_string("train.out_dir"), "runs/q");
+  EXPECT_EQ(c.source("train.epochs"), "--set");
+}
+
+TEST(Config, ErrorsNameKeyValueAndPlace) {
+  Config c(braid_schema());
+  std::string msg = config_error([&] { c.set("train.epochs=abc"); });
+  EXPECT_TRUE(contains(msg, "train.epochs expects a int, got 'abc'")) << msg;
+  msg = config_error([&] { c.set("train.epoch=3"); });
+  EXPECT_TRUE(contains(msg, "unknown config key 'train.epoch'")) << msg;
+  EXPECT_TRUE(contains(msg, "did you mean train.epochs")) << msg;
+  msg = config_error([&] { c.set("optim.name=adamm"); });
+  EXPECT_TRUE(contains(msg, "is not one of: sgd, adagrad")) << msg;
+  msg = config_error([&] { c.set("train.batch_size=0"); });
+  EXPECT_TRUE(contains(msg, "outside [1, inf]")) << msg;
+  EXPECT_TRUE(contains(config_error([&] { c.set("novalue"); }), "expected key=value"));
+
+  msg = config_error([&] { c.load_toml("[train]\nepochs = 3\nbatch_size = \"big\"\n", "f.toml"); });
+  EXPECT_TRUE(contains(msg, "f.toml:3:14: train.batch_size expects a int")) << msg;
+  msg = config_error([&] { c.load_toml("[optim]\nlearning_rate = 0.1\n", "f.toml"); });
+  EXPECT_TRUE(contains(msg, "f.toml:2:17: unknown config key 'optim.learning_rate'")) << msg;
+  msg = config_error([&] { c.load_toml("[train]\nepochs = = 3\n", "bad.toml"); });
+  EXPECT_TRUE(contains(msg, "bad.toml:2:")) << msg;
+  EXPECT_TRUE(contains(msg, "invalid TOML")) << msg;
+  msg = config_error([&] { c.load_toml("[train]\nepochs = [1, 2]\n", "arr.toml"); });
+  EXPECT_TRUE(contains(msg, "arr.toml:2:10: train.epochs expects a int, got a TOML array")) << msg;
+  EXPECT_TRUE(contains(config_error([&] { c.load_toml_file("/no/such.toml"); }), "/no/such.toml"));
+}
+
+TEST(Config, EnvironmentOverridesFileButNotSet) {
+  Config c(braid_schema());
+  c.load_toml("[train]\nthreads = 2\nseed = 1\n", "f.toml");
+  c.apply_env([](const char* name) -> const char* {
+    return std::string(name) == "BRAID_THREADS" ? "4" : nullptr;
+  });
+  EXPECT_EQ(c.get_int("train.threads"), 4);
+  EXPECT_EQ(c.source("train.threads"), "env BRAID_THREADS");
+  EXPECT_EQ(c.get_int("train.seed"), 1);
+  c.set("train.threads=1");
+  EXPECT_EQ(c.get_int("train.threads"), 1);
+  std::string msg = config_error([&] {
+    c.apply_env([](const char* name) -> const char* { return std::string(name) == "BRAID_SEED" ? "x" : nullptr; });
+  });
+  EXPECT_TRUE(contains(msg, "env BRAID_SEED: train.seed expects a int, got 'x'")) << msg;
+}
+
+TEST(Config, JsonAndTomlRoundTripAndDiff) {
+  Config a(braid_schema());
+  a.set("optim.lr=0.125");
+  a.set("train.out_dir=runs/z");
+  a.set("optim.eps=1");
+  nlohmann::json j = a.to_json();
+  EXPECT_EQ(j["optim"]["lr"], 0.125);
+  EXPECT_EQ(j["train"]["epochs"], 5);
+  Config b(braid_schema());
+  b.load_json(nlohmann::json::parse(j.dump()), "sidecar.json");
+  EXPECT_EQ(a.to_json().dump(), b.to_json().dump());
+  EXPECT_TRUE(a.differences(b).empty());
+  Config t(braid_schema());
+  t.load_toml(a.to_toml(), "dump.toml");
+  EXPECT_TRUE(a.differences(t).empty()) << fmt::format("{}", fmt::join(a.differences(t), "; "));
+  b.set("train.seed=9");
+  EXPECT_EQ(a.differences(b), (std::vector<std::string>{"train.seed: 0 vs 9"}));
+  j["train"]["typo"] = 1;
+  EXPECT_TRUE(contains(config_error([&] { b.load_json(j, "s.json"); }), "s.json: unknown config key 'train.typo'"));
+}
+
+TEST(Config, LoadConfigReadsAFile) {
+  std::string path = (std::filesystem::temp_directory_path() / "braid_config_test.toml").string();
+  std::ofstream(path) << "[model]\nname = \"mlp\"\n";
+  Config c = load_config(path, {"model.hidden=32"}, false);
+  std::filesystem::remove(path);
+  EXPECT_EQ(c.get_string("model.name"), "mlp");
+  EXPECT_EQ(c.get_int("model.hidden"), 32);
+}
+
+}  // namespace
+}  // namespace braid::train
