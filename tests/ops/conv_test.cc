@@ -122,6 +122,29 @@ TEST(Conv2d, FashionMnistShapesAgreeAcrossBackends) {
   }
 }
 
+TEST(Conv2d, AutotunerSettlesAndEveryStepMatchesIm2col) {
+  Generator gen(15);
+  Tensor x = random_tensor({3, 4, 9, 9}, DType::f32, gen), w = random_tensor({5, 4, 3, 3}, DType::f32, gen);
+  Tensor b = random_tensor({5}, DType::f32, gen);
+  auto step = [&](ConvBackend backend) {
+    Tensor xv = x.detach(), wv = w.detach(), bv = b.detach();
+    for (Tensor t : {xv, wv, bv}) t.set_requires_grad();
+    Tensor y = conv2d(xv, wv, bv, {.padding = {1, 1}, .backend = backend});
+    backward(y, Tensor::ones(y.shape()));
+    return std::vector<Tensor>{y, xv.grad(), wv.grad(), bv.grad()};
+  };
+  const auto ref = step(ConvBackend::im2col);
+  for (int i = 0; i < 12; ++i) {  // 3 implementations x 3 trials, then settled
+    const auto got = step(ConvBackend::automatic);
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(all_close(got[k], ref[k], 1e-4, 1e-4)) << i << " " << k;
+  }
+  cpu::Conv2dGeometry g;
+  g.n = 3, g.c = 4, g.h = g.w = 9, g.o = 5, g.kh = g.kw = 3, g.pad_h = g.pad_w = 1;
+  for (auto pass : {cpu::ConvPass::forward, cpu::ConvPass::backward_data, cpu::ConvPass::backward_weights}) {
+    EXPECT_NE(cpu::conv_choice(g, pass), ConvBackend::automatic);
+  }
+}
+
 TEST(Conv2d, GradcheckF64) {
   Generator gen(13);
   for (const Case& c : cases()) {

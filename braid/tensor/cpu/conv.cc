@@ -3,20 +3,104 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "braid/base/thread_pool.h"
 
 namespace braid::cpu {
 namespace {
 
+// Timed calls per implementation before the autotuner decides. The first
+// oneDNN call of a shape also builds its primitives, so the minimum needs at
+// least two; three keeps one noisy run (shared cores) from deciding.
+constexpr int kTrials = 3;
+constexpr ConvBackend kCandidates[] = {ConvBackend::im2col, ConvBackend::onednn_plain,
+                                       ConvBackend::onednn_blocked};
+constexpr int kCount = 3;
+
+struct Key {
+  ConvPass pass;
+  bool bias;
+  int threads;
+  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  auto tie() const {
+    return std::tie(pass, bias, threads, n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups);
+  }
+  bool operator<(const Key& k) const { return tie() < k.tie(); }
+};
+
+Key make_key(const Conv2dGeometry& g, ConvPass pass, bool bias) {
+  return {pass, bias, num_threads(), g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.stride_h, g.stride_w,
+          g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups};
+}
+
+struct Tuning {
+  int calls[kCount] = {0, 0, 0};
+  double best[kCount] = {1e30, 1e30, 1e30};  // seconds
+  ConvBackend choice = ConvBackend::automatic;
+};
+
+struct Tuner {
+  std::mutex mu;
+  std::map<Key, Tuning> table;
+};
+
+Tuner& tuner() {
+  static Tuner t;
+  return t;
+}
+
 std::atomic<ConvBackend> g_default{ConvBackend::automatic};
 
-template <class T>
-ConvBackend resolve(const Conv2dGeometry& g, ConvBackend b) {
+// Runs run(backend) with the pinned, settled or next-to-measure implementation.
+template <class T, class Run>
+void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend backend, Run&& run) {
   if constexpr (!std::is_same_v<T, float>) {
-    return ConvBackend::im2col;  // oneDNN convolutions are f32 here
-  } else {
-    if (b == ConvBackend::automatic) b = g_default.load();
-    return b == ConvBackend::automatic ? conv_choice(g) : b;
+    run(ConvBackend::im2col);  // oneDNN convolutions are f32 here
+    return;
   }
+  if (backend == ConvBackend::automatic) backend = g_default.load();
+  if (backend != ConvBackend::automatic) {
+    run(backend);
+    return;
+  }
+  Tuner& t = tuner();
+  const Key key = make_key(g, pass, bias);
+  int slot = -1;
+  {
+    std::lock_guard lock(t.mu);
+    Tuning& tu = t.table[key];
+    backend = tu.choice;
+    if (backend == ConvBackend::automatic) {
+      slot = 0;
+      for (int i = 1; i < kCount; ++i) {
+        if (tu.calls[i] < tu.calls[slot]) slot = i;
+      }
+      backend = kCandidates[slot];
+    }
+  }
+  if (slot < 0) {
+    run(backend);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  run(backend);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard lock(t.mu);
+  Tuning& tu = t.table[key];
+  if (tu.choice != ConvBackend::automatic) return;
+  tu.calls[slot] += 1;
+  tu.best[slot] = std::min(tu.best[slot], sec);
+  bool done = true;
+  int winner = 0;
+  for (int i = 0; i < kCount; ++i) {
+    done = done && tu.calls[i] >= kTrials;
+    if (tu.best[i] < tu.best[winner]) winner = i;
+  }
+  if (done) tu.choice = kCandidates[winner];
 }
 
 }  // namespace
@@ -40,40 +124,51 @@ std::string Conv2dGeometry::to_string() const {
 
 void set_default_conv_backend(ConvBackend b) { g_default.store(b); }
 
-ConvBackend conv_choice(const Conv2dGeometry& g) {
-  return ConvBackend::onednn_plain;
+ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass) {
+  Tuner& t = tuner();
+  std::lock_guard lock(t.mu);
+  for (bool bias : {true, false}) {
+    auto it = t.table.find(make_key(g, pass, bias));
+    if (it != t.table.end() && it->second.choice != ConvBackend::automatic) return it->second.choice;
+  }
+  return ConvBackend::automatic;
 }
 
 template <class T>
 void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b, T* y,
                     ConvBackend backend) {
-  const ConvBackend r = resolve<T>(g, backend);
-  if constexpr (std::is_same_v<T, float>) {
-    if (r != ConvBackend::im2col) return onednn::forward(g, r == ConvBackend::onednn_blocked, x, w, b, y);
-  }
-  im2col::forward(g, x, w, b, y);
+  dispatch<T>(g, ConvPass::forward, b != nullptr, backend, [&](ConvBackend r) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (r != ConvBackend::im2col) return onednn::forward(g, r == ConvBackend::onednn_blocked, x, w, b, y);
+    }
+    im2col::forward(g, x, w, b, y);
+  });
 }
 
 template <class T>
 void conv2d_backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* dx,
                           ConvBackend backend) {
-  const ConvBackend r = resolve<T>(g, backend);
-  if constexpr (std::is_same_v<T, float>) {
-    if (r != ConvBackend::im2col) return onednn::backward_data(g, r == ConvBackend::onednn_blocked, dy, w, dx);
-  }
-  im2col::backward_data(g, dy, w, dx);
+  dispatch<T>(g, ConvPass::backward_data, false, backend, [&](ConvBackend r) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (r != ConvBackend::im2col) {
+        return onednn::backward_data(g, r == ConvBackend::onednn_blocked, dy, w, dx);
+      }
+    }
+    im2col::backward_data(g, dy, w, dx);
+  });
 }
 
 template <class T>
 void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* db,
                              ConvBackend backend) {
-  const ConvBackend r = resolve<T>(g, backend);
-  if constexpr (std::is_same_v<T, float>) {
-    if (r != ConvBackend::im2col) {
-      return onednn::backward_weights(g, r == ConvBackend::onednn_blocked, dy, x, dw, db);
+  dispatch<T>(g, ConvPass::backward_weights, db != nullptr, backend, [&](ConvBackend r) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (r != ConvBackend::im2col) {
+        return onednn::backward_weights(g, r == ConvBackend::onednn_blocked, dy, x, dw, db);
+      }
     }
-  }
-  im2col::backward_weights(g, dy, x, dw, db);
+    im2col::backward_weights(g, dy, x, dw, db);
+  });
 }
 
 template void conv2d_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*, ConvBackend);

@@ -9,8 +9,12 @@
 //     onednn_plain feeds braid's NCHW buffers straight in (oneDNN then runs
 //     its gemm-based kernel), onednn_blocked lets oneDNN choose blocked
 //     layouts for its direct jit kernels and reorders in and out per call.
-// `automatic` picks per shape from the rule in conv.cc (measured on the
-// Fashion-MNIST CNN shapes; see docs/ops.md "Dense and convolution").
+// `automatic` (f32) autotunes online per geometry, pass and thread count:
+// the first calls of a shape time each implementation on the real data, and
+// the fastest minimum wins from then on. (Measured here on the Fashion-MNIST
+// CNN, 1 thread: im2col wins conv 1->32 forward and backward-data by 1.5-4x,
+// oneDNN's blocked kernels win conv 32->64 forward and backward-data by
+// ~10-20 %, no single choice wins every pass; see docs/ops.md.)
 #pragma once
 
 #include <cstdint>
@@ -49,9 +53,12 @@ template <class T>
 void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* db,
                              ConvBackend backend = ConvBackend::automatic);
 
-// The library `automatic` uses for this geometry (f32; f64 is always im2col).
-ConvBackend conv_choice(const Conv2dGeometry& g);
-// Makes every `automatic` call use `b` (automatic = the per-shape rule).
+enum class ConvPass : uint8_t { forward, backward_data, backward_weights };
+
+// What the autotuner settled on for an f32 geometry and pass at the current
+// thread count, or automatic while it is still measuring. (f64: always im2col.)
+ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass);
+// Makes every `automatic` call use `b` (automatic = autotune again); process-wide.
 void set_default_conv_backend(ConvBackend b);
 
 namespace im2col {
