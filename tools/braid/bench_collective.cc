@@ -115,14 +115,16 @@ std::vector<Row> bench_rank(Communicator& c, const BenchOptions& o) {
   if (o.calibrate) c.calibrate().wait(forever);
   std::vector<Row> rows;
   for (size_t bytes : sizes) {
-    // Warm up, then rank 0 picks an iteration count for ~o.seconds and shares it.
-    const auto t0 = Clock::now();
+    // Rank 0 picks an iteration count for ~o.seconds and shares it.
+    // Two untimed warm-ups (connections, page faults), then three to size the loop.
     for (int i = 0; i < 2; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
-    std::vector<int64_t> iters{std::clamp<int64_t>(static_cast<int64_t>(o.seconds / (seconds_since(t0) / 2 + 1e-9)), 3, 20000)};
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 3; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
+    std::vector<int64_t> iters{
+        std::clamp<int64_t>(static_cast<int64_t>(o.seconds / (seconds_since(t0) / 3 + 1e-9)), 3, 20000)};
     c.broadcast(iters).wait(forever);
     c.barrier().wait(forever);
     const auto start = Clock::now();
-    std::vector<Work> works;
     for (int64_t i = 0; i < iters[0]; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
     std::vector<double> per_op{seconds_since(start) / iters[0]};
     c.allreduce(per_op, {.op = comm::Op::max}).wait(forever);

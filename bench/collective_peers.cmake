@@ -1,0 +1,16 @@
+# Peer programs for bench/collective_vs_peers.py: Open MPI's MPI_Allreduce and
+# Gloo's ring all-reduce, timed the way `braid bench collective` times braid.
+find_package(MPI COMPONENTS CXX)
+find_package(Gloo CONFIG PATHS /usr/share/cmake/Gloo)
+if(MPI_CXX_FOUND)
+  add_executable(bench_mpi_allreduce ${CMAKE_CURRENT_LIST_DIR}/peers/mpi_allreduce.cc)
+  target_include_directories(bench_mpi_allreduce PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(bench_mpi_allreduce PRIVATE MPI::MPI_CXX)
+  set_target_properties(bench_mpi_allreduce PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+endif()
+if(TARGET gloo)
+  add_executable(bench_gloo_allreduce ${CMAKE_CURRENT_LIST_DIR}/peers/gloo_allreduce.cc)
+  target_include_directories(bench_gloo_allreduce PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(bench_gloo_allreduce PRIVATE gloo Threads::Threads)
+  set_target_properties(bench_gloo_allreduce PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+endif()
