@@ -39,7 +39,9 @@ void clear_grads(const std::vector<Tensor>& params) {
 template <class Step>
 void run(benchmark::State& state, int threads, const std::vector<Tensor>& params, Step&& step) {
   set_num_threads(threads);
-  for (int i = 0; i < 5; ++i) step();  // warm up: caches, autotuning, primitive creation
+  // Warm up: caches, oneDNN primitive creation, and the GEMM/conv autotuners
+  // (up to 6 candidates x 3 timed trials per shape and pass).
+  for (int i = 0; i < 20; ++i) step();
   for (auto _ : state) {
     clear_grads(params);
     step();

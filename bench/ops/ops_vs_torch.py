@@ -79,7 +79,7 @@ def torch_worker(threads, reps, min_time):
              "conv2": conv((64, 32, 13, 13), (64, 32, 3, 3), True), "maxpool": maxpool()}
     out = {}
     for name, step in steps.items():
-        for _ in range(5):
+        for _ in range(20):  # as many warm-up steps as the braid side
             step()
         t0 = time.perf_counter()
         n = 0

@@ -17,9 +17,30 @@ namespace {
 // oneDNN call of a shape also builds its primitives, so the minimum needs at
 // least two; three keeps one noisy run (shared cores) from deciding.
 constexpr int kTrials = 3;
-constexpr ConvBackend kCandidates[] = {ConvBackend::im2col, ConvBackend::onednn_plain,
-                                       ConvBackend::onednn_blocked};
-constexpr int kCount = 3;
+// Candidates: the three implementations x {the pool's threads, one thread}
+// (one thread can win on shared cores, where a descheduled worker stalls every
+// barrier; the second half is tried only when the pool has several threads).
+constexpr int kCount = 6;
+constexpr ConvBackend kCandidates[kCount] = {
+    ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked,
+    ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked};
+constexpr bool kSingle[kCount] = {false, false, false, true, true, true};
+
+// Runs the calling thread's parallel regions on one thread while alive.
+class SingleThread {
+ public:
+  explicit SingleThread(bool on) : saved_(on ? num_threads() : 0) {
+    if (on) set_num_threads(1);
+  }
+  ~SingleThread() {
+    if (saved_ > 0) set_num_threads(saved_);
+  }
+  SingleThread(const SingleThread&) = delete;
+  SingleThread& operator=(const SingleThread&) = delete;
+
+ private:
+  int saved_;
+};
 
 struct Key {
   ConvPass pass;
@@ -38,9 +59,9 @@ Key make_key(const Conv2dGeometry& g, ConvPass pass, bool bias) {
 }
 
 struct Tuning {
-  int calls[kCount] = {0, 0, 0};
-  double best[kCount] = {1e30, 1e30, 1e30};  // seconds
-  ConvBackend choice = ConvBackend::automatic;
+  int calls[kCount] = {};
+  double best[kCount] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};  // seconds
+  int choice = -1;  // settled candidate
 };
 
 struct Tuner {
@@ -69,38 +90,40 @@ void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend bac
   }
   Tuner& t = tuner();
   const Key key = make_key(g, pass, bias);
-  int slot = -1;
+  const int count = key.threads > 1 ? kCount : kCount / 2;
+  int slot;
+  bool settled;
   {
     std::lock_guard lock(t.mu);
     Tuning& tu = t.table[key];
-    backend = tu.choice;
-    if (backend == ConvBackend::automatic) {
+    settled = tu.choice >= 0;
+    slot = tu.choice;
+    if (!settled) {
       slot = 0;
-      for (int i = 1; i < kCount; ++i) {
+      for (int i = 1; i < count; ++i) {
         if (tu.calls[i] < tu.calls[slot]) slot = i;
       }
-      backend = kCandidates[slot];
     }
   }
-  if (slot < 0) {
-    run(backend);
-    return;
-  }
   const auto start = std::chrono::steady_clock::now();
-  run(backend);
+  {
+    SingleThread single(kSingle[slot]);
+    run(kCandidates[slot]);
+  }
+  if (settled) return;
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard lock(t.mu);
   Tuning& tu = t.table[key];
-  if (tu.choice != ConvBackend::automatic) return;
+  if (tu.choice >= 0) return;
   tu.calls[slot] += 1;
   tu.best[slot] = std::min(tu.best[slot], sec);
   bool done = true;
   int winner = 0;
-  for (int i = 0; i < kCount; ++i) {
+  for (int i = 0; i < count; ++i) {
     done = done && tu.calls[i] >= kTrials;
     if (tu.best[i] < tu.best[winner]) winner = i;
   }
-  if (done) tu.choice = kCandidates[winner];
+  if (done) tu.choice = winner;
 }
 
 }  // namespace
@@ -129,7 +152,7 @@ ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass) {
   std::lock_guard lock(t.mu);
   for (bool bias : {true, false}) {
     auto it = t.table.find(make_key(g, pass, bias));
-    if (it != t.table.end() && it->second.choice != ConvBackend::automatic) return it->second.choice;
+    if (it != t.table.end() && it->second.choice >= 0) return kCandidates[it->second.choice];
   }
   return ConvBackend::automatic;
 }

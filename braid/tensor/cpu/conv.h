@@ -10,8 +10,9 @@
 //     its gemm-based kernel), onednn_blocked lets oneDNN choose blocked
 //     layouts for its direct jit kernels and reorders in and out per call.
 // `automatic` (f32) autotunes online per geometry, pass and thread count:
-// the first calls of a shape time each implementation on the real data, and
-// the fastest minimum wins from then on. (Measured here on the Fashion-MNIST
+// the first calls of a shape time each implementation (on the pool's threads
+// and, when the pool has several, on one thread) on the real data, and the
+// fastest minimum wins from then on. (Measured here on the Fashion-MNIST
 // CNN, 1 thread: im2col wins conv 1->32 forward and backward-data by 1.5-4x,
 // oneDNN's blocked kernels win conv 32->64 forward and backward-data by
 // ~10-20 %, no single choice wins every pass; see docs/ops.md.)

@@ -8,9 +8,11 @@
 // OPENBLAS_CORETYPE=Haswell) or on oneDNN (dnnl_sgemm: the same jit gemm its
 // f32 matmul primitive dispatches to in 2.6, "gemm:jit", picking AVX-512 itself).
 // Neither wins everywhere (measured on 784-256-256-10 MLP shapes: oneDNN faster
-// for most, OpenBLAS for some A^T B products), so `automatic` autotunes online
-// per (m, n, k, transposes, threads): the first calls of a shape alternate the
-// two libraries on the real data, and the faster minimum time wins from then on.
+// for most, OpenBLAS for some A^T B products), and on shared cores a small
+// product can run faster on one thread than on the whole pool, so `automatic`
+// autotunes online per (m, n, k, transposes, threads) over {OpenBLAS, oneDNN}
+// x {pool threads, one thread}: the first calls of a shape try each candidate
+// on the real data, and the fastest minimum time wins from then on.
 // f64 always uses OpenBLAS dgemm. Both libraries run on the one OpenMP pool.
 #pragma once
 
