@@ -1,0 +1,46 @@
+#include "braid/train/config_data.h"
+
+namespace braid::train {
+
+data::OpenOptions dataset_options(const Config& c, bool train) {
+  return {.name = c.get_string("data.name"),
+          .path = c.get_string("data.path"),
+          .train = train,
+          .normalize = c.get_bool("data.normalize"),
+          .context = c.get_int("model.context")};
+}
+
+std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset,
+                                                LoaderPlacement p) {
+  const int64_t n = dataset->size();
+  const auto seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  std::shared_ptr<const data::Sampler> sampler;
+  if (p.world > 1) {
+    sampler = std::make_shared<data::DistributedSampler>(
+        n, data::DistributedSamplerOptions{.rank = p.rank, .world = p.world, .seed = seed,
+                                           .shuffle = c.get_bool("data.shuffle")});
+  } else if (c.get_bool("data.shuffle")) {
+    sampler = std::make_shared<data::ShuffledSampler>(n, seed);
+  } else {
+    sampler = std::make_shared<data::SequentialSampler>(n);
+  }
+  data::Transforms transforms;
+  const data::ExampleSpec spec = dataset->spec();
+  if (c.get_bool("data.augment") && spec.input_dtype == DType::f32 && spec.input_shape.size() == 3) {
+    transforms = {std::make_shared<data::RandomCrop>(2), std::make_shared<data::HorizontalFlip>(0.5f)};
+  }
+  data::LoaderOptions o{.batch_size = c.get_int("train.batch_size"),
+                        .workers = static_cast<int>(c.get_int("data.workers")),
+                        // A different key from the sampler's, so shuffling and augmentation are independent.
+                        .seed = seed ^ 0x9e3779b97f4a7c15ull};
+  return std::make_unique<data::Loader>(std::move(dataset), std::move(sampler), o, std::move(transforms));
+}
+
+std::unique_ptr<data::Loader> make_eval_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset) {
+  auto sampler = std::make_shared<data::SequentialSampler>(dataset->size());
+  data::LoaderOptions o{.batch_size = c.get_int("train.batch_size"),
+                        .workers = static_cast<int>(c.get_int("data.workers"))};
+  return std::make_unique<data::Loader>(std::move(dataset), std::move(sampler), o);
+}
+
+}  // namespace braid::train

@@ -1,0 +1,30 @@
+// Builds the datasets and loaders that the `data.*` and `train.*` keys describe,
+// so `braid train`, `braid inspect data` and tests wire them the same way.
+#pragma once
+
+#include <memory>
+
+#include "braid/data/loader.h"
+#include "braid/data/open.h"
+#include "braid/train/config.h"
+
+namespace braid::train {
+
+// data.name, data.path, data.normalize and (for text) model.context.
+data::OpenOptions dataset_options(const Config& c, bool train);
+
+struct LoaderPlacement {
+  int rank = 0;   // this process among `world` data-parallel ranks
+  int world = 1;
+};
+
+// Training batches: train.batch_size per rank, data.workers threads, shuffled
+// each epoch by train.seed when data.shuffle (a DistributedSampler shard when
+// world > 1, padded by wrapping), random crop (padding 2) + horizontal flip
+// when data.augment and the examples are [C, H, W] images.
+std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset,
+                                                LoaderPlacement placement = {});
+// Evaluation batches: every example once, in order, no augmentation.
+std::unique_ptr<data::Loader> make_eval_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset);
+
+}  // namespace braid::train

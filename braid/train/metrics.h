@@ -1,0 +1,66 @@
+// Training metrics to files: JSON Lines (one object per event, for scripts)
+// and TensorBoard event files (for curves), both under train.out_dir.
+//
+// metrics.jsonl records, one per line, all with "event", "time" (Unix seconds):
+//   {"event":"train","step","epoch","loss","lr","samples_per_s","step_ms"}
+//   {"event":"eval","step","epoch","loss","top1","top5","examples","seconds"}
+//   {"event":"end","steps","epochs","train_seconds","samples_per_s","final_loss"}
+// TensorBoard scalars: train/loss, train/lr, train/samples_per_s,
+// train/step_ms, eval/loss, eval/top1, eval/top5, against the step.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/train/callbacks.h"
+#include "braid/train/tensorboard.h"
+
+namespace braid::train {
+
+// Appends one JSON object per line and flushes it, so a crash loses at most
+// the record being written and `tail -f` follows the run.
+class JsonlWriter {
+ public:
+  // Opens `path` for appending (a resumed run continues the same file).
+  explicit JsonlWriter(const std::string& path);
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  void write(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+struct MetricsOptions {
+  std::string out_dir;       // metrics.jsonl and the TensorBoard file go here
+  bool jsonl = true;
+  bool tensorboard = true;
+};
+
+// The trainer callback that records on_log / on_eval / on_train_end.
+class MetricsLogger final : public Callback {
+ public:
+  explicit MetricsLogger(const MetricsOptions& options);
+  void on_log(const StepMetrics& m) override;
+  void on_eval(const EvalMetrics& m) override;
+  void on_train_end(const TrainSummary& s) override;
+
+  const JsonlWriter* jsonl() const { return jsonl_.get(); }
+  const TensorBoardWriter* tensorboard() const { return tb_.get(); }
+
+ private:
+  std::unique_ptr<JsonlWriter> jsonl_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+};
+
+// Wall-clock Unix time in seconds.
+double unix_seconds();
+
+}  // namespace braid::train
