@@ -178,9 +178,9 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
   const int p = size();
   return m.submit("reduce_scatter", fmt::format(" {} {}", name(in.dtype), name(o.op)), in.bytes(),
                   m.timeout_or_default(o.timeout), [&m, in, out, o, p](Group& g) {
-    // The ring reduces in place; work on a copy so `in` survives. The copy
-    // lives in front of the algorithm's own scratch, in a separate buffer.
-    std::vector<std::byte> work(in.data, in.data + in.bytes());
+    // The ring reduces in place; work on a copy so `in` survives.
+    std::span<std::byte> work = m.staging.get(in.bytes());
+    if (in.bytes()) std::copy_n(in.data, in.bytes(), work.data());
     const ReduceArgs a{work.data(), in.count, in.dtype, o.op, m.options.chunk_bytes};
     ring_reduce_scatter(g, a);
     if (out.bytes()) std::copy_n(a.at(g.rank() * out.count), out.bytes(), out.data);

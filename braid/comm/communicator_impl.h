@@ -59,6 +59,7 @@ struct Communicator::Impl {
   uint32_t id;
   int splits = 0;  // split() calls so far (worker only)
   Scratch scratch;
+  Scratch staging;  // copies of inputs an algorithm would clobber (worker only)
   Arrivals arrivals;
 
   mutable std::mutex cost_mu;

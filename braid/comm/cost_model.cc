@@ -26,7 +26,6 @@ double flat(Algorithm a, int p, double n, const LinkCost& c) {
   const bool pow2 = p2 == p;
   const double fold = pow2 ? 0 : 2 * (c.alpha + n * c.beta) + n * c.gamma;
   const double chunk = 256.0 * 1024;  // CommOptions::chunk_bytes default
-  const double chunks = std::max(1.0, std::ceil(n / chunk));
   switch (a) {
     case Algorithm::ring:
       return 2 * (P - 1) * c.alpha + 2 * (P - 1) / P * n * c.beta + (P - 1) / P * n * c.gamma +
@@ -36,15 +35,15 @@ double flat(Algorithm a, int p, double n, const LinkCost& c) {
     case Algorithm::halving_doubling:
       return fold + 2 * std::log2(p2) * c.alpha + 2 * (p2 - 1.0) / p2 * n * c.beta +
              (p2 - 1.0) / p2 * n * c.gamma;
-    case Algorithm::binary_tree: {
-      const double depth = std::floor(std::log2(P));
-      return 2 * (depth + chunks - 1) * (c.alpha + std::min(n, chunk) * c.beta) * 1.5 +
-             (depth + chunks) * std::min(n, chunk) * 2 * c.gamma;
-    }
+    case Algorithm::binary_tree:
     case Algorithm::double_binary_tree: {
-      const double depth = std::floor(std::log2(P)), half = std::max(1.0, std::ceil(n / 2 / chunk));
-      return 2 * (depth + half - 1) * (c.alpha + std::min(n / 2, chunk) * c.beta) * 1.5 +
-             (depth + half) * std::min(n / 2, chunk) * 2 * c.gamma;
+      // Pipelined over k chunks of c bytes: depth + k - 1 steps up and as many
+      // down; per step an interior node takes in two chunks and combines them
+      // (up) or sends two (down). The double tree gives each tree half of n.
+      const double part = a == Algorithm::binary_tree ? n : n / 2;
+      const double depth = std::floor(std::log2(P));
+      const double k = std::max(1.0, std::ceil(part / chunk)), ch = part / k;
+      return (depth + k - 1) * (2 * c.alpha + 4 * ch * c.beta + 2 * ch * c.gamma);
     }
     case Algorithm::binary_blocks: {
       if (pow2) return flat(Algorithm::halving_doubling, p, n, c);
@@ -56,7 +55,8 @@ double flat(Algorithm a, int p, double n, const LinkCost& c) {
              (2 * (p2 - 1.0) / p2 + 2.0 / smallest) * n * c.beta + n * c.gamma;
     }
     case Algorithm::direct:
-      return 2 * c.alpha + 2 * (P - 1) * n * c.beta + (P - 1) * n * c.gamma;
+      // The root handles p-1 messages each way, one after another.
+      return 2 * (P - 1) * c.alpha + 2 * (P - 1) * n * c.beta + (P - 1) * n * c.gamma;
     default:
       return std::numeric_limits<double>::infinity();
   }

@@ -20,7 +20,7 @@ enum class Algorithm : uint8_t {
   binary_tree,         // 2 log p alpha + 2 n beta (pipelined)
   double_binary_tree,  // 2 log p alpha + n beta (pipelined, two trees)
   binary_blocks,       // halving-doubling inside power-of-two blocks, blocks chained
-  direct,              // star through rank 0: 2 alpha + 2 (p-1) n beta at the root
+  direct,              // star through rank 0: 2 (p-1) (alpha + n beta) at the root
   hierarchical,        // intra-host reduce, inter-host all-reduce, intra-host broadcast
 };
 

@@ -1,7 +1,7 @@
 // Direct (star) collectives: every rank talks to the root, or to every other
 // rank, in one step.
 //
-// all-reduce through rank 0: 2 alpha + 2 (p-1) n beta + (p-1) n gamma, all at
+// all-reduce through rank 0: 2 (p-1) alpha + 2 (p-1) n beta + (p-1) n gamma, all at
 // the root; the best choice only for tiny p or tiny n on a fast fabric.
 // gather/scatter: (p-1) alpha + (p-1)/p n beta at the root (n = all blocks).
 // alltoall (pairwise, round k exchanges with rank +-k): (p-1) alpha + (p-1)/p n beta.
