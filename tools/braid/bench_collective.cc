@@ -37,6 +37,7 @@ struct BenchOptions {
   int ranks = 2;           // inproc only; process transports take WORLD_SIZE
   double seconds = 0.25;   // timed seconds per size (iterations adapt)
   bool calibrate = false;
+  bool check = false;      // verify one all-reduce per size against p(p+1)/2
   bool json = false;
 };
 
@@ -104,6 +105,19 @@ Work run_op(Communicator& c, const BenchOptions& o, comm::Algorithm alg, std::ve
   fail<ConfigError>("--op must be allreduce, broadcast, reduce_scatter or allgather, not '{}'", o.op);
 }
 
+// Every rank contributes rank+1; every element must come back as p(p+1)/2
+// (exact in f32 for any p a benchmark runs).
+void check_allreduce(Communicator& c, comm::Algorithm alg, std::vector<float>& a, size_t bytes) {
+  const size_t n = bytes / sizeof(float);
+  std::fill_n(a.begin(), n, static_cast<float>(c.rank() + 1));
+  c.allreduce(comm::BufferRef(a.data(), n, DType::f32), {.algorithm = alg}).wait(Deadline::after(std::chrono::minutes(10)));
+  const float want = c.size() * (c.size() + 1) / 2.0f;
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != want)
+      fail<NumericError>("--check: rank {} element {} of {} bytes is {}, expected {}", c.rank(), i, bytes, a[i], want);
+  std::fill_n(a.begin(), n, 0.0f);
+}
+
 std::vector<Row> bench_rank(Communicator& c, const BenchOptions& o) {
   const comm::Algorithm alg = comm::parse_algorithm(o.algorithm);
   const std::vector<size_t> sizes = parse_sizes(o.sizes, o.factor);
@@ -128,6 +142,7 @@ std::vector<Row> bench_rank(Communicator& c, const BenchOptions& o) {
     for (int64_t i = 0; i < iters[0]; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
     std::vector<double> per_op{seconds_since(start) / iters[0]};
     c.allreduce(per_op, {.op = comm::Op::max}).wait(forever);
+    if (o.check && o.op == "allreduce") check_allreduce(c, alg, a, bytes);
     const std::string used = o.op == "allreduce" ? std::string(comm::name(alg == comm::Algorithm::automatic
                                                                             ? c.choose_allreduce(bytes) : alg))
                                                  : "ring/tree";
@@ -212,6 +227,7 @@ void add_bench_collective(CLI::App& app) {
   cmd->add_option("--ranks", o->ranks, "Ranks for --transport inproc")->capture_default_str();
   cmd->add_option("--seconds", o->seconds, "Timed seconds per size")->capture_default_str();
   cmd->add_flag("--calibrate", o->calibrate, "Measure alpha/beta first (the chooser then uses them)");
+  cmd->add_flag("--check", o->check, "Verify one all-reduce result per size");
   cmd->add_flag("--json", o->json, "One JSON object instead of a table");
   cmd->callback([o] { run(*o); });
 }
