@@ -1,12 +1,13 @@
 #include "braid/comm/transport/registry.h"
 
 #include "braid/base/error.h"
+#include "braid/comm/transport/mpi.h"
 #include "braid/comm/transport/shm.h"
 #include "braid/comm/transport/tcp.h"
 
 namespace braid::comm {
 
-std::vector<std::string> transport_names() { return {"tcp", "shm"}; }
+std::vector<std::string> transport_names() { return {"tcp", "shm", "mpi"}; }
 
 std::unique_ptr<Transport> make_transport(std::string_view name, Store* store,
                                           const TransportOptions& o) {
@@ -24,6 +25,7 @@ std::unique_ptr<Transport> make_transport(std::string_view name, Store* store,
                                               .ring_bytes = o.shm_ring_bytes,
                                               .connect_timeout = o.connect_timeout});
   }
+  if (name == "mpi") return make_mpi_transport();
   fail<ConfigError>("unknown transport '{}' (known: {})", name, fmt::join(transport_names(), ", "));
 }
 

@@ -1,0 +1,50 @@
+// faulty: a Transport wrapper that injects faults for tests (this kernel has
+// no netem): delay every send (a slow link or a slow rank), drop messages to
+// some peers (a silent partition: the sender sees success, the receiver only
+// a timeout), or cut the link to some peers (both sides' operations with them
+// fail at once with PeerError). The plan can change while traffic flows, so
+// a test can cut a link in the middle of a collective.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "braid/comm/transport/transport.h"
+
+namespace braid::comm {
+
+struct FaultPlan {
+  // Added before each send is handed to the inner transport (microseconds).
+  std::chrono::microseconds send_delay{0};
+  // Sends to these peers complete at once and never arrive.
+  std::set<int> drop_to;
+  // Every send to and receive from these peers fails with PeerError.
+  std::set<int> cut;
+};
+
+class FaultyTransport final : public Transport {
+ public:
+  FaultyTransport(std::unique_ptr<Transport> inner, FaultPlan plan);
+  ~FaultyTransport() override;
+
+  void set_plan(FaultPlan plan);
+  FaultPlan plan() const;
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return "faulty+" + inner_->name(); }
+  Work send(int peer, uint64_t tag, std::span<const std::byte> data) override;
+  Work recv(int peer, uint64_t tag, std::span<std::byte> data) override;
+
+  struct Delayer;
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  mutable std::mutex mu_;
+  FaultPlan plan_;
+  std::unique_ptr<Delayer> delayer_;
+};
+
+}  // namespace braid::comm

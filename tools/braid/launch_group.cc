@@ -1,0 +1,229 @@
+#include "tools/braid/launch_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "braid/base/deadline.h"
+#include "braid/base/error.h"
+
+namespace braid::cli {
+
+namespace {
+
+std::atomic<int> g_interrupt{0};
+extern "C" void on_interrupt(int sig) { g_interrupt.store(sig); }
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out_partial, err_partial;
+  std::deque<std::string> tail;
+  bool running = true;
+  int status = 0;
+};
+
+// Writes each complete line of `data` with the rank prefix; keeps the rest.
+void relay(Child& c, std::string& partial, const char* data, size_t n, FILE* to, size_t keep,
+           bool flush_all) {
+  partial.append(data, n);
+  size_t start = 0;
+  while (true) {
+    size_t nl = partial.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string line = partial.substr(start, nl - start);
+    std::fprintf(to, "[rank %d] %s\n", c.rank, line.c_str());
+    c.tail.push_back(std::move(line));
+    if (c.tail.size() > keep) c.tail.pop_front();
+    start = nl + 1;
+  }
+  partial.erase(0, start);
+  if (flush_all && !partial.empty()) {
+    std::fprintf(to, "[rank %d] %s\n", c.rank, partial.c_str());
+    c.tail.push_back(partial);
+    if (c.tail.size() > keep) c.tail.pop_front();
+    partial.clear();
+  }
+  std::fflush(to);
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return fmt::format("killed by signal {} ({})", sig, strsignal(sig));
+  }
+  return fmt::format("ended with status {}", status);
+}
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+pid_t spawn(const GroupSpec& spec, int local, int out[2], int err[2]) {
+  // Everything the child needs is prepared before fork (no allocation after).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  int rank = spec.first_rank + local;
+  auto set = [&](const std::string& k, const std::string& v) {
+    std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(k + "=", 0) == 0; });
+    env_strings.push_back(k + "=" + v);
+  };
+  set("RANK", std::to_string(rank));
+  set("LOCAL_RANK", std::to_string(local));
+  set("WORLD_SIZE", std::to_string(spec.world_size));
+  set("LOCAL_WORLD_SIZE", std::to_string(spec.nproc));
+  set("GROUP_RANK", std::to_string(spec.node_rank));
+  for (const auto& [k, v] : spec.env) set(k, v);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) fail<IoError>("braid launch: fork: {}", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);                   // its own group: we stop its children too
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphans if launch itself dies
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::close(err[0]);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    std::fprintf(stderr, "braid launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
+}  // namespace
+
+GroupResult run_group(const GroupSpec& spec) {
+  GroupResult result;
+  std::vector<Child> kids(spec.nproc);
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = on_interrupt;
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  g_interrupt = 0;
+
+  auto t0 = Clock::now();
+  for (int i = 0; i < spec.nproc; ++i) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+      fail<IoError>("braid launch: pipe: {}", std::strerror(errno));
+    kids[i].rank = spec.first_rank + i;
+    kids[i].pid = spawn(spec, i, out, err);
+    ::close(out[1]);
+    ::close(err[1]);
+    kids[i].out_fd = out[0];
+    kids[i].err_fd = err[0];
+  }
+
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  auto stop_others = [&] {
+    if (stopping) return;
+    stopping = true;
+    kill_at = Clock::now() + spec.stop_grace;
+    for (auto& c : kids) {
+      if (!c.running) continue;
+      ::kill(-c.pid, SIGTERM);
+      result.stopped.push_back(c.rank);
+    }
+  };
+
+  char buf[65536];
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Child*, bool>> owner;  // child, is stderr
+    for (auto& c : kids) {
+      if (c.out_fd >= 0) fds.push_back({c.out_fd, POLLIN, 0}), owner.push_back({&c, false});
+      if (c.err_fd >= 0) fds.push_back({c.err_fd, POLLIN, 0}), owner.push_back({&c, true});
+    }
+    bool any_running = false;
+    for (auto& c : kids) any_running |= c.running;
+    if (fds.empty() && !any_running) break;
+    ::poll(fds.data(), fds.size(), 100);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [c, is_err] = owner[k];
+      ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
+      std::string& partial = is_err ? c->err_partial : c->out_partial;
+      FILE* to = is_err ? stderr : stdout;
+      if (n > 0) {
+        relay(*c, partial, buf, static_cast<size_t>(n), to, spec.tail_lines, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        relay(*c, partial, buf, 0, to, spec.tail_lines, true);
+        ::close(fds[k].fd);
+        (is_err ? c->err_fd : c->out_fd) = -1;
+      }
+    }
+    for (auto& c : kids) {
+      if (!c.running) continue;
+      int status = 0;
+      if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.running = false;
+      c.status = status;
+      if (failed(status) && result.ok && !stopping) {
+        result.ok = false;
+        result.failed_rank = c.rank;
+        result.how = describe_status(status);
+        result.failed_after = seconds_since(t0);
+        result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        stop_others();
+      }
+    }
+    if (int sig = g_interrupt.exchange(0)) {
+      result.ok = false;
+      result.interrupted = true;
+      result.how = fmt::format("braid launch received signal {}", sig);
+      result.exit_code = 128 + sig;
+      stop_others();
+    }
+    if (stopping && Clock::now() >= kill_at) {
+      for (auto& c : kids)
+        if (c.running) ::kill(-c.pid, SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+  for (auto& c : kids)
+    if (c.rank == result.failed_rank) result.tail = c.tail;
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+std::string describe_failure(const GroupResult& r) {
+  std::string s;
+  if (r.interrupted) {
+    s = fmt::format("braid launch: interrupted ({})", r.how);
+  } else {
+    s = fmt::format("braid launch: rank {} failed first: {} after {:.1f} s", r.failed_rank, r.how,
+                    r.failed_after);
+  }
+  if (!r.stopped.empty()) s += fmt::format("; stopped ranks [{}]", fmt::join(r.stopped, ", "));
+  if (!r.tail.empty()) {
+    s += fmt::format("\nlast lines of rank {}:", r.failed_rank);
+    for (const auto& line : r.tail) s += "\n  | " + line;
+  }
+  return s;
+}
+
+}  // namespace braid::cli
