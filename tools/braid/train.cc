@@ -1,0 +1,34 @@
+// `braid train CONFIG [--set key=value ...]`: trains the model a config file
+// describes (see docs/training.md and examples/configs/).
+#include <cstdio>
+
+#include "braid/base/log.h"
+#include "braid/base/thread_pool.h"
+#include "braid/train/callbacks_console.h"
+#include "braid/train/trainer_setup.h"
+#include "tools/braid/commands.h"
+
+namespace braid::cli {
+
+void add_train(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "train a model from a TOML config");
+  struct Args {
+    std::string config;
+    std::vector<std::string> sets;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("config", args->config, "TOML config file (examples/configs/*.toml)")->required();
+  cmd->add_option("--set", args->sets, "override a key: --set train.epochs=2 (repeatable)");
+  cmd->callback([args] {
+    train::Config config = train::load_config(args->config, args->sets);
+    train::TrainingRun run = train::make_training_run(config);
+    run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(
+        train::console_mode(config.get_string("train.progress"), stdout)));
+    std::printf("model %s: %lld parameters; %lld training / %lld test examples; %d threads\n",
+                config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
+                static_cast<long long>(run.train_examples), static_cast<long long>(run.test_examples), num_threads());
+    run.trainer->fit();
+  });
+}
+
+}  // namespace braid::cli
