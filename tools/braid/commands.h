@@ -11,5 +11,9 @@ inline int exit_code = 0;
 
 void add_version(CLI::App& app);
 void add_train(CLI::App& app);
+void add_inspect(CLI::App& app);
+void add_train(CLI::App& app);
+void add_launch(CLI::App& app);
+void add_bench_collective(CLI::App& app);
 
 }  // namespace braid::cli
