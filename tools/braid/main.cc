@@ -9,7 +9,6 @@ int main(int argc, char** argv) {
   CLI::App app{"braid: distributed deep-learning training"};
   app.require_subcommand(1);
   braid::cli::add_version(app);
-  braid::cli::add_train(app);
   braid::cli::add_inspect(app);
   braid::cli::add_train(app);
   braid::cli::add_launch(app);
