@@ -10,9 +10,11 @@ configuration in its own process:
   mmap threshold fixed or left moving (GLIBC_TUNABLES). The best configuration
   per layer is PyTorch's figure; the table says which one won.
 
-Each figure is the minimum and the median over repetitions of the mean step
-time; the machine is shared, so the minimum is the primary figure (the least
-disturbed run) and the median is reported beside it.
+braid's benchmark runs once beside every PyTorch configuration (interleaved,
+so both sides meet the same machine load and get as many runs). Each figure is
+the minimum and the median over all repetitions of the mean step time; on
+shared cores the minimum is the primary figure (the least disturbed run) and
+the median is reported beside it.
 
   /usr/bin/python3 bench/ops/ops_vs_torch.py [--bin build/bench/ops/braid_ops_bench]
         [--reps 7] [--out bench/results/ops.json] [--quick]
@@ -102,21 +104,21 @@ def summarize(times):
     return {"min_us": min(times), "median_us": statistics.median(times), "reps": len(times)}
 
 
-def run_braid(binary, reps, min_time):
+def run_braid(binary, threads, reps, min_time):
+    """{layer: [mean step time in us per repetition]} for one thread count."""
     cmd = [binary, "--benchmark_format=json", f"--benchmark_repetitions={reps}",
-           f"--benchmark_min_time={min_time}"]
+           f"--benchmark_min_time={min_time}", f"--benchmark_filter=threads:{threads}/"]
     doc = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     runs = {}
     for b in doc["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
-        # BM_mlp/batch:64/threads:1/real_time -> (mlp/batch:64, 1)
+        # BM_mlp/batch:64/threads:1/real_time -> mlp/batch:64
         parts = b["run_name"].split("/")
-        threads = int(next(p for p in parts if p.startswith("threads:")).split(":")[1])
         layer = "/".join(p for p in parts if not p.startswith(("threads:", "real_time")))[3:]
         assert b["time_unit"] == "us"
-        runs.setdefault((layer, threads), []).append(b["real_time"])
-    return {k: summarize(v) for k, v in runs.items()}, doc.get("context", {})
+        runs.setdefault(layer, []).append(b["real_time"])
+    return runs, doc.get("context", {})
 
 
 def torch_configs(threads, quick):
@@ -161,22 +163,24 @@ def main():
     if a.torch_worker:
         return torch_worker(a.torch_worker, a.reps, a.min_time)
 
-    braid, context = run_braid(a.bin, a.reps, a.min_time)
-    rows, failed = [], []
+    rows, failed, context = [], [], {}
     for threads in (1, 2):
-        best = {}
+        best, braid_times = {}, {}
         for cfg in torch_configs(threads, a.quick):
             res, err = run_torch(cfg, a.reps, a.min_time)
-            if res is None:
+            if res is None:  # e.g. SIGILL: a core type this CPU cannot run
                 failed.append({"config": cfg, "error": err})
                 continue
+            times, context = run_braid(a.bin, threads, a.reps, a.min_time)
+            for layer, t in times.items():
+                braid_times.setdefault(layer, []).extend(t)
             for layer, s in res.items():
                 if layer not in best or s["min_us"] < best[layer][0]["min_us"]:
                     best[layer] = (s, cfg)
         for layer in LAYERS:
-            b = braid.get((layer, threads))
-            if b is None or layer not in best:
+            if layer not in braid_times or layer not in best:
                 continue
+            b = summarize(braid_times[layer])
             t, cfg = best[layer]
             rows.append({"layer": layer, "threads": threads, "braid": b, "torch": t, "torch_config": cfg,
                          "ratio_min": b["min_us"] / t["min_us"], "ratio_median": b["median_us"] / t["median_us"]})
