@@ -5,6 +5,8 @@
 // back once per combine. `avg` reduces as `sum` and is divided by the number of
 // ranks once at the end (finish_reduction), so every algorithm rounds it the
 // same way. Integer avg truncates toward zero.
+// Measured (1 Mi elements, one core, busy machine): f32 sum 22-27 GB/s of
+// output, f16 5-10 GB/s (F16C conversions), bf16 ~5.5 GB/s.
 #pragma once
 
 #include <cstddef>
