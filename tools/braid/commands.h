@@ -10,6 +10,7 @@ namespace braid::cli {
 inline int exit_code = 0;
 
 void add_version(CLI::App& app);
+void add_inspect(CLI::App& app);
 void add_train(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_launch(CLI::App& app);
