@@ -12,7 +12,6 @@ inline int exit_code = 0;
 void add_version(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_train(CLI::App& app);
-void add_inspect(CLI::App& app);
 void add_launch(CLI::App& app);
 void add_bench_collective(CLI::App& app);
 

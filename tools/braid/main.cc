@@ -10,7 +10,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   braid::cli::add_version(app);
   braid::cli::add_inspect(app);
-  braid::cli::add_inspect(app);
   braid::cli::add_train(app);
   braid::cli::add_launch(app);
   braid::cli::add_bench_collective(app);
