@@ -7,6 +7,7 @@
 #include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
 #include "braid/tensor/cpu/reduce.h"
+#include "braid/tensor/cpu/vmath.h"
 
 namespace braid {
 
@@ -77,7 +78,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
       T* gp = gx.data<T>();
       parallel_for(0, n, std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
-          for (int64_t j = 0; j < c; ++j) gp[i * c + j] = std::exp(lp[i * c + j]) * scale;
+          if constexpr (std::is_same_v<T, float>) {
+            cpu::exp_f32(lp + i * c, gp + i * c, c);
+            for (int64_t j = 0; j < c; ++j) gp[i * c + j] *= scale;
+          } else {
+            for (int64_t j = 0; j < c; ++j) gp[i * c + j] = std::exp(lp[i * c + j]) * scale;
+          }
           gp[i * c + tp[i]] -= scale;
         }
       });

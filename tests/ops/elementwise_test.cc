@@ -2,8 +2,12 @@
 // against PyTorch on broadcast and strided inputs, and the oracle itself.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "braid/autograd/engine.h"
 #include "braid/autograd/gradcheck.h"
+#include "braid/ops/activation.h"
 #include "braid/ops/elementwise.h"
 #include "torch_oracle.h"
 
@@ -117,6 +121,38 @@ TEST(Elementwise, MaximumSplitsTheGradientOnTies) {
   backward(maximum(a, b), Tensor::ones({3}, DType::f64));
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 1}));
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 0.5, 0}));
+}
+
+TEST(Elementwise, VectorisedFloatExpTanhSigmoidAreAccurate) {
+  // f32 uses branch-free polynomial kernels (braid/tensor/cpu/vmath.h); compare
+  // with libm in f64 over a sweep that crosses every branch and both limits.
+  std::vector<float> xs;
+  for (float v = -100; v <= 100; v += 0.0137f) xs.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-8f, 0.6249f, 0.6251f, 88.5f, 88.8f, -87.4f, -103.0f}) xs.push_back(v);
+  const auto n = static_cast<int64_t>(xs.size());
+  Tensor x = Tensor::from_vector(xs, {n});
+  const auto e = exp(x).to_vector<float>(), t = tanh(x).to_vector<float>(), s = sigmoid(x).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xs[i];
+    const double re = std::exp(v), rt = std::tanh(v), rs = 1 / (1 + std::exp(-v));
+    if (re < 1.2e-38) {
+      EXPECT_LE(e[i], 1.2e-38) << v;  // flushed below the normal range
+    } else if (re > 3.4028234e38) {
+      EXPECT_TRUE(std::isinf(e[i])) << v;
+    } else {
+      EXPECT_NEAR(e[i], re, 4e-7 * re) << "exp " << v;
+    }
+    EXPECT_NEAR(t[i], rt, 4e-7 * std::abs(rt) + 1e-45) << "tanh " << v;
+    EXPECT_NEAR(s[i], rs, 4e-7 * rs + 1e-38) << "sigmoid " << v;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Tensor special = Tensor::from_vector<float>({nan, inf, -inf}, {3});
+  const auto se = exp(special).to_vector<float>(), st = tanh(special).to_vector<float>();
+  EXPECT_TRUE(std::isnan(se[0]) && std::isnan(st[0]));
+  EXPECT_EQ(se[1], inf);
+  EXPECT_EQ(se[2], 0);
+  EXPECT_EQ(st[1], 1);
+  EXPECT_EQ(st[2], -1);
 }
 
 TEST(Elementwise, MatchesTorch) {

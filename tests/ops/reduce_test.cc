@@ -66,6 +66,14 @@ TEST(Reduce, NonAdjacentDimsAndEmpty) {
   EXPECT_THROW(sum(x, {4}), IndexError);
 }
 
+TEST(Reduce, LongSumsSplitAcrossThreadsAreExact) {
+  // Long enough for the per-thread partial sums path; integers below 2^53 are exact in double.
+  const int64_t n = 300001;
+  EXPECT_EQ(sum(Tensor::arange(n, DType::f64)).item(), static_cast<double>(n * (n - 1) / 2));
+  EXPECT_EQ(sum(Tensor::arange(n, DType::i64)).item(), static_cast<double>(n * (n - 1) / 2));
+  EXPECT_EQ(mean(Tensor::ones({n})).item(), 1.0);
+}
+
 TEST(Reduce, Gradcheck) {
   Generator gen(2);
   Tensor x = leaf(random_tensor({3, 4, 5}, DType::f64, gen));

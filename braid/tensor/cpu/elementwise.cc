@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "braid/tensor/cpu/loops.h"
+#include "braid/tensor/cpu/vmath.h"
 
 namespace braid::cpu {
 
@@ -14,10 +15,24 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
 constexpr double kGeluCubic = 0.044715;
 
 // out[i] = f(x[i]); `out` is a fresh contiguous tensor of x's shape.
+// Contiguous operands: split the flat range over the pool. (strided_loop
+// merges a contiguous tensor into one row and would run it on one thread.)
+template <class Body>
+void flat_parallel(int64_t n, Body body) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) { body(lo, hi); });
+}
+
 template <class In, class Out, class F>
 void map1(const Tensor& x, const Tensor& out, F f) {
-  const In* xp = static_cast<const In*>(x.storage()->data());
   Out* op = static_cast<Out*>(out.raw_data());
+  if (x.is_contiguous()) {
+    const In* a = static_cast<const In*>(x.raw_data());
+    flat_parallel(x.numel(), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) op[i] = f(a[i]);
+    });
+    return;
+  }
+  const In* xp = static_cast<const In*>(x.storage()->data());
   strided_loop<2>(x.shape(), {out.strides(), x.strides()}, {0, x.offset()},
                   [&](std::array<int64_t, 2> off, int64_t n, std::array<int64_t, 2> st) {
                     Out* o = op + off[0];
@@ -34,9 +49,26 @@ void map1(const Tensor& x, const Tensor& out, F f) {
 // paths keep bias-style broadcasting vectorised.
 template <class In, class Out, class F>
 void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  Out* op = static_cast<Out*>(out.raw_data());
+  const bool a_flat = a.shape() == out.shape() && a.is_contiguous();
+  const bool b_flat = b.shape() == out.shape() && b.is_contiguous();
+  if (a_flat && (b_flat || b.numel() == 1)) {
+    const In* x = static_cast<const In*>(a.raw_data());
+    const In* y = static_cast<const In*>(b.raw_data());
+    if (b_flat) {
+      flat_parallel(out.numel(), [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) op[i] = f(x[i], y[i]);
+      });
+    } else {
+      const In yv = *y;
+      flat_parallel(out.numel(), [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) op[i] = f(x[i], yv);
+      });
+    }
+    return;
+  }
   const In* ap = static_cast<const In*>(a.storage()->data());
   const In* bp = static_cast<const In*>(b.storage()->data());
-  Out* op = static_cast<Out*>(out.raw_data());
   strided_loop<3>(out.shape(), {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())},
                   {0, a.offset(), b.offset()},
                   [&](std::array<int64_t, 3> off, int64_t n, std::array<int64_t, 3> st) {
@@ -208,6 +240,15 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
 
 Tensor unary(Unary op, const Tensor& x, const char* name, double alpha, double beta) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
+  // f32 exp/tanh/sigmoid: the vectorised array kernels, split over the pool.
+  if (x.dtype() == DType::f32 && (op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid)) {
+    const Tensor xc = x.contiguous();
+    const float* xp = xc.data<float>();
+    float* op_ = out.data<float>();
+    auto kernel = op == Unary::exp ? exp_f32 : op == Unary::tanh ? tanh_f32 : sigmoid_f32;
+    parallel_for(0, x.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) { kernel(xp + lo, op_ + lo, hi - lo); });
+    return out;
+  }
   dispatch(x, name, unary_accepts_ints(op), [&](auto zero) {
     unary_typed<decltype(zero)>(op, x, out, alpha, beta);
   });

@@ -5,6 +5,7 @@
 
 #include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/loops.h"
+#include "braid/tensor/cpu/vmath.h"
 
 namespace braid::cpu {
 
@@ -29,6 +30,24 @@ void dispatch(const Tensor& x, const char* name, bool ints, Fn&& fn) {
 // out[a, b] = scale * sum_r x[a, r, b] over a contiguous [A, R, B] block.
 template <class T>
 void sum_arb(const T* x, T* out, int64_t A, int64_t R, int64_t B, double scale) {
+  if (B == 1 && A == 1 && R >= 2 * kParallelGrain) {
+    // One long row (a sum over everything): per-thread partial sums, then combine.
+    const int64_t chunks = std::min<int64_t>(num_threads(), R / kParallelGrain);
+    std::vector<double> part(static_cast<size_t>(chunks), 0.0);
+    parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        double acc = 0;
+        const int64_t r0 = R * c / chunks, r1 = R * (c + 1) / chunks;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t r = r0; r < r1; ++r) acc += static_cast<double>(x[r]);
+        part[static_cast<size_t>(c)] = acc;
+      }
+    });
+    double total = 0;
+    for (double p : part) total += p;
+    out[0] = static_cast<T>(total * scale);
+    return;
+  }
   if (B == 1) {
     parallel_for(0, A, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R, 1)), [&](int64_t lo, int64_t hi) {
       for (int64_t a = lo; a < hi; ++a) {
@@ -81,6 +100,44 @@ Shape reduced_shape(const Shape& shape, const std::vector<bool>& reduce, bool ke
     }
   }
   return out;
+}
+
+// One softmax row of R elements `stride` apart; Unit = 1 fixes stride 1 at
+// compile time so the contiguous (last-dim) case vectorises.
+template <class T, int Unit>
+void softmax_row(const T* p, T* o, int64_t R, int64_t stride, bool log) {
+  const int64_t st = Unit ? 1 : stride;
+  T m = p[0];
+  for (int64_t r = 1; r < R; ++r) m = std::max(m, p[r * st]);
+  double z = 0;
+  if constexpr (Unit && std::is_same_v<T, float>) {
+    // Contiguous f32 row: shift into o, then one vectorised exp pass over it.
+    for (int64_t r = 0; r < R; ++r) o[r] = p[r] - m;
+    exp_f32(o, o, R);
+#pragma omp simd reduction(+ : z)
+    for (int64_t r = 0; r < R; ++r) z += static_cast<double>(o[r]);
+    if (log) {
+      const float logz = static_cast<float>(std::log(z));
+      for (int64_t r = 0; r < R; ++r) o[r] = (p[r] - m) - logz;
+    } else {
+      const float inv = static_cast<float>(1.0 / z);
+      for (int64_t r = 0; r < R; ++r) o[r] *= inv;
+    }
+    return;
+  }
+  if (log) {
+#pragma omp simd reduction(+ : z)
+    for (int64_t r = 0; r < R; ++r) z += static_cast<double>(std::exp(p[r * st] - m));
+    // (x - m) - log z, not x - (m + log z): the latter loses digits when |m| is large.
+    const T logz = static_cast<T>(std::log(z));
+    for (int64_t r = 0; r < R; ++r) o[r * st] = (p[r * st] - m) - logz;
+  } else {
+    for (int64_t r = 0; r < R; ++r) o[r * st] = std::exp(p[r * st] - m);
+#pragma omp simd reduction(+ : z)
+    for (int64_t r = 0; r < R; ++r) z += static_cast<double>(o[r * st]);
+    const T inv = static_cast<T>(1.0 / z);
+    for (int64_t r = 0; r < R; ++r) o[r * st] *= inv;
+  }
 }
 
 }  // namespace
@@ -206,21 +263,10 @@ Tensor softmax(const Tensor& x, int64_t dim, bool log, const char* name) {
         const int64_t a = t / s.B, b = t % s.B;
         const T* p = xp + a * s.R * s.B + b;
         T* o = op + a * s.R * s.B + b;
-        T m = p[0];
-        for (int64_t r = 1; r < s.R; ++r) m = std::max(m, p[r * s.B]);
-        double z = 0;
-        for (int64_t r = 0; r < s.R; ++r) {
-          const T e = std::exp(p[r * s.B] - m);
-          z += static_cast<double>(e);
-          if (!log) o[r * s.B] = e;
-        }
-        if (log) {
-          // (x - m) - log z, not x - (m + log z): the latter loses digits when |m| is large.
-          const T logz = static_cast<T>(std::log(z));
-          for (int64_t r = 0; r < s.R; ++r) o[r * s.B] = (p[r * s.B] - m) - logz;
+        if (s.B == 1) {
+          softmax_row<T, 1>(p, o, s.R, 1, log);
         } else {
-          const T inv = static_cast<T>(1.0 / z);
-          for (int64_t r = 0; r < s.R; ++r) o[r * s.B] *= inv;
+          softmax_row<T, 0>(p, o, s.R, s.B, log);
         }
       }
     });
