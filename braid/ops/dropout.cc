@@ -32,9 +32,16 @@ Tensor dropout(const Tensor& x, DropoutOptions options) {
     if constexpr (std::is_floating_point_v<T>) {
       T* m = mask.data<T>();
       parallel_for(0, n, cpu::kParallelGrain, [&](int64_t lo, int64_t hi) {
+        // One Philox block serves 4 consecutive words.
+        uint64_t block_id = UINT64_MAX;
+        Philox4 block{};
         for (int64_t i = lo; i < hi; ++i) {
           const uint64_t word = st.offset + static_cast<uint64_t>(i);
-          const uint32_t bits = philox(st.seed, st.stream, word / 4)[word % 4];
+          if (word / 4 != block_id) {
+            block_id = word / 4;
+            block = philox(st.seed, st.stream, block_id);
+          }
+          const uint32_t bits = block[word % 4];
           const float u = static_cast<float>(bits >> 8) * 0x1.0p-24f;  // as Generator::uniform()
           m[i] = u >= p ? static_cast<T>(scale) : T{0};
         }
