@@ -21,7 +21,7 @@ struct Env {
   int local_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::string token;
+  std::string token{};
   std::string host = "127.0.0.1";
   int restart = 0;
   // "launch" (RANK/WORLD_SIZE), "mpirun", "slurm" or "single" (nothing set).

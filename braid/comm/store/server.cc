@@ -110,9 +110,15 @@ class Session : public std::enable_shared_from_this<Session> {
       authed_ = true;
       auth_timer_.cancel();
     }
+    if (!ok) {
+      // Counted and logged before the answer goes out, so a client that sees
+      // the rejection also sees it counted.
+      log::warn("store: rejecting {}: wrong token", peer_);
+      ++server_.rejected;
+    }
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(auth_reply_), [self, ok](asio::error_code ec2, size_t) {
-      if (!ok) return self->reject("wrong token");
+      if (!ok) return self->close();
       if (ec2) return self->close();
       self->read_request();
     });

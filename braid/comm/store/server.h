@@ -18,7 +18,7 @@ struct StoreServerOptions {
   // 0 picks a free port; port() tells which.
   int port = 0;
   // Shared secret; clients prove they know it. Must not be empty.
-  std::string token;
+  std::string token{};
   // Largest frame payload accepted (bytes).
   uint32_t max_frame = 16u << 20;
   // A client that has not authenticated within this time is dropped.

@@ -23,7 +23,7 @@ namespace braid::comm {
 struct StoreOptions {
   std::string host = "127.0.0.1";
   int port = 0;
-  std::string token;
+  std::string token{};
   // Connecting retries until this passes (the server may start after us).
   std::chrono::milliseconds connect_timeout{60000};
   // Default deadline of each call.

@@ -19,9 +19,9 @@ struct FaultPlan {
   // Added before each send is handed to the inner transport (microseconds).
   std::chrono::microseconds send_delay{0};
   // Sends to these peers complete at once and never arrive.
-  std::set<int> drop_to;
+  std::set<int> drop_to{};
   // Every send to and receive from these peers fails with PeerError.
-  std::set<int> cut;
+  std::set<int> cut{};
 };
 
 class FaultyTransport final : public Transport {

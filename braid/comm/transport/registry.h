@@ -19,7 +19,7 @@ namespace braid::comm {
 struct TransportOptions {
   int rank = 0;
   int size = 1;
-  std::string token;               // BRAID_TOKEN; tcp authenticates with it
+  std::string token{};               // BRAID_TOKEN; tcp authenticates with it
   std::string prefix = "braid";    // store key namespace
   std::string host = "127.0.0.1";  // tcp: address to listen on and advertise
   size_t shm_ring_bytes = size_t{4} << 20;

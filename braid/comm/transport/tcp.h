@@ -23,7 +23,7 @@ struct TcpOptions {
   int size = 1;
   // Address to listen on and advertise to the peers.
   std::string host = "127.0.0.1";
-  std::string token;
+  std::string token{};
   // Store key namespace (distinct per group and per restart).
   std::string prefix = "braid";
   // Whole set-up: address exchange, connects, accepts, handshakes.
