@@ -1,5 +1,7 @@
 #include "braid/ops/elementwise.h"
 
+#include <cmath>
+
 #include "braid/autograd/node.h"
 #include "braid/tensor/cpu/elementwise.h"
 #include "braid/tensor/cpu/reduce.h"
@@ -95,7 +97,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor div(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+Tensor div(const Tensor& a, double b) {
+  // Integer tensors would truncate 1/b to 0; true division needs a floating tensor.
+  if (!is_floating(a.dtype())) {
+    fail<ValueError>("div: dtype {} is not supported (input of shape {})", name(a.dtype()), to_string(a.shape()));
+  }
+  return mul(a, 1.0 / b);
+}
 
 Tensor div(double a, const Tensor& b) {
   Tensor y = cpu::unary(Unary::rdiv, b, "div", a);
@@ -181,11 +189,22 @@ Tensor lt(const Tensor& a, const Tensor& b) { return cpu::binary(Binary::lt, a, 
 Tensor le(const Tensor& a, const Tensor& b) { return cpu::binary(Binary::le, a, b, "le"); }
 Tensor gt(const Tensor& a, const Tensor& b) { return cpu::binary(Binary::gt, a, b, "gt"); }
 Tensor ge(const Tensor& a, const Tensor& b) { return cpu::binary(Binary::ge, a, b, "ge"); }
-Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(b, a)); }
-Tensor ne(const Tensor& a, double b) { return ne(a, scalar_like(b, a)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(b, a)); }
-Tensor le(const Tensor& a, double b) { return le(a, scalar_like(b, a)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(b, a)); }
-Tensor ge(const Tensor& a, double b) { return ge(a, scalar_like(b, a)); }
+namespace {
+// An integer tensor against a fractional scalar compares in f64 (x < 0.5 must
+// not become x < 0); otherwise the scalar takes the tensor's dtype.
+Tensor compare_scalar(Binary op, const char* name, const Tensor& a, double b) {
+  if (!is_floating(a.dtype()) && b != std::floor(b)) {
+    return cpu::binary(op, a.to(DType::f64), Tensor::scalar(b, DType::f64), name);
+  }
+  return cpu::binary(op, a, scalar_like(b, a), name);
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, double b) { return compare_scalar(Binary::eq, "eq", a, b); }
+Tensor ne(const Tensor& a, double b) { return compare_scalar(Binary::ne, "ne", a, b); }
+Tensor lt(const Tensor& a, double b) { return compare_scalar(Binary::lt, "lt", a, b); }
+Tensor le(const Tensor& a, double b) { return compare_scalar(Binary::le, "le", a, b); }
+Tensor gt(const Tensor& a, double b) { return compare_scalar(Binary::gt, "gt", a, b); }
+Tensor ge(const Tensor& a, double b) { return compare_scalar(Binary::ge, "ge", a, b); }
 
 }  // namespace braid

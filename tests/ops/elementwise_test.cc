@@ -67,6 +67,13 @@ TEST(Elementwise, ArithmeticAndOperatorsOnSmallValues) {
   Tensor i = Tensor::from_vector<int64_t>({1, -2}, {2});
   EXPECT_EQ((i + i).to_vector<int64_t>(), (std::vector<int64_t>{2, -4}));
   EXPECT_EQ(abs(i).to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
+  // Integers against a fractional scalar compare exactly, not against a truncated scalar.
+  Tensor z = Tensor::from_vector<int64_t>({-1, 0, 1}, {3});
+  EXPECT_EQ(lt(z, 0.5).to_vector<int>(), (std::vector<int>{1, 1, 0}));
+  EXPECT_EQ(gt(z, -0.5).to_vector<int>(), (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(eq(z, 0.5).to_vector<int>(), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(ge(z, 1.0).to_vector<int>(), (std::vector<int>{0, 0, 1}));
+  EXPECT_THROW(div(z, 2.0), ValueError);
 }
 
 TEST(Elementwise, ComparisonsReturnBoolAndRecordNothing) {
