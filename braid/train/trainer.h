@@ -28,12 +28,12 @@ struct TrainerOptions {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: end of each epoch
   int keep_checkpoints = 3;      // older ones are deleted
   bool checkpoints = true;       // false: never write any
-  std::string out_dir;           // checkpoints go here
+  std::string out_dir{};         // checkpoints go here
   bool resume = false;           // start from the latest good checkpoint in out_dir
-  nlohmann::json config;         // stored in every checkpoint sidecar
+  nlohmann::json config{};       // stored in every checkpoint sidecar
   // Randomness drawn during training (dropout masks); its state is saved in
   // checkpoints. Null: the trainer makes one from `seed`.
-  std::shared_ptr<Generator> generator;
+  std::shared_ptr<Generator> generator{};
   uint64_t seed = 0;
 };
 
