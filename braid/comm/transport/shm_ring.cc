@@ -1,6 +1,7 @@
 #include "braid/comm/transport/shm_ring.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -53,9 +54,12 @@ RingChannel::RingChannel(std::shared_ptr<void> mapping, RingControl* out, RingCo
 template <class Pred>
 void RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping,
                        const char* what) {
+  // Spin (the peer usually answers within microseconds), yielding the core
+  // every 64 rounds so an oversubscribed host still runs the peer; then sleep.
   for (int i = 0; i < spin_; ++i) {
     if (pred()) return;
-    cpu_relax();
+    if ((i & 63) == 63) sched_yield();
+    else cpu_relax();
   }
   while (true) {
     if (stop_.load()) fail<PeerError>("shared-memory channel to rank {} shut down", peer_rank_);
