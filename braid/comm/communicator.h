@@ -7,6 +7,8 @@
 // completes. A collective that runs past its timeout completes its Work with a
 // TimeoutError naming rank, peer, op, bytes, sequence number and the ranks that
 // never arrived; after that the communicator should be considered broken.
+// Destroying the last copy of a communicator lets its queued collectives
+// finish (or time out) first.
 //
 //   Communicator comm(transport);
 //   comm.allreduce(grads, {.op = Op::avg, .algorithm = Algorithm::ring, .timeout = 30s})
@@ -112,7 +114,7 @@ class Communicator {
 
   // In place: buf is the input and receives the result on every rank.
   Work allreduce(BufferRef buf, AllreduceOptions o = {});
-  // In place; the result is on o.root only (other ranks' buf is left unchanged).
+  // In place; the result is on o.root only (other ranks' buf is used as scratch).
   Work reduce(BufferRef buf, ReduceOptions o = {});
   Work broadcast(BufferRef buf, RootOptions o = {});
   // in: size() * out.count elements; out[i] = reduction of everyone's in block rank().
