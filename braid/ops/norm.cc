@@ -1,9 +1,15 @@
 #include "braid/ops/norm.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "braid/autograd/node.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
 #include "braid/ops/shape.h"
+#include "braid/base/thread_pool.h"
+#include "braid/tensor/cpu/loops.h"
+#include "braid/tensor/cpu/reduce.h"
 
 namespace braid {
 
@@ -14,6 +20,89 @@ void check_param(const char* op, const char* what, const Tensor& p, const Shape&
     fail<ValueError>("{}: {} must be {} {}, got {} {} (input {})", op, what, name(x.dtype()), to_string(expect),
                      name(p.dtype()), to_string(p.shape()), to_string(x.shape()));
   }
+}
+
+template <class Fn>
+void dispatch_float(const Tensor& x, const char* op, Fn&& fn) {
+  if (x.dtype() == DType::f32) return fn(float{});
+  if (x.dtype() == DType::f64) return fn(double{});
+  fail<ValueError>("{}: dtype {} is not supported (input of shape {})", op, name(x.dtype()), to_string(x.shape()));
+}
+
+// y = (x - mean) * rstd * w + b over rows of d contiguous elements; stats gets
+// (mean, rstd) per row. Statistics accumulate in double.
+template <class T>
+void layer_norm_rows(const T* x, const T* w, const T* b, T* y, double* stats, int64_t rows, int64_t d, double eps) {
+  parallel_for(0, rows, std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* xr = x + r * d;
+      T* yr = y + r * d;
+      double s = 0, ss = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < d; ++i) s += static_cast<double>(xr[i]);
+      const double mu = s / static_cast<double>(d);
+#pragma omp simd reduction(+ : ss)
+      for (int64_t i = 0; i < d; ++i) ss += (static_cast<double>(xr[i]) - mu) * (static_cast<double>(xr[i]) - mu);
+      const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(d) + eps);
+      stats[2 * r] = mu;
+      stats[2 * r + 1] = rstd;
+      const T m = static_cast<T>(mu), rs = static_cast<T>(rstd);
+      for (int64_t i = 0; i < d; ++i) {
+        const T v = (xr[i] - m) * rs;
+        yr[i] = (w ? v * w[i] : v) + (b ? b[i] : T{0});
+      }
+    }
+  });
+}
+
+// With xhat = (x - mean) * rstd and gh = g * w:
+//   g_x = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))   (per row)
+//   g_w = sum over rows of g * xhat,  g_b = sum over rows of g.
+std::vector<Tensor> layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& stats,
+                                        int64_t rows, int64_t d, bool want_w, bool want_b) {
+  const Tensor gc = g.contiguous();
+  Tensor gx = Tensor::empty(x.shape(), x.dtype());
+  Tensor gxhat = want_w ? Tensor::empty({rows, d}, x.dtype()) : Tensor();  // g * xhat, summed over rows below
+  dispatch_float(x, "layer_norm", [&](auto zero) {
+    using T = decltype(zero);
+    const T* xp = x.data<T>();
+    const T* gp = gc.data<T>();
+    const T* wp = w.defined() ? w.data<T>() : nullptr;
+    const double* st = stats.data<double>();
+    T* gxp = gx.data<T>();
+    T* ghp = want_w ? gxhat.data<T>() : nullptr;
+    parallel_for(0, rows, std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T m = static_cast<T>(st[2 * r]), rs = static_cast<T>(st[2 * r + 1]);
+        const T* xr = xp + r * d;
+        const T* gr = gp + r * d;
+        double sum_gh = 0, sum_ghx = 0;
+        for (int64_t i = 0; i < d; ++i) {
+          const T xhat = (xr[i] - m) * rs;
+          const T gh = wp ? gr[i] * wp[i] : gr[i];
+          sum_gh += static_cast<double>(gh);
+          sum_ghx += static_cast<double>(gh) * static_cast<double>(xhat);
+          if (ghp) ghp[r * d + i] = gr[i] * xhat;
+        }
+        const T mean_gh = static_cast<T>(sum_gh / static_cast<double>(d));
+        const T mean_ghx = static_cast<T>(sum_ghx / static_cast<double>(d));
+        T* out = gxp + r * d;
+        for (int64_t i = 0; i < d; ++i) {
+          const T xhat = (xr[i] - m) * rs;
+          const T gh = wp ? gr[i] * wp[i] : gr[i];
+          out[i] = rs * (gh - mean_gh - xhat * mean_ghx);
+        }
+      }
+    });
+  });
+  const Shape wshape = w.defined() ? w.shape() : Shape{d};
+  Tensor gw, gb;
+  if (want_w) gw = cpu::sum(gxhat, {0}, false, 1.0, "layer_norm").as_strided(wshape, contiguous_strides(wshape), 0);
+  if (want_b) {
+    gb = cpu::sum(gc.as_strided({rows, d}, {d, 1}, gc.offset()), {0}, false, 1.0, "layer_norm")
+             .as_strided(wshape, contiguous_strides(wshape), 0);
+  }
+  return {gx, gw, gb};
 }
 
 }  // namespace
@@ -29,13 +118,26 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   }
   check_param("layer_norm", "weight", weight, normalized_shape, x);
   check_param("layer_norm", "bias", bias, normalized_shape, x);
-  std::vector<int64_t> dims;
-  for (int64_t i = x.ndim() - k; i < x.ndim(); ++i) dims.push_back(i);
-  const Tensor centered = sub(x, mean(x, dims, true));
-  const Tensor variance = mean(mul(centered, centered), dims, true);
-  Tensor y = div(centered, sqrt(add(variance, eps)));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
+  // Fused: one pass for the statistics, one for the output, per row of D.
+  int64_t d = 1;
+  for (int64_t v : normalized_shape) d *= v;
+  const int64_t rows = d > 0 ? x.numel() / d : 0;
+  const Tensor xc = x.contiguous();
+  const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
+  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor stats = Tensor::empty({rows, 2}, DType::f64);  // per row: mean, 1/sqrt(var + eps)
+  dispatch_float(x, "layer_norm", [&](auto zero) {
+    using T = decltype(zero);
+    layer_norm_rows<T>(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr,
+                       y.data<T>(), stats.data<double>(), rows, d, eps);
+  });
+  autograd::record("layer_norm", {x, weight, bias}, y,
+                   [xd = xc.detach(), wd = wc.defined() ? wc.detach() : Tensor(), stats, rows, d,
+                    rw = weight.defined() && weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](
+                       const Tensor& g) {
+                     return layer_norm_backward(g, xd, wd, stats, rows, d, rw, rb);
+                   });
   return y;
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "braid/autograd/gradcheck.h"
+#include "braid/autograd/engine.h"
+#include "braid/ops/elementwise.h"
 #include "braid/ops/norm.h"
 #include "braid/ops/reduce.h"
 #include "torch_oracle.h"
@@ -22,6 +24,39 @@ TEST(Norm, LayerNormRowsHaveZeroMeanUnitVariance) {
   Tensor y = layer_norm(x, {32});
   EXPECT_TRUE(all_close(mean(y, {1}), Tensor::zeros({4}, DType::f64), 0, 1e-12));
   EXPECT_TRUE(all_close(var(y, {1}, false), Tensor::ones({4}, DType::f64), 0, 1e-4));  // eps = 1e-5
+}
+
+// layer_norm written in primitives, the reference for the fused kernel.
+Tensor composite_layer_norm(const Tensor& x, const std::vector<int64_t>& dims, const Tensor& w, const Tensor& b,
+                            double eps) {
+  const Tensor centered = sub(x, mean(x, dims, true));
+  const Tensor variance = mean(mul(centered, centered), dims, true);
+  Tensor y = div(centered, sqrt(add(variance, eps)));
+  if (w.defined()) y = mul(y, w);
+  if (b.defined()) y = add(y, b);
+  return y;
+}
+
+TEST(Norm, FusedLayerNormEqualsComposite) {
+  Generator gen(4);
+  for (bool affine : {true, false}) {
+    Tensor x = random_tensor({5, 3, 4, 6}, DType::f64, gen, -2, 3);
+    Tensor w = random_tensor({4, 6}, DType::f64, gen), b = random_tensor({4, 6}, DType::f64, gen);
+    Tensor r = random_tensor({5, 3, 4, 6}, DType::f64, gen);
+    std::vector<Tensor> fused_in = {x.clone(), w.clone(), b.clone()}, comp_in = {x.clone(), w.clone(), b.clone()};
+    for (auto* v : {&fused_in, &comp_in}) for (Tensor& t : *v) t.set_requires_grad();
+    const Tensor none;
+    Tensor yf = layer_norm(fused_in[0], {4, 6}, affine ? fused_in[1] : none, affine ? fused_in[2] : none, 1e-5);
+    Tensor yc = composite_layer_norm(comp_in[0], {2, 3}, affine ? comp_in[1] : none, affine ? comp_in[2] : none, 1e-5);
+    EXPECT_TRUE(all_close(yf, yc, 1e-12, 1e-12));
+    backward(yf, r);
+    backward(yc, r);
+    EXPECT_TRUE(all_close(fused_in[0].grad(), comp_in[0].grad(), 1e-10, 1e-12)) << "affine " << affine;
+    if (affine) {
+      EXPECT_TRUE(all_close(fused_in[1].grad(), comp_in[1].grad(), 1e-10, 1e-12));
+      EXPECT_TRUE(all_close(fused_in[2].grad(), comp_in[2].grad(), 1e-10, 1e-12));
+    }
+  }
 }
 
 TEST(Norm, BatchNormUpdatesRunningStatsWithMomentum) {
