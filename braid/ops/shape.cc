@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "braid/autograd/node.h"
 #include "braid/tensor/cpu/reduce.h"
@@ -45,6 +46,36 @@ Shape infer_shape(const Tensor& x, Shape shape) {
   return shape;
 }
 
+// Strides that let `x` be viewed as `shape` without copying, if any (PyTorch's
+// computeStride): each run of dims of x that is contiguous in memory must be
+// split/merged into whole dims of the new shape.
+std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
+  if (x.ndim() == 0 || x.numel() == 0) return contiguous_strides(shape);
+  const Shape& os = x.shape();
+  const Shape& ost = x.strides();
+  Shape st(shape.size());
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base = ost.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = x.ndim() - 1; d >= 0; --d) {
+    tensor_numel *= os[d];
+    if (d == 0 || (os[d - 1] != 1 && ost[d - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        st[view_d] = view_numel * chunk_base;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base = ost[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return st;
+}
+
 // The slice of x along dim as a view (no autograd); start/end already valid.
 Tensor slice_view(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
   Shape shape = x.shape(), strides = x.strides();
@@ -57,8 +88,15 @@ Tensor slice_view(const Tensor& x, int64_t dim, int64_t start, int64_t end, int6
 
 Tensor reshape(const Tensor& x, Shape shape) {
   shape = infer_shape(x, std::move(shape));
-  const Tensor base = x.is_contiguous() ? x : x.contiguous();
-  Tensor y = base.as_strided(shape, contiguous_strides(shape), base.offset());
+  Tensor y;
+  if (x.is_contiguous()) {
+    y = x.as_strided(shape, contiguous_strides(shape), x.offset());
+  } else if (auto strides = view_strides(x, shape)) {
+    y = x.as_strided(shape, *strides, x.offset());
+  } else {
+    const Tensor c = x.contiguous();
+    y = c.as_strided(shape, contiguous_strides(shape), c.offset());
+  }
   record("reshape", {x}, y, [in_shape = x.shape()](const Tensor& g) { return Grads{reshape(g, in_shape)}; });
   return y;
 }

@@ -11,7 +11,9 @@
 
 namespace braid {
 
-// One entry may be -1 (inferred). A view when x is contiguous, else a copy.
+// One entry may be -1 (inferred). A view whenever the strides allow it (as
+// PyTorch's view: e.g. merging dims of a slice that stay evenly strided), else
+// a contiguous copy.
 Tensor reshape(const Tensor& x, Shape shape);
 // Merges dims start_dim..end_dim into one.
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);

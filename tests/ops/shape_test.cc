@@ -42,7 +42,14 @@ TEST(Shape, ViewsShareStorage) {
   EXPECT_EQ(squeeze(Tensor::zeros({1, 3, 1}), 0).shape(), (Shape{3, 1}));
   EXPECT_EQ(squeeze(Tensor::zeros({1, 3, 1})).shape(), (Shape{3}));
   EXPECT_EQ(unsqueeze(x, -1).shape(), (Shape{2, 3, 4, 1}));
-  // A non-contiguous reshape copies.
+  // Non-contiguous: a view when the strides allow it, else a copy.
+  Tensor sl = slice(x, 2, 0, 4, 2);  // [2, 3, 2], strides [12, 4, 2]
+  EXPECT_EQ(reshape(sl, {6, 2}).storage().get(), storage);
+  EXPECT_EQ(reshape(sl, {6, 2}).to_vector<float>(), sl.to_vector<float>());
+  EXPECT_EQ(reshape(sl, {2, 3, 1, 2}).storage().get(), storage);
+  EXPECT_EQ(reshape(permute(x, {1, 0, 2}), {3, 2, 2, 2}).storage().get(), storage);  // splits the last dim only
+  EXPECT_EQ(reshape(permute(x, {1, 0, 2}), {3, 2, 2, 2}).to_vector<float>(),
+            contiguous(permute(x, {1, 0, 2})).to_vector<float>());
   Tensor t = transpose(x, 0, 1);
   EXPECT_NE(reshape(t, {-1}).storage().get(), storage);
   EXPECT_EQ(reshape(t, {-1}).to_vector<float>()[1], 1);
@@ -75,6 +82,7 @@ TEST(Shape, Gradcheck) {
   Tensor y = leaf(random_tensor({2, 2, 4}, DType::f64, gen));
   expect_gradcheck([](const auto& in) { return reshape(in[0], {4, -1}); }, {x}, "reshape");
   expect_gradcheck([](const auto& in) { return reshape(in[0], {12}); }, {s}, "reshape strided");
+  expect_gradcheck([](const auto& in) { return reshape(slice(in[0], 2, 0, 4, 2), {-1, 2}); }, {x}, "reshape view of a slice");
   expect_gradcheck([](const auto& in) { return flatten(in[0], 1); }, {x}, "flatten");
   expect_gradcheck([](const auto& in) { return transpose(in[0], 0, 2); }, {x}, "transpose");
   expect_gradcheck([](const auto& in) { return permute(in[0], {2, 0, 1}); }, {x}, "permute");
