@@ -2,7 +2,9 @@
 // whose arms computes a float (it might trap), so the loops below stayed
 // scalar. braid never reads the FP exception flags, so nothing observable
 // changes.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+#endif
 
 #include "braid/tensor/cpu/vmath.h"
 
