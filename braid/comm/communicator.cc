@@ -106,7 +106,7 @@ LinkCost Communicator::link_cost() const {
 Algorithm Communicator::choose_allreduce(size_t bytes) const {
   Impl& m = impl();
   std::lock_guard lock(m.cost_mu);
-  return comm::choose_allreduce(size(), bytes, m.cost, m.inter_cost, std::max(1, m.hosts));
+  return comm::choose_allreduce(size(), bytes, m.cost, m.inter_cost, std::max(1, m.hosts.load()));
 }
 
 namespace {
@@ -134,7 +134,7 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
     if (alg == Algorithm::automatic) {
       if (m.hosts == 0) m.discover_hosts(g);
       std::lock_guard lock(m.cost_mu);
-      alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts);
+      alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts.load());
     }
     switch (alg) {
       case Algorithm::ring: ring_allreduce(g, a); break;

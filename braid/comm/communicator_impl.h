@@ -10,6 +10,7 @@
 //   p2p:        bits 39..0 user tag (< 2^39); 2^39 + {0, 1}: arrival queries/replies
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -49,7 +50,7 @@ struct Communicator::Impl {
   Communicator split_now(Group& g, int color, int key);
   void discover_hosts(Group& g);
   void hierarchical_allreduce(Group& g, const ReduceArgs& a);
-  int hosts = 0;  // distinct hosts in the group; 0 until discovered
+  std::atomic<int> hosts{0};  // distinct hosts in the group; 0 until discovered (set by the worker)
   Communicator local, leaders;
 
   std::shared_ptr<Transport> transport;

@@ -62,6 +62,20 @@ TEST(Hierarchical, MatchesFlatAcrossFakeHosts) {
   }
 }
 
+TEST(Hierarchical, ChosenAutomaticallyWhenHostsAreFarApart) {
+  const LinkCost fast{.alpha = 2e-6, .beta = 1.0 / 20e9, .gamma = 1.0 / 8e9};
+  const LinkCost slow{.alpha = 50e-6, .beta = 1.0 / 0.125e9, .gamma = 1.0 / 8e9};
+  std::vector<Algorithm> picks(8);
+  run_world(8, [&](int r, Communicator& comm) {
+    EXPECT_NE(comm.choose_allreduce(64 << 20), Algorithm::hierarchical) << "hosts are unknown before the first collective";
+    std::vector<float> x(50000, static_cast<float>(r));
+    comm.allreduce(x).wait(Deadline::after(30s));  // discovers the hosts (and splits) inside the collective
+    for (float v : x) ASSERT_EQ(v, 28.0f);
+    picks[r] = comm.choose_allreduce(64 << 20);
+  }, [&](int r) { return CommOptions{.host = r < 4 ? "east" : "west", .cost = fast, .inter_host_cost = slow}; });
+  for (Algorithm a : picks) EXPECT_EQ(a, Algorithm::hierarchical);
+}
+
 TEST(Calibrate, EveryRankAgreesOnMeasuredCosts) {
   std::vector<LinkCost> costs(4);
   std::vector<Algorithm> picks(4);
