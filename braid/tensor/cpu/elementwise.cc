@@ -241,11 +241,12 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
 Tensor unary(Unary op, const Tensor& x, const char* name, double alpha, double beta) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   // f32 exp/tanh/sigmoid: the vectorised array kernels, split over the pool.
-  if (x.dtype() == DType::f32 && (op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid)) {
+  if (x.dtype() == DType::f32 &&
+      (op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid || op == Unary::gelu_tanh)) {
     const Tensor xc = x.contiguous();
     const float* xp = xc.data<float>();
     float* op_ = out.data<float>();
-    auto kernel = op == Unary::exp ? exp_f32 : op == Unary::tanh ? tanh_f32 : sigmoid_f32;
+    auto kernel = op == Unary::exp ? exp_f32 : op == Unary::tanh ? tanh_f32 : op == Unary::sigmoid ? sigmoid_f32 : gelu_tanh_f32;
     parallel_for(0, x.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) { kernel(xp + lo, op_ + lo, hi - lo); });
     return out;
   }
@@ -261,6 +262,16 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b, const char* name) {
                      braid::name(b.dtype()), to_string(b.shape()));
   }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  if (op == Binary::gelu_tanh_grad && a.dtype() == DType::f32 && a.shape() == b.shape()) {
+    const Tensor gc = a.contiguous(), xc = b.contiguous();
+    Tensor out = Tensor::empty(shape, DType::f32);
+    const float* gp = gc.data<float>();
+    const float* xp = xc.data<float>();
+    float* op_ = out.data<float>();
+    parallel_for(0, out.numel(), kParallelGrain,
+                 [&](int64_t lo, int64_t hi) { gelu_tanh_grad_f32(gp + lo, xp + lo, op_ + lo, hi - lo); });
+    return out;
+  }
   if (is_comparison(op)) {
     Tensor out = Tensor::empty(shape, DType::b8);
     if (a.dtype() == DType::u8) {

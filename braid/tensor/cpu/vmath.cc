@@ -69,4 +69,21 @@ void sigmoid_f32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + exp1(-x[i]));
 }
 
+void gelu_tanh_f32(const float* x, float* y, int64_t n) {
+  constexpr float k = 0.79788456080286535588f, c = 0.044715f;  // sqrt(2/pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + tanh1(k * (v + c * v * v * v)));
+  }
+}
+
+void gelu_tanh_grad_f32(const float* g, const float* x, float* y, int64_t n) {
+  constexpr float k = 0.79788456080286535588f, c = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = tanh1(k * (v + c * v * v * v));
+    y[i] = g[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v));
+  }
+}
+
 }  // namespace braid::cpu

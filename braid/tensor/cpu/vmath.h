@@ -18,5 +18,8 @@ namespace braid::cpu {
 void exp_f32(const float* x, float* y, int64_t n);
 void tanh_f32(const float* x, float* y, int64_t n);
 void sigmoid_f32(const float* x, float* y, int64_t n);
+// The tanh-approximated GELU and g times its derivative (PyTorch approximate='tanh').
+void gelu_tanh_f32(const float* x, float* y, int64_t n);
+void gelu_tanh_grad_f32(const float* g, const float* x, float* y, int64_t n);
 
 }  // namespace braid::cpu
