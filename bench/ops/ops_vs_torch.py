@@ -14,7 +14,9 @@ braid's benchmark runs once beside every PyTorch configuration (interleaved,
 so both sides meet the same machine load and get as many runs). Each figure is
 the minimum and the median over all repetitions of the mean step time; on
 shared cores the minimum is the primary figure (the least disturbed run) and
-the median is reported beside it.
+the median is reported beside it. For 1 thread the CPU time (process CPU
+seconds per step, which time-slicing by other processes does not inflate) is
+compared too: it is the steadiest figure on a loaded machine.
 
   /usr/bin/python3 bench/ops/ops_vs_torch.py [--bin build/bench/ops/braid_ops_bench]
         [--reps 7] [--out bench/results/ops.json] [--quick]
@@ -90,18 +92,20 @@ def torch_worker(threads, reps, min_time):
             n += 1
         per = (time.perf_counter() - t0) / n
         iters = max(3, int(min_time / max(per, 1e-7)))
-        times = []
+        times, cpu = [], []
         for _ in range(reps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(iters):
                 step()
             times.append((time.perf_counter() - t0) / iters * 1e6)
-        out[name] = times
+            cpu.append((time.process_time() - c0) / iters * 1e6)
+        out[name] = {"wall": times, "cpu": cpu}
     print(json.dumps(out))
 
 
-def summarize(times):
-    return {"min_us": min(times), "median_us": statistics.median(times), "reps": len(times)}
+def summarize(times, cpu):
+    return {"min_us": min(times), "median_us": statistics.median(times), "reps": len(times),
+            "cpu_min_us": min(cpu)}
 
 
 def run_braid(binary, threads, reps, min_time):
@@ -117,7 +121,9 @@ def run_braid(binary, threads, reps, min_time):
         parts = b["run_name"].split("/")
         layer = "/".join(p for p in parts if not p.startswith(("threads:", "real_time")))[3:]
         assert b["time_unit"] == "us"
-        runs.setdefault(layer, []).append(b["real_time"])
+        runs.setdefault(layer, {"wall": [], "cpu": []})
+        runs[layer]["wall"].append(b["real_time"])
+        runs[layer]["cpu"].append(b["cpu_time"])  # the benchmark thread's CPU time
     return runs, doc.get("context", {})
 
 
@@ -148,7 +154,7 @@ def run_torch(cfg, reps, min_time):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:  # e.g. a core type this CPU cannot run
         return None, p.stderr.strip().splitlines()[-1:] or [f"exit {p.returncode}"]
-    return {k: summarize(v) for k, v in json.loads(p.stdout).items()}, None
+    return {k: summarize(v["wall"], v["cpu"]) for k, v in json.loads(p.stdout).items()}, None
 
 
 def main():
@@ -173,23 +179,29 @@ def main():
                 continue
             times, context = run_braid(a.bin, threads, a.reps, a.min_time)
             for layer, t in times.items():
-                braid_times.setdefault(layer, []).extend(t)
+                acc = braid_times.setdefault(layer, {"wall": [], "cpu": []})
+                acc["wall"].extend(t["wall"])
+                acc["cpu"].extend(t["cpu"])
             for layer, s in res.items():
                 if layer not in best or s["min_us"] < best[layer][0]["min_us"]:
                     best[layer] = (s, cfg)
         for layer in LAYERS:
             if layer not in braid_times or layer not in best:
                 continue
-            b = summarize(braid_times[layer])
+            b = summarize(braid_times[layer]["wall"], braid_times[layer]["cpu"])
             t, cfg = best[layer]
-            rows.append({"layer": layer, "threads": threads, "braid": b, "torch": t, "torch_config": cfg,
-                         "ratio_min": b["min_us"] / t["min_us"], "ratio_median": b["median_us"] / t["median_us"]})
+            row = {"layer": layer, "threads": threads, "braid": b, "torch": t, "torch_config": cfg,
+                   "ratio_min": b["min_us"] / t["min_us"], "ratio_median": b["median_us"] / t["median_us"]}
+            if threads == 1:  # with more threads the two sides count CPU time differently
+                row["ratio_cpu"] = b["cpu_min_us"] / t["cpu_min_us"]
+            rows.append(row)
 
-    print(f"{'layer':<15}{'thr':>4}{'braid us':>11}{'torch us':>11}{'ratio':>7}{'(median)':>9}  torch config")
+    print(f"{'layer':<15}{'thr':>4}{'braid us':>11}{'torch us':>11}{'ratio':>7}{'(median)':>9}{'(cpu)':>7}"
+          "  torch config")
     for r in rows:
         c = r["torch_config"]
         print(f"{r['layer']:<15}{r['threads']:>4}{r['braid']['min_us']:>11.1f}{r['torch']['min_us']:>11.1f}"
-              f"{r['ratio_min']:>7.2f}{r['ratio_median']:>9.2f}  coretype={c['openblas_coretype']} "
+              f"{r['ratio_min']:>7.2f}{r['ratio_median']:>9.2f}{r.get('ratio_cpu', float('nan')):>7.2f}  coretype={c['openblas_coretype']} "
               f"openblas_threads={c['openblas_threads']} glibc_tunables={c['glibc_tunables']}")
     for f in failed:
         print("PyTorch configuration failed:", f["config"], f["error"])
