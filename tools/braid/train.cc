@@ -1,6 +1,9 @@
 // `braid train CONFIG [--set key=value ...]`: trains the model a config file
 // describes (see docs/training.md and examples/configs/).
 #include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "braid/base/log.h"
 #include "braid/base/thread_pool.h"
@@ -15,10 +18,12 @@ void add_train(CLI::App& app) {
   struct Args {
     std::string config;
     std::vector<std::string> sets;
+    std::string summary_json;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("config", args->config, "TOML config file (examples/configs/*.toml)")->required();
   cmd->add_option("--set", args->sets, "override a key: --set train.epochs=2 (repeatable)");
+  cmd->add_option("--summary-json", args->summary_json, "write the run's summary (samples/s, accuracy) as JSON here");
   cmd->callback([args] {
     train::Config config = train::load_config(args->config, args->sets);
     train::TrainingRun run = train::make_training_run(config);
@@ -27,7 +32,14 @@ void add_train(CLI::App& app) {
     std::printf("model %s: %lld parameters; %lld training / %lld test examples; %d threads\n",
                 config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
                 static_cast<long long>(run.train_examples), static_cast<long long>(run.test_examples), num_threads());
-    run.trainer->fit();
+    const train::TrainSummary s = run.trainer->fit();
+    if (!args->summary_json.empty()) {
+      nlohmann::json j = {{"steps", s.steps}, {"epochs", s.epochs}, {"train_seconds", s.train_seconds},
+                          {"samples_per_s", s.samples_per_s}, {"final_loss", s.final_loss},
+                          {"threads", num_threads()}, {"last_checkpoint", s.last_checkpoint}};
+      if (s.has_eval) j["eval"] = {{"loss", s.last_eval.loss}, {"top1", s.last_eval.top1}, {"top5", s.last_eval.top5}};
+      std::ofstream(args->summary_json) << j.dump(2) << "\n";
+    }
   });
 }
 

@@ -1,0 +1,97 @@
+"""Driver of bench/train_vs_pytorch: runs braid and PyTorch on the same
+configurations back to back and reports samples/s, their ratio and peak RSS.
+
+PyTorch runs in each environment below and its best is the reference:
+  default      the environment as it is (OPENBLAS_CORETYPE=Haswell preset here)
+  skylakex     OPENBLAS_CORETYPE=SkylakeX (AVX-512 OpenBLAS kernels)
+  mmap         GLIBC_TUNABLES raising glibc's mmap/trim thresholds (avoids the
+               page-fault storms DESIGN.md describes)
+braid runs as shipped (`braid train`, data through its prefetching loader).
+Peak RSS is each process's maximum resident set (/usr/bin/time %M).
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TORCH_ENVS = {
+    "default": {},
+    "skylakex": {"OPENBLAS_CORETYPE": "SkylakeX"},
+    "mmap": {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"},
+}
+
+
+def timed(cmd, env):
+    """Runs cmd under /usr/bin/time; returns (stdout, peak RSS in MB)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        full = ["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd
+        p = subprocess.run(full, env={**os.environ, **env}, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}\n{p.stderr}")
+        return p.stdout, int(tf.read().strip().splitlines()[-1]) / 1024
+
+
+def run_braid(braid, model, batch, threads, max_steps):
+    with tempfile.TemporaryDirectory() as out:
+        summary = os.path.join(out, "summary.json")
+        cmd = [braid, "train", os.path.join(ROOT, f"examples/configs/fashion_{model}.toml"),
+               "--set", "train.epochs=1", "--set", f"train.batch_size={batch}", "--set", f"train.threads={threads}",
+               "--set", "train.eval_every=0", "--set", "train.progress=off", "--set", f"train.out_dir={out}",
+               "--set", f"train.max_steps={max_steps}", "--summary-json", summary]
+        _, rss = timed(cmd, {})
+        with open(summary) as f:
+            s = json.load(f)
+    return {"samples_per_s": s["samples_per_s"], "train_seconds": s["train_seconds"], "steps": s["steps"],
+            "final_loss": s["final_loss"], "peak_rss_mb": rss}
+
+
+def run_torch(model, batch, threads, max_steps, env):
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/train/torch_train.py"), "--model", model, "--batch",
+           str(batch), "--threads", str(threads), "--max-steps", str(max_steps)]
+    out, rss = timed(cmd, env)
+    r = json.loads(out.strip().splitlines()[-1])
+    r["peak_rss_mb"] = rss
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--braid", default=os.path.join(ROOT, "build/bin/braid"))
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--batches", default="64,256")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--torch-envs", default=",".join(TORCH_ENVS))
+    ap.add_argument("--max-steps", type=int, default=0, help="0: one full epoch")
+    a = ap.parse_args()
+    rows = []
+    print(f"{'model':5} {'batch':>5} {'thr':>3} | {'braid/s':>9} {'rss MB':>7} | {'torch best/s':>12} {'env':>8} "
+          f"{'rss MB':>7} | {'ratio':>5}")
+    for model in a.models.split(","):
+        for batch in map(int, a.batches.split(",")):
+            for threads in map(int, a.threads.split(",")):
+                b = run_braid(a.braid, model, batch, threads, a.max_steps)
+                torch_runs = {e: run_torch(model, batch, threads, a.max_steps, TORCH_ENVS[e])
+                              for e in a.torch_envs.split(",")}
+                best_env = max(torch_runs, key=lambda e: torch_runs[e]["samples_per_s"])
+                best = torch_runs[best_env]
+                ratio = b["samples_per_s"] / best["samples_per_s"]
+                rows.append({"model": model, "batch": batch, "threads": threads, "braid": b, "torch": torch_runs,
+                             "torch_best_env": best_env, "ratio_vs_best": ratio})
+                print(f"{model:5} {batch:>5} {threads:>3} | {b['samples_per_s']:>9.0f} {b['peak_rss_mb']:>7.0f} | "
+                      f"{best['samples_per_s']:>12.0f} {best_env:>8} {best['peak_rss_mb']:>7.0f} | {ratio:>5.2f}",
+                      flush=True)
+    os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.join(ROOT, f"bench/results/train_vs_pytorch-{stamp}.json")
+    with open(path, "w") as f:
+        json.dump({"max_steps": a.max_steps, "load_average": os.getloadavg(), "cpu_count": os.cpu_count(),
+                   "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE"), "rows": rows}, f, indent=2)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
