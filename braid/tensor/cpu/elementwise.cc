@@ -242,11 +242,16 @@ Tensor unary(Unary op, const Tensor& x, const char* name, double alpha, double b
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   // f32 exp/tanh/sigmoid: the vectorised array kernels, split over the pool.
   if (x.dtype() == DType::f32 &&
-      (op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid || op == Unary::gelu_tanh)) {
+      (op == Unary::exp || op == Unary::tanh || op == Unary::sigmoid || op == Unary::gelu_tanh ||
+       op == Unary::gelu_erf)) {
     const Tensor xc = x.contiguous();
     const float* xp = xc.data<float>();
     float* op_ = out.data<float>();
-    auto kernel = op == Unary::exp ? exp_f32 : op == Unary::tanh ? tanh_f32 : op == Unary::sigmoid ? sigmoid_f32 : gelu_tanh_f32;
+    auto kernel = op == Unary::exp       ? exp_f32
+                  : op == Unary::tanh    ? tanh_f32
+                  : op == Unary::sigmoid ? sigmoid_f32
+                  : op == Unary::gelu_tanh ? gelu_tanh_f32
+                                           : gelu_erf_f32;
     parallel_for(0, x.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) { kernel(xp + lo, op_ + lo, hi - lo); });
     return out;
   }
@@ -262,14 +267,16 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b, const char* name) {
                      braid::name(b.dtype()), to_string(b.shape()));
   }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  if (op == Binary::gelu_tanh_grad && a.dtype() == DType::f32 && a.shape() == b.shape()) {
+  if ((op == Binary::gelu_tanh_grad || op == Binary::gelu_erf_grad) && a.dtype() == DType::f32 &&
+      a.shape() == b.shape()) {
+    auto kernel = op == Binary::gelu_tanh_grad ? gelu_tanh_grad_f32 : gelu_erf_grad_f32;
     const Tensor gc = a.contiguous(), xc = b.contiguous();
     Tensor out = Tensor::empty(shape, DType::f32);
     const float* gp = gc.data<float>();
     const float* xp = xc.data<float>();
     float* op_ = out.data<float>();
     parallel_for(0, out.numel(), kParallelGrain,
-                 [&](int64_t lo, int64_t hi) { gelu_tanh_grad_f32(gp + lo, xp + lo, op_ + lo, hi - lo); });
+                 [&](int64_t lo, int64_t hi) { kernel(gp + lo, xp + lo, op_ + lo, hi - lo); });
     return out;
   }
   if (is_comparison(op)) {

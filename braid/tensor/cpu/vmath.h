@@ -21,5 +21,8 @@ void sigmoid_f32(const float* x, float* y, int64_t n);
 // The tanh-approximated GELU and g times its derivative (PyTorch approximate='tanh').
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_grad_f32(const float* g, const float* x, float* y, int64_t n);
+// The exact GELU x Phi(x) and g times its derivative (PyTorch approximate='none').
+void gelu_erf_f32(const float* x, float* y, int64_t n);
+void gelu_erf_grad_f32(const float* g, const float* x, float* y, int64_t n);
 
 }  // namespace braid::cpu
