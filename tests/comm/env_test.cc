@@ -1,0 +1,99 @@
+// read_env(): braid launch / torchrun, mpirun and Slurm variables, in order.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "braid/base/error.h"
+#include "braid/comm/env.h"
+
+namespace braid::comm {
+namespace {
+
+// Sets variables for one test and restores the previous values afterwards.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
+    for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                          "MASTER_PORT", "BRAID_TOKEN", "BRAID_HOST", "BRAID_RESTART",
+                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}) {
+      const char* v = std::getenv(k);
+      saved_.emplace_back(k, v ? std::optional<std::string>(v) : std::nullopt);
+      ::unsetenv(k);
+    }
+    for (auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(Env, NothingSetIsASingleProcess) {
+  ScopedEnv e({});
+  Env env = read_env();
+  EXPECT_EQ(env.source, "single");
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.size, 1);
+}
+
+TEST(Env, LaunchVariablesWinOverMpiAndSlurm) {
+  ScopedEnv e({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"},
+               {"MASTER_PORT", "1234"}, {"BRAID_TOKEN", "t"}, {"BRAID_RESTART", "2"},
+               {"OMPI_COMM_WORLD_RANK", "5"}, {"SLURM_PROCID", "6"}});
+  Env env = read_env();
+  EXPECT_EQ(env.source, "launch");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_addr, "10.0.0.1");
+  EXPECT_EQ(env.master_port, 1234);
+  EXPECT_EQ(store_options(env).who, "rank 3");
+  EXPECT_EQ(transport_options(env).prefix, "braid/restart2");
+}
+
+TEST(Env, OpenMpiThenSlurm) {
+  {
+    ScopedEnv e({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"SLURM_PROCID", "9"}});
+    Env env = read_env();
+    EXPECT_EQ(env.source, "mpirun");
+    EXPECT_EQ(env.rank, 1);
+    EXPECT_EQ(env.size, 4);
+  }
+  ScopedEnv e({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "3"}, {"SLURM_LOCALID", "0"}});
+  Env env = read_env();
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.size, 3);
+}
+
+TEST(Env, MalformedValuesNameTheVariable) {
+  {
+    ScopedEnv e({{"RANK", "two"}, {"WORLD_SIZE", "4"}});
+    try {
+      read_env();
+      FAIL();
+    } catch (const ConfigError& err) {
+      EXPECT_NE(std::string(err.what()).find("RANK"), std::string::npos) << err.what();
+    }
+  }
+  {
+    ScopedEnv e({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
+    EXPECT_THROW(read_env(), ConfigError);
+  }
+  ScopedEnv e(std::vector<std::pair<std::string, std::string>>{{"MASTER_PORT", "70000"}});
+  EXPECT_THROW(read_env(), ConfigError);
+}
+
+}  // namespace
+}  // namespace braid::comm
