@@ -31,7 +31,7 @@ def timed(cmd, env):
         full = ["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd
         p = subprocess.run(full, env={**os.environ, **env}, capture_output=True, text=True)
         if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}\n{p.stderr}")
+            raise RuntimeError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr}")
         return p.stdout, int(tf.read().strip().splitlines()[-1]) / 1024
 
 
