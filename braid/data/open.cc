@@ -26,7 +26,7 @@ std::shared_ptr<const Dataset> open_dataset(const OpenOptions& o) {
   } else if (o.name == "libsvm") {
     whole = std::make_shared<LibsvmDataset>(o.path, LibsvmOptions{.class_targets = true});
   } else if (o.name == "text") {
-    whole = std::make_shared<CharTextDataset>(o.path, TextOptions{.context = o.context});
+    whole = std::make_shared<CharTextDataset>(o.path, TextOptions{.context = o.context, .stride = o.stride > 0 ? o.stride : o.context});
   } else {
     fail<ValueError>("unknown dataset '{}' (fashion_mnist, csv, libsvm, text)", o.name);
   }

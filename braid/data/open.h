@@ -2,8 +2,8 @@
 //
 // fashion_mnist has its own train (60k) and test (10k) files. The single-file
 // formats (csv, libsvm, text) are split in file order: the first 90% of the
-// examples train, the last 10% are held out for evaluation (for text, the two
-// parts share at most `context` characters at the boundary).
+// examples train, the last 10% are held out for evaluation (for text with
+// overlapping windows, the two parts share at most `context` characters).
 #pragma once
 
 #include <memory>
@@ -19,6 +19,7 @@ struct OpenOptions {
   bool train = true;       // the training split, else the evaluation split
   bool normalize = true;   // fashion_mnist only
   int64_t context = 64;    // text only: tokens per example
+  int64_t stride = 0;      // text only: bytes between window starts; 0 = context
 };
 
 inline constexpr double kTrainFraction = 0.9;

@@ -7,7 +7,8 @@ data::OpenOptions dataset_options(const Config& c, bool train) {
           .path = c.get_string("data.path"),
           .train = train,
           .normalize = c.get_bool("data.normalize"),
-          .context = c.get_int("model.context")};
+          .context = c.get_int("model.context"),
+          .stride = c.get_int("data.stride")};
 }
 
 std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset,

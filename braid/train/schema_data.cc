@@ -11,6 +11,9 @@ void add_data_keys(Schema& s) {
   s.add({.name = "data.path", .type = T::String, .default_value = std::string("/usr/share/datasets/fashion-mnist"),
          .help = "dataset folder (fashion_mnist) or file (csv, libsvm, text; a folder of text files for text)",
          .env = "BRAID_DATA_PATH"});
+  s.add({.name = "data.stride", .type = T::Int, .default_value = int64_t{0},
+         .help = "text: characters between the starts of consecutive windows; 0 = model.context (no overlap)",
+         .min = 0});
   s.add({.name = "data.workers", .type = T::Int, .default_value = int64_t{1},
          .help = "background loader threads; 0 = load on the training thread", .min = 0});
   s.add({.name = "data.augment", .type = T::Bool, .default_value = false,

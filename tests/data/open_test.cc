@@ -23,9 +23,11 @@ TEST(OpenDataset, SingleFileFormatsSplitNinetyTen) {
   EXPECT_EQ(svm->size(), 4);  // llround(0.9 * 4) = 4: tiny files keep everything for training
 
   test::write_text(dir.file("t.txt"), std::string(200, 'a') + "b");
-  auto text = open_dataset({.name = "text", .path = dir.file("t.txt"), .context = 8});
+  auto text = open_dataset({.name = "text", .path = dir.file("t.txt"), .context = 8, .stride = 1});
   EXPECT_EQ(text->spec().input_shape, (Shape{8}));
   EXPECT_EQ(text->size(), 174);  // round(0.9 * 193 windows)
+  auto tiled = open_dataset({.name = "text", .path = dir.file("t.txt"), .context = 8});
+  EXPECT_EQ(tiled->size(), 23);  // stride 0 = context: round(0.9 * 25) non-overlapping windows
 
   EXPECT_THROW(open_dataset({.name = "imagenet"}), ValueError);
   EXPECT_THROW(Subset(train, 5, 30), IndexError);
