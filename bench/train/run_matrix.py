@@ -3,7 +3,8 @@ configurations back to back and reports samples/s, their ratio and peak RSS.
 
 PyTorch runs in each environment below and its best is the reference:
   default      the environment as it is (OPENBLAS_CORETYPE=Haswell preset here)
-  skylakex     OPENBLAS_CORETYPE=SkylakeX (AVX-512 OpenBLAS kernels)
+  skylakex     OPENBLAS_CORETYPE=SkylakeX (AVX-512 OpenBLAS kernels; dies with
+               SIGILL on this machine: recorded as failed, the others still run)
   mmap         GLIBC_TUNABLES raising glibc's mmap/trim thresholds (avoids the
                page-fault storms DESIGN.md describes)
 braid runs as shipped (`braid train`, data through its prefetching loader).
@@ -41,7 +42,7 @@ def run_braid(braid, model, batch, threads, max_steps):
         cmd = [braid, "train", os.path.join(ROOT, f"examples/configs/fashion_{model}.toml"),
                "--set", "train.epochs=1", "--set", f"train.batch_size={batch}", "--set", f"train.threads={threads}",
                "--set", "train.eval_every=0", "--set", "train.progress=off", "--set", f"train.out_dir={out}",
-               "--set", f"train.max_steps={max_steps}", "--summary-json", summary]
+               "--set", f"train.max_steps={max_steps}", "--set", "optim.schedule=constant", "--summary-json", summary]
         _, rss = timed(cmd, {})
         with open(summary) as f:
             s = json.load(f)
@@ -74,11 +75,16 @@ def main():
         for batch in map(int, a.batches.split(",")):
             for threads in map(int, a.threads.split(",")):
                 b = run_braid(a.braid, model, batch, threads, a.max_steps)
-                torch_runs = {e: run_torch(model, batch, threads, a.max_steps, TORCH_ENVS[e])
-                              for e in a.torch_envs.split(",")}
+                torch_runs = {}
+                for e in a.torch_envs.split(","):
+                    try:
+                        torch_runs[e] = run_torch(model, batch, threads, a.max_steps, TORCH_ENVS[e])
+                    except RuntimeError as err:  # e.g. SIGILL: OpenBLAS SkylakeX kernels on this CPU
+                        torch_runs[e] = {"samples_per_s": 0.0, "peak_rss_mb": 0.0, "error": str(err).splitlines()[0]}
+                        print(f"  pytorch [{e}] failed: {torch_runs[e]['error']}", flush=True)
                 best_env = max(torch_runs, key=lambda e: torch_runs[e]["samples_per_s"])
                 best = torch_runs[best_env]
-                ratio = b["samples_per_s"] / best["samples_per_s"]
+                ratio = b["samples_per_s"] / best["samples_per_s"] if best["samples_per_s"] > 0 else float("nan")
                 rows.append({"model": model, "batch": batch, "threads": threads, "braid": b, "torch": torch_runs,
                              "torch_best_env": best_env, "ratio_vs_best": ratio})
                 print(f"{model:5} {batch:>5} {threads:>3} | {b['samples_per_s']:>9.0f} {b['peak_rss_mb']:>7.0f} | "
