@@ -1,0 +1,41 @@
+// Joining the job: from the environment (`braid launch`, mpirun or srun) to a
+// Communicator over the right transport.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "braid/comm/communicator.h"
+#include "braid/comm/env.h"
+#include "braid/comm/store/server.h"
+
+namespace braid::parallel {
+
+struct ProcessGroupOptions {
+  // "auto" (shm when every rank is on this host, else tcp), "tcp", "shm", "mpi".
+  std::string transport = "auto";
+  Duration timeout = std::chrono::seconds(300);  // per collective
+  Duration join_timeout = std::chrono::seconds(60);
+};
+
+class ProcessGroup {
+ public:
+  // Reads the environment and connects to every peer. A single process (no
+  // launcher variables) gets a one-rank group without sockets.
+  static std::unique_ptr<ProcessGroup> join(const ProcessGroupOptions& options);
+
+  const comm::Env& env() const { return env_; }
+  comm::Communicator& comm() { return comm_; }
+  // The rendezvous store (null for a single process or the mpi transport).
+  comm::Store* store() { return store_.get(); }
+  const std::string& transport_name() const { return transport_name_; }
+
+ private:
+  comm::Env env_;
+  std::unique_ptr<comm::StoreServer> server_;  // rank 0 hosts it when no launcher does
+  std::unique_ptr<comm::Store> store_;
+  comm::Communicator comm_;
+  std::string transport_name_;
+};
+
+}  // namespace braid::parallel
