@@ -1,6 +1,6 @@
-// What the trainer reports, and the two extension points around its step:
-// Callback (observers: metrics files, progress display) and StepHooks (the
-// place a distributed strategy plugs into the step).
+// What the trainer reports, and Callback, the observers of it (metrics files,
+// progress display). Distribution plugs into the step through
+// parallel::Strategy (braid/parallel/strategy.h), not here.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -64,24 +64,6 @@ class Callback {
   // Free-form notes for the user (resume, skipped checkpoints).
   virtual void on_message(const std::string& text) {}
   virtual void on_train_end(const TrainSummary& s) {}
-};
-
-// The step, as the trainer runs it:
-//   forward, loss, backward   (grad-ready hooks registered in setup() fire here)
-//   hooks.before_step         (gradients final: a strategy waits for its all-reduce)
-//   clip, optimizer.step
-//   hooks.after_step          (a strategy syncs parameters, e.g. local SGD)
-// Defaults do nothing: single-process training.
-class StepHooks {
- public:
-  virtual ~StepHooks() = default;
-  // Once, before the first step.
-  virtual void setup(nn::Module& model, optim::Optimizer& optimizer) {}
-  virtual void before_step(optim::Optimizer& optimizer) {}
-  virtual void after_step(optim::Optimizer& optimizer) {}
-  // Saved in / restored from the checkpoint sidecar.
-  virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
-  virtual void load_state_dict(const nlohmann::json& state) {}
 };
 
 }  // namespace braid::train

@@ -6,6 +6,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
 #include "braid/optim/clip.h"
+#include "braid/parallel/hooks.h"
 #include "braid/train/checkpoint.h"
 
 namespace braid::train {
@@ -52,7 +53,7 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
       train_(std::move(train)),
       test_(std::move(test)),
       o_(std::move(options)),
-      hooks_(std::make_shared<StepHooks>()),
+      strategy_(std::make_shared<parallel::LocalStrategy>()),
       gen_(o_.generator ? o_.generator : std::make_shared<Generator>(o_.seed, /*stream=*/1)) {
   if (!model_ || !optimizer_ || !loss_ || !train_) fail<ValueError>("Trainer: model, optimizer, loss and train loader are required");
   if (!schedule_) schedule_ = std::make_unique<optim::ConstantLR>(optimizer_->lr());
@@ -64,7 +65,7 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
 
 double Trainer::train_step(const data::Batch& batch) {
   optimizer_->set_lr(schedule_->lr_at(step_));
-  optimizer_->zero_grad();
+  optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a strategy's bucket views)
   const Tensor out = model_->forward(batch.input);
   const Tensor loss = loss_(out, batch.target);
   const double value = loss.item();
@@ -74,7 +75,7 @@ double Trainer::train_step(const data::Batch& batch) {
                        last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
   }
   backward(loss);
-  hooks_->before_step(*optimizer_);
+  strategy_->before_step();
   if (o_.grad_clip > 0) {
     const double norm = optim::clip_grad_norm(params_, o_.grad_clip);
     if (!std::isfinite(norm)) {
@@ -84,7 +85,7 @@ double Trainer::train_step(const data::Batch& batch) {
     }
   }
   optimizer_->step();
-  hooks_->after_step(*optimizer_);
+  strategy_->after_step();
   ++step_;
   return value;
 }
@@ -126,7 +127,7 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   c.batch = batch_in_epoch;
   c.rng = gen_->state();
   c.config = o_.config;
-  c.extra = {{"hooks", hooks_->state_dict()}};
+  c.extra = {{"strategy", strategy_->state_dict()}};
   save_checkpoint(o_.out_dir, c);
   prune_checkpoints(o_.out_dir, o_.keep_checkpoints);
   last_checkpoint_ = checkpoint_stem(o_.out_dir, step_);
@@ -147,7 +148,7 @@ std::pair<int64_t, int64_t> Trainer::resume() {
   model_->load_state_dict(c->model);
   optimizer_->load_state_dict(c->optimizer);
   gen_->set_state(c->rng);
-  hooks_->load_state_dict(c->extra.value("hooks", nlohmann::json::object()));
+  strategy_->load_state_dict(c->extra.value("strategy", nlohmann::json::object()));
   step_ = c->step;
   last_checkpoint_ = checkpoint_stem(o_.out_dir, c->step);
   for (auto& cb : callbacks_) {
@@ -166,7 +167,10 @@ TrainSummary Trainer::fit() {
   const int64_t per_epoch = train_->batches_per_epoch();
   int64_t total_steps = o_.epochs * per_epoch;
   if (o_.max_steps > 0) total_steps = std::min(total_steps, o_.max_steps);
-  hooks_->setup(*model_, *optimizer_);
+  std::vector<parallel::NamedParameter> named;
+  for (auto& [name, tensor] : model_->named_parameters()) named.push_back({name, tensor});
+  strategy_->setup(named, o_.config);
+  parallel::connect_grad_hooks(*strategy_, named);
   model_->train();
   for (auto& cb : callbacks_) cb->on_train_begin(step_, total_steps);
 

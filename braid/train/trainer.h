@@ -15,6 +15,7 @@
 #include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
+#include "braid/parallel/strategy.h"
 #include "braid/train/callbacks.h"
 
 namespace braid::train {
@@ -45,7 +46,8 @@ class Trainer {
           std::shared_ptr<data::Loader> test, TrainerOptions options);
 
   void add_callback(std::shared_ptr<Callback> cb) { callbacks_.push_back(std::move(cb)); }
-  void set_hooks(std::shared_ptr<StepHooks> hooks) { hooks_ = std::move(hooks); }
+  // How the step is distributed (default: one process). Set before fit().
+  void set_strategy(std::shared_ptr<parallel::Strategy> s) { strategy_ = std::move(s); }
 
   // Runs the whole schedule (resuming first when options.resume). Throws
   // NumericError naming the step when the loss or gradient is not finite;
@@ -76,7 +78,7 @@ class Trainer {
   std::shared_ptr<data::Loader> train_, test_;
   TrainerOptions o_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
-  std::shared_ptr<StepHooks> hooks_;
+  std::shared_ptr<parallel::Strategy> strategy_;
   std::shared_ptr<Generator> gen_;
   int64_t step_ = 0;
   int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages

@@ -11,6 +11,7 @@
 #include "braid/optim/lars.h"
 #include "braid/optim/rmsprop.h"
 #include "braid/optim/sgd.h"
+#include "braid/parallel/factory.h"
 #include "braid/train/models.h"
 
 namespace braid::train {
@@ -130,8 +131,23 @@ TrainingRun make_training_run(const Config& c) {
 
   const int64_t batch = c.get_int("train.batch_size");
   const int workers = static_cast<int>(c.get_int("data.workers"));
+  // Distributed: join the job first, so every rank reads its own shard.
+  const std::string strategy = c.get_string("parallel.strategy");
+  int rank = 0, world = 1;
+  if (strategy != "none") {
+    const Duration timeout = std::chrono::duration_cast<Duration>(
+        std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
+    run.group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"), .timeout = timeout});
+    rank = run.group->comm().rank();
+    world = run.group->comm().size();
+    run.leader = rank == 0;
+  }
   std::shared_ptr<const data::Sampler> sampler;
-  if (c.get_bool("data.shuffle")) {
+  if (world > 1) {
+    sampler = std::make_shared<data::DistributedSampler>(
+        ds.train->size(), data::DistributedSamplerOptions{.rank = rank, .world = world, .seed = seed,
+                                                          .shuffle = c.get_bool("data.shuffle")});
+  } else if (c.get_bool("data.shuffle")) {
     sampler = std::make_shared<data::ShuffledSampler>(ds.train->size(), seed);
   } else {
     sampler = std::make_shared<data::SequentialSampler>(ds.train->size());
@@ -161,11 +177,21 @@ TrainingRun make_training_run(const Config& c) {
                                         .warmup_steps = c.get_int("optim.warmup_steps")});
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
-                    .checkpoint_every = c.get_int("train.checkpoint_every"), .out_dir = c.get_string("train.out_dir"),
+                    .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = run.leader, .out_dir = c.get_string("train.out_dir"),
                     .resume = c.get_bool("train.resume"), .config = c.to_json(), .generator = run.generator,
                     .seed = seed};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), nn::cross_entropy_loss,
                                           run.train_loader, run.test_loader, std::move(to));
+  if (run.group) {
+    const Duration timeout = std::chrono::duration_cast<Duration>(
+        std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
+    parallel::StrategyOptions so{.name = strategy,
+                                 .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
+                                                   .overlap = c.get_bool("parallel.overlap"),
+                                                   .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                                                   .timeout = timeout}};
+    run.trainer->set_strategy(parallel::make_strategy(so, run.group->comm()));
+  }
   return run;
 }
 

@@ -6,12 +6,16 @@
 
 #include <memory>
 
+#include "braid/parallel/process_group.h"
 #include "braid/train/config.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
 
 struct TrainingRun {
+  // The ranks of the job (parallel.strategy != none); outlives the trainer.
+  std::unique_ptr<parallel::ProcessGroup> group;
+  bool leader = true;  // rank 0: writes checkpoints and reports
   std::shared_ptr<Generator> generator;  // dropout etc.; checkpointed by the trainer
   std::shared_ptr<nn::Module> model;
   std::shared_ptr<data::Loader> train_loader, test_loader;  // test may be null

@@ -27,6 +27,10 @@ void add_train(CLI::App& app) {
   cmd->callback([args] {
     train::Config config = train::load_config(args->config, args->sets);
     train::TrainingRun run = train::make_training_run(config);
+    if (!run.leader) {
+      run.trainer->fit();  // rank 0 reports for the group
+      return;
+    }
     run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(
         train::console_mode(config.get_string("train.progress"), stdout)));
     std::printf("model %s: %lld parameters; %lld training / %lld test examples; %d threads\n",
