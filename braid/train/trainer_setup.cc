@@ -117,8 +117,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Te
 }
 
 TrainingRun make_training_run(const Config& c) {
+  // train.threads = 0: the cores this process may use, shared with the other
+  // ranks on this host (LOCAL_WORLD_SIZE), so ranks never oversubscribe them.
   const int64_t threads = c.get_int("train.threads");
-  set_num_threads(threads > 0 ? static_cast<int>(threads) : available_cores());
+  const int local_ranks = c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, comm::read_env().local_size);
+  set_num_threads(threads > 0 ? static_cast<int>(threads) : std::max(1, available_cores() / local_ranks));
   const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
   Datasets ds = load_datasets(c);
 

@@ -69,6 +69,24 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_THROW(t.as_strided({4}, {1}, 10), IndexError);
 }
 
+TEST(Tensor, LongRowsAreSplitAcrossThreadsCorrectly) {
+  // 3 rows of 100003 elements, each a strided row of a wider buffer: fewer
+  // rows than threads, so strided_loop splits inside the rows.
+  Tensor wide = Tensor::zeros({3, 100010});
+  Tensor rows = wide.as_strided({3, 100003}, {100010, 1}, 2);
+  rows.fill(1.5);
+  std::vector<float> v = wide.to_vector<float>();
+  double sum = 0;
+  for (float x : v) sum += x;
+  EXPECT_EQ(sum, 1.5 * 3 * 100003);
+  EXPECT_EQ(v[0], 0.0f);
+  EXPECT_EQ(v[2], 1.5f);
+  EXPECT_EQ(v[100004], 1.5f);
+  EXPECT_EQ(v[100005], 0.0f);
+  Tensor big = Tensor::arange(300001, DType::f64);
+  EXPECT_EQ(big.to(DType::f32).to(DType::i64).to_vector<int64_t>()[300000], 300000);
+}
+
 TEST(Tensor, DtypeConversions) {
   Tensor t = Tensor::from_vector<float>({-1.5f, 0.0f, 2.25f, 3.0f}, {4});
   EXPECT_EQ(t.to(DType::f16).to_vector<float>(), (std::vector<float>{-1.5f, 0.0f, 2.25f, 3.0f}));

@@ -37,10 +37,16 @@ void add_train(CLI::App& app) {
                 config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
                 static_cast<long long>(run.train_examples), static_cast<long long>(run.test_examples), num_threads());
     const train::TrainSummary s = run.trainer->fit();
+    const int world = run.group ? run.group->comm().size() : 1;
+    if (world > 1) {
+      std::printf("group of %d ranks over %s: %.0f samples/s in all\n", world, run.group->transport_name().c_str(),
+                  s.samples_per_s * world);
+    }
     if (!args->summary_json.empty()) {
       nlohmann::json j = {{"steps", s.steps}, {"epochs", s.epochs}, {"train_seconds", s.train_seconds},
                           {"samples_per_s", s.samples_per_s}, {"final_loss", s.final_loss},
-                          {"threads", num_threads()}, {"last_checkpoint", s.last_checkpoint}};
+                          {"threads", num_threads()}, {"last_checkpoint", s.last_checkpoint},
+                          {"world", world}, {"global_samples_per_s", s.samples_per_s * world}};
       if (s.has_eval) j["eval"] = {{"loss", s.last_eval.loss}, {"top1", s.last_eval.top1}, {"top5", s.last_eval.top5}};
       std::ofstream(args->summary_json) << j.dump(2) << "\n";
     }
