@@ -9,6 +9,7 @@
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/activation.h"
 #include "braid/ops/elementwise.h"
+#include "gradcheck_util.h"
 #include "torch_oracle.h"
 
 namespace braid {
@@ -18,17 +19,9 @@ using testing::expect_matches_torch;
 using testing::OpCheck;
 using testing::random_tensor;
 using testing::strided_copy;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Tensor leaf(Tensor t) {
-  t.set_requires_grad();
-  return t;
-}
-
-void expect_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs, const char* what) {
-  auto r = autograd::gradcheck(fn, inputs);
-  EXPECT_TRUE(r.ok) << what << ":\n" << r.report;
-}
+using testing::Fn;
+using testing::leaf;
+using testing::expect_gradcheck;
 
 TEST(TorchOracle, RoundTripsValuesDtypesAndGradients) {
   BRAID_REQUIRE_TORCH();

@@ -8,6 +8,7 @@
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/loss.h"
 #include "braid/ops/softmax.h"
+#include "gradcheck_util.h"
 #include "torch_oracle.h"
 
 namespace braid {
@@ -19,12 +20,8 @@ using testing::OpCheck;
 using testing::random_index;
 using testing::random_tensor;
 using testing::strided_copy;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Tensor leaf(Tensor t) {
-  t.set_requires_grad();
-  return t;
-}
+using testing::Fn;
+using testing::leaf;
 
 TEST(Loss, CrossEntropyOfUniformLogitsIsLogC) {
   Tensor x = Tensor::zeros({3, 10});

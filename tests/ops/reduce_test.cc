@@ -4,6 +4,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/reduce.h"
+#include "gradcheck_util.h"
 #include "torch_oracle.h"
 
 namespace braid {
@@ -13,17 +14,9 @@ using testing::expect_matches_torch;
 using testing::OpCheck;
 using testing::random_tensor;
 using testing::strided_copy;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Tensor leaf(Tensor t) {
-  t.set_requires_grad();
-  return t;
-}
-
-void expect_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs, const char* what) {
-  auto r = autograd::gradcheck(fn, inputs);
-  EXPECT_TRUE(r.ok) << what << ":\n" << r.report;
-}
+using testing::Fn;
+using testing::leaf;
+using testing::expect_gradcheck;
 
 TEST(Reduce, SmallValues) {
   Tensor x = Tensor::from_vector<float>({1, 5, 3, 4, 2, 6}, {2, 3});

@@ -5,6 +5,7 @@
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
+#include "gradcheck_util.h"
 #include "torch_oracle.h"
 
 namespace braid {
@@ -14,17 +15,9 @@ using testing::expect_matches_torch;
 using testing::OpCheck;
 using testing::random_tensor;
 using testing::strided_copy;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Tensor leaf(Tensor t) {
-  t.set_requires_grad();
-  return t;
-}
-
-void expect_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs, const char* what) {
-  auto r = autograd::gradcheck(fn, inputs);
-  EXPECT_TRUE(r.ok) << what << ":\n" << r.report;
-}
+using testing::Fn;
+using testing::leaf;
+using testing::expect_gradcheck;
 
 TEST(Shape, ViewsShareStorage) {
   Tensor x = Tensor::arange(24).as_strided({2, 3, 4}, {12, 4, 1}, 0);
