@@ -4,6 +4,22 @@
 
 namespace braid::optim {
 
+namespace {
+
+// b = first ? d : mom * b + damp * d, d = g + wd * p;  p -= lr * (nesterov ? d + mom * b : b)
+template <bool kFirst, bool kNesterov>
+void momentum_update(float* __restrict p, const float* __restrict g, float* __restrict b, int64_t lo, int64_t hi,
+                     float lr, float wd, float mom, float damp) {
+  for (int64_t k = lo; k < hi; ++k) {
+    const float d = g[k] + wd * p[k];
+    const float bk = kFirst ? d : mom * b[k] + damp * d;
+    b[k] = bk;
+    p[k] -= lr * (kNesterov ? d + mom * bk : bk);
+  }
+}
+
+}  // namespace
+
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(params), options.lr), o_(options) {
   if (o_.nesterov && (o_.momentum <= 0 || o_.dampening != 0)) {
     fail<ValueError>("sgd: Nesterov momentum needs momentum > 0 and dampening = 0");
@@ -29,11 +45,15 @@ void SGD::step() {
     bool first = false;
     float* b = buffer(i, "momentum_buffer", &first).data<float>();
     parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t k = lo; k < hi; ++k) {
-        const float d = g[k] + wd * p[k];
-        const float bk = first ? d : mom * b[k] + damp * d;
-        b[k] = bk;
-        p[k] -= lr * (nesterov ? d + mom * bk : bk);
+      // One branch-free loop per case, restrict pointers: the compiler
+      // vectorises it (the version with the branches inside did not, and
+      // measured 15 % of an MLP step).
+      if (first) {
+        nesterov ? momentum_update<true, true>(p, g, b, lo, hi, lr, wd, mom, damp)
+                 : momentum_update<true, false>(p, g, b, lo, hi, lr, wd, mom, damp);
+      } else {
+        nesterov ? momentum_update<false, true>(p, g, b, lo, hi, lr, wd, mom, damp)
+                 : momentum_update<false, false>(p, g, b, lo, hi, lr, wd, mom, damp);
       }
     });
   }
