@@ -3,20 +3,14 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <chrono>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "braid/base/thread_pool.h"
+#include "braid/tensor/cpu/autotune.h"
 
 namespace braid::cpu {
 namespace {
 
-// Timed calls per implementation before the autotuner decides. The first
-// oneDNN call of a shape also builds its primitives, so the minimum needs at
-// least two; three keeps one noisy run (shared cores) from deciding.
-constexpr int kTrials = 3;
 // Candidates: the three implementations x {the pool's threads, one thread}
 // (one thread can win on shared cores, where a descheduled worker stalls every
 // barrier; the second half is tried only when the pool has several threads).
@@ -25,22 +19,6 @@ constexpr ConvBackend kCandidates[kCount] = {
     ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked,
     ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked};
 constexpr bool kSingle[kCount] = {false, false, false, true, true, true};
-
-// Runs the calling thread's parallel regions on one thread while alive.
-class SingleThread {
- public:
-  explicit SingleThread(bool on) : saved_(on ? num_threads() : 0) {
-    if (on) set_num_threads(1);
-  }
-  ~SingleThread() {
-    if (saved_ > 0) set_num_threads(saved_);
-  }
-  SingleThread(const SingleThread&) = delete;
-  SingleThread& operator=(const SingleThread&) = delete;
-
- private:
-  int saved_;
-};
 
 struct Key {
   ConvPass pass;
@@ -58,16 +36,7 @@ Key make_key(const Conv2dGeometry& g, ConvPass pass, bool bias) {
           g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups};
 }
 
-struct Tuning {
-  int calls[kCount] = {};
-  double best[kCount] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};  // seconds
-  int choice = -1;  // settled candidate
-};
-
-struct Tuner {
-  std::mutex mu;
-  std::map<Key, Tuning> table;
-};
+using Tuner = OnlineTuner<Key, kCount>;
 
 Tuner& tuner() {
   static Tuner t;
@@ -88,42 +57,11 @@ void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend bac
     run(backend);
     return;
   }
-  Tuner& t = tuner();
   const Key key = make_key(g, pass, bias);
-  const int count = key.threads > 1 ? kCount : kCount / 2;
-  int slot;
-  bool settled;
-  {
-    std::lock_guard lock(t.mu);
-    Tuning& tu = t.table[key];
-    settled = tu.choice >= 0;
-    slot = tu.choice;
-    if (!settled) {
-      slot = 0;
-      for (int i = 1; i < count; ++i) {
-        if (tu.calls[i] < tu.calls[slot]) slot = i;
-      }
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  {
+  tuner().run(key, key.threads > 1 ? kCount : kCount / 2, [&](int slot) {
     SingleThread single(kSingle[slot]);
     run(kCandidates[slot]);
-  }
-  if (settled) return;
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::lock_guard lock(t.mu);
-  Tuning& tu = t.table[key];
-  if (tu.choice >= 0) return;
-  tu.calls[slot] += 1;
-  tu.best[slot] = std::min(tu.best[slot], sec);
-  bool done = true;
-  int winner = 0;
-  for (int i = 0; i < count; ++i) {
-    done = done && tu.calls[i] >= kTrials;
-    if (tu.best[i] < tu.best[winner]) winner = i;
-  }
-  if (done) tu.choice = winner;
+  });
 }
 
 }  // namespace
@@ -148,11 +86,9 @@ std::string Conv2dGeometry::to_string() const {
 void set_default_conv_backend(ConvBackend b) { g_default.store(b); }
 
 ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass) {
-  Tuner& t = tuner();
-  std::lock_guard lock(t.mu);
   for (bool bias : {true, false}) {
-    auto it = t.table.find(make_key(g, pass, bias));
-    if (it != t.table.end() && it->second.choice >= 0) return kCandidates[it->second.choice];
+    const int slot = tuner().choice(make_key(g, pass, bias));
+    if (slot >= 0) return kCandidates[slot];
   }
   return ConvBackend::automatic;
 }

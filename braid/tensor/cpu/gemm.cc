@@ -5,21 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "braid/base/error.h"
 #include "braid/base/thread_pool.h"
+#include "braid/tensor/cpu/autotune.h"
 
 namespace braid::cpu {
 namespace {
-
-// Timed calls per library before the autotuner decides. The minimum of three
-// is robust to the other processes sharing the cores; the first call of each
-// library also pays one-time costs (jit code generation, thread start).
-constexpr int kTrials = 3;
 
 struct Key {
   bool ta, tb;
@@ -39,32 +32,7 @@ constexpr GemmBackend kSlotBackend[kSlots] = {GemmBackend::openblas, GemmBackend
                                               GemmBackend::openblas, GemmBackend::onednn};
 constexpr bool kSlotSingle[kSlots] = {false, false, true, true};
 
-struct Tuning {
-  int calls[kSlots] = {0, 0, 0, 0};
-  double best[kSlots] = {1e30, 1e30, 1e30, 1e30};  // seconds
-  int choice = -1;  // settled slot
-};
-
-// Runs the calling thread's parallel regions on one thread while alive.
-class SingleThread {
- public:
-  explicit SingleThread(bool on) : saved_(on ? num_threads() : 0) {
-    if (on) set_num_threads(1);
-  }
-  ~SingleThread() {
-    if (saved_ > 0) set_num_threads(saved_);
-  }
-  SingleThread(const SingleThread&) = delete;
-  SingleThread& operator=(const SingleThread&) = delete;
-
- private:
-  int saved_;
-};
-
-struct Tuner {
-  std::mutex mu;
-  std::map<Key, Tuning> table;
-};
+using Tuner = OnlineTuner<Key, kSlots>;
 
 Tuner& tuner() {
   static Tuner t;
@@ -128,11 +96,8 @@ void set_default_gemm_backend(GemmBackend b) { g_default.store(b); }
 GemmBackend default_gemm_backend() { return g_default.load(); }
 
 GemmBackend gemm_choice(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
-  Tuner& t = tuner();
-  std::lock_guard lock(t.mu);
-  auto it = t.table.find(Key{trans_a, trans_b, m, n, k, num_threads()});
-  return it == t.table.end() || it->second.choice < 0 ? GemmBackend::automatic
-                                                      : kSlotBackend[it->second.choice];
+  const int slot = tuner().choice(Key{trans_a, trans_b, m, n, k, num_threads()});
+  return slot < 0 ? GemmBackend::automatic : kSlotBackend[slot];
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -149,44 +114,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
     run_sgemm(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  // Online autotune: alternate the candidates until each has kTrials timings.
-  Tuner& t = tuner();
+  // Online autotune over {openblas, onednn} x {pool threads, one thread}.
   const int threads = num_threads();
-  const int slots = threads > 1 ? kSlots : 2;
-  const Key key{ta, tb, m, n, k, threads};
-  int slot;
-  bool settled;
-  {
-    std::lock_guard lock(t.mu);
-    Tuning& tu = t.table[key];
-    settled = tu.choice >= 0;
-    slot = tu.choice;
-    if (!settled) {
-      slot = 0;
-      for (int i = 1; i < slots; ++i) {
-        if (tu.calls[i] < tu.calls[slot]) slot = i;
-      }
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
-  {
+  tuner().run(Key{ta, tb, m, n, k, threads}, threads > 1 ? kSlots : 2, [&](int slot) {
     SingleThread single(kSlotSingle[slot]);
     run_sgemm(kSlotBackend[slot], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  if (settled) return;
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::lock_guard lock(t.mu);
-  Tuning& tu = t.table[key];
-  if (tu.choice >= 0) return;  // another thread finished tuning
-  tu.calls[slot] += 1;
-  tu.best[slot] = std::min(tu.best[slot], sec);
-  bool done = true;
-  int winner = 0;
-  for (int i = 0; i < slots; ++i) {
-    done = done && tu.calls[i] >= kTrials;
-    if (tu.best[i] < tu.best[winner]) winner = i;
-  }
-  if (done) tu.choice = winner;
+  });
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
