@@ -8,6 +8,7 @@
 #include "braid/base/log.h"
 #include "braid/base/thread_pool.h"
 #include "braid/train/callbacks_console.h"
+#include "braid/train/metrics.h"
 #include "braid/train/trainer_setup.h"
 #include "tools/braid/commands.h"
 
@@ -31,6 +32,8 @@ void add_train(CLI::App& app) {
       run.trainer->fit();  // rank 0 reports for the group
       return;
     }
+    run.trainer->add_callback(
+        std::make_shared<train::MetricsLogger>(train::MetricsOptions{.out_dir = config.get_string("train.out_dir")}));
     run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(
         train::console_mode(config.get_string("train.progress"), stdout)));
     std::printf("model %s: %lld parameters; %lld training / %lld test examples; %d threads\n",
