@@ -49,37 +49,23 @@ void strided_loop(const Shape& shape, const std::array<Shape, N>& strides,
   for (int k = 0; k < N; ++k) inner_strides[k] = st[k].back();
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < nd; ++d) rows *= dims[d];
-  // Few long rows (a contiguous tensor is one row): split the rows themselves
+  // Few long rows (a contiguous tensor is one row): cut each row into pieces
   // so every thread of the pool gets work.
-  if (rows < num_threads() && n >= 2 * kParallelGrain) {
-    const int64_t pieces = (n + kParallelGrain - 1) / kParallelGrain;
-    parallel_for(0, rows * pieces, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t idx = lo; idx < hi; ++idx) {
-        const int64_t r = idx / pieces, start = (idx % pieces) * kParallelGrain;
-        std::array<int64_t, N> off = offsets;
-        int64_t rem = r;
-        for (int64_t d = nd - 2; d >= 0; --d) {
-          const int64_t i = rem % dims[d];
-          rem /= dims[d];
-          for (int k = 0; k < N; ++k) off[k] += i * st[k][d];
-        }
-        for (int k = 0; k < N; ++k) off[k] += start * inner_strides[k];
-        inner(off, std::min(kParallelGrain, n - start), inner_strides);
-      }
-    });
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / n);
-  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
+  const int64_t piece = rows < num_threads() && n >= 2 * kParallelGrain ? kParallelGrain : n;
+  const int64_t pieces = (n + piece - 1) / piece;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / piece);
+  parallel_for(0, rows * pieces, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t idx = lo; idx < hi; ++idx) {
+      const int64_t start = (idx % pieces) * piece;
       std::array<int64_t, N> off = offsets;
-      int64_t rem = r;
+      int64_t rem = idx / pieces;  // the row
       for (int64_t d = nd - 2; d >= 0; --d) {
         const int64_t i = rem % dims[d];
         rem /= dims[d];
         for (int k = 0; k < N; ++k) off[k] += i * st[k][d];
       }
-      inner(off, n, inner_strides);
+      for (int k = 0; k < N; ++k) off[k] += start * inner_strides[k];
+      inner(off, std::min(piece, n - start), inner_strides);
     }
   });
 }
