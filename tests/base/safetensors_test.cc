@@ -9,21 +9,14 @@
 #include "braid/base/atomic_file.h"
 #include "braid/base/error.h"
 #include "braid/base/safetensors.h"
+#include "tests/testing/temp_dir.h"
 
 namespace braid {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "braid_st_XXXXXX").string();
-    path = mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& n) const { return (path / n).string(); }
-};
+using test::TempDir;
 
 template <class T>
 std::span<const std::byte> bytes_of(const std::vector<T>& v) {
@@ -163,7 +156,7 @@ TEST(AtomicFile, CommitReplacesAndAbandonLeavesTheOldFile) {
     EXPECT_TRUE(fs::exists(f.temp_path()));
   }  // destroyed without commit, as when an exception interrupts a save
   EXPECT_EQ(slurp(path), "first");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}), 1);  // no temp left
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}), 1);  // no temp left
   AtomicFile g(path);
   g.write("third");
   g.commit();

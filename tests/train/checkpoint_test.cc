@@ -9,19 +9,14 @@
 #include "braid/nn/linear.h"
 #include "braid/optim/sgd.h"
 #include "braid/train/checkpoint.h"
+#include "tests/testing/temp_dir.h"
 
 namespace braid::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("braid_ckpt_{}_{}", ::getpid(), counter++);
-  TempDir() { fs::remove_all(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-  static inline int counter = 0;
-};
+using test::TempDir;
 
 Checkpoint make_checkpoint(int64_t step, float fill) {
   Generator gen(1);
@@ -65,7 +60,7 @@ TEST(Checkpoint, RoundTripsEverything) {
   std::map<std::string, Tensor> got(r.model.begin(), r.model.end());
   for (const auto& [n, t] : c.model) EXPECT_EQ(got.at(n).to_vector<float>(), t.to_vector<float>()) << n;
   ASSERT_EQ(r.optimizer.tensors.size(), 2u);  // momentum buffers of weight and bias
-  EXPECT_TRUE(fs::exists(dir.path / "ckpt-00000120.safetensors"));
+  EXPECT_TRUE(fs::exists(dir.path() / "ckpt-00000120.safetensors"));
   EXPECT_EQ(list_checkpoints(dir.str()), std::vector<int64_t>{120});
 }
 

@@ -7,20 +7,14 @@
 #include "braid/base/error.h"
 #include "braid/train/metrics.h"
 #include "braid/train/tensorboard.h"
+#include "tests/testing/temp_dir.h"
 
 namespace braid::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "braid_metrics_XXXXXX").string();
-    path = mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test::TempDir;
 
 std::string only_events_file(const fs::path& dir) {
   std::string found;
@@ -38,13 +32,13 @@ TEST(TensorBoard, Crc32cKnownValue) {
 TEST(TensorBoard, WritesEventsThatReadBack) {
   TempDir dir;
   {
-    TensorBoardWriter w(dir.path.string());
+    TensorBoardWriter w(dir.path().string());
     w.add_scalar("train/loss", 2.5, 10, 1000.5);
     w.add_scalar("eval/top1", 0.875, 300, 1001.0);
     w.flush();
     EXPECT_EQ(fs::path(w.path()).filename().string().rfind("events.out.tfevents.", 0), 0u);
   }
-  auto records = read_tfrecords(only_events_file(dir.path));
+  auto records = read_tfrecords(only_events_file(dir.path()));
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(decode_event(records[0]).file_version, "brain.Event:2");
   ScalarEvent a = decode_event(records[1]), b = decode_event(records[2]);
@@ -59,8 +53,8 @@ TEST(TensorBoard, WritesEventsThatReadBack) {
 
 TEST(TensorBoard, CorruptRecordIsDetected) {
   TempDir dir;
-  { TensorBoardWriter w(dir.path.string()); w.add_scalar("x", 1.0, 1); }
-  std::string path = only_events_file(dir.path);
+  { TensorBoardWriter w(dir.path().string()); w.add_scalar("x", 1.0, 1); }
+  std::string path = only_events_file(dir.path());
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(-6, std::ios::end);
   f.put('\x7f');  // inside the last record's payload
@@ -78,8 +72,8 @@ TEST(TensorBoard, PythonReadsTheFile) {
   // protobuf wire decoding; TensorBoard's own loader too when it is installed.
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   TempDir dir;
-  { TensorBoardWriter w(dir.path.string()); w.add_scalar("train/loss", 0.25, 7); w.add_scalar("train/lr", 0.05, 7); }
-  std::string script = (dir.path / "read.py").string();
+  { TensorBoardWriter w(dir.path().string()); w.add_scalar("train/loss", 0.25, 7); w.add_scalar("train/lr", 0.05, 7); }
+  std::string script = (dir.path() / "read.py").string();
   std::ofstream(script) << R"(import struct, sys
 def crc32c(data):
     c = 0xffffffff
@@ -125,7 +119,7 @@ try:
 except ImportError:
     pass
 )";
-  std::string cmd = "/usr/bin/python3 " + script + " " + only_events_file(dir.path) + " 2>&1";
+  std::string cmd = "/usr/bin/python3 " + script + " " + only_events_file(dir.path()) + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -139,7 +133,7 @@ except ImportError:
 TEST(Metrics, LoggerWritesJsonLinesAndScalars) {
   TempDir dir;
   {
-    MetricsLogger log({.out_dir = (dir.path / "run").string()});
+    MetricsLogger log({.out_dir = (dir.path() / "run").string()});
     log.on_log({.step = 100, .epoch = 0, .batch = 100, .loss = 0.5, .lr = 0.05, .samples_per_s = 30000, .step_ms = 2});
     log.on_eval({.step = 938, .epoch = 0, .loss = 0.4, .top1 = 0.85, .top5 = 0.99, .examples = 10000});
     TrainSummary end;
@@ -149,10 +143,10 @@ TEST(Metrics, LoggerWritesJsonLinesAndScalars) {
     log.on_train_end(end);
   }
   {  // a resumed run appends
-    MetricsLogger log({.out_dir = (dir.path / "run").string(), .tensorboard = false});
+    MetricsLogger log({.out_dir = (dir.path() / "run").string(), .tensorboard = false});
     log.on_log({.step = 1000, .epoch = 1, .loss = 0.3});
   }
-  std::ifstream in(dir.path / "run" / "metrics.jsonl");
+  std::ifstream in(dir.path() / "run" / "metrics.jsonl");
   std::vector<nlohmann::json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   ASSERT_EQ(lines.size(), 4u);
@@ -164,7 +158,7 @@ TEST(Metrics, LoggerWritesJsonLinesAndScalars) {
   EXPECT_EQ(lines[2]["event"], "end");
   EXPECT_EQ(lines[3]["step"], 1000);
   EXPECT_GT(lines[0]["time"].get<double>(), 1.6e9);
-  auto records = read_tfrecords(only_events_file(dir.path / "run"));
+  auto records = read_tfrecords(only_events_file(dir.path() / "run"));
   ASSERT_EQ(records.size(), 1u + 4 + 3);
   EXPECT_EQ(decode_event(records[5]).tag, "eval/loss");
   EXPECT_EQ(decode_event(records[6]).value, 0.85f);

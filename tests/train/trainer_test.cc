@@ -15,6 +15,7 @@
 #include "braid/optim/sgd.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/trainer.h"
+#include "tests/testing/temp_dir.h"
 
 namespace braid::train {
 namespace {
@@ -45,12 +46,7 @@ class Blobs final : public data::Dataset {
   std::vector<int64_t> y_;
 };
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("braid_trainer_{}_{}", ::getpid(), counter++);
-  TempDir() { fs::remove_all(path); }
-  ~TempDir() { fs::remove_all(path); }
-  static inline int counter = 0;
-};
+using test::TempDir;
 
 std::unique_ptr<Trainer> make_trainer(const std::string& out_dir, TrainerOptions o, nn::LossFn loss = nn::cross_entropy_loss,
                                       double lr = 0.1) {
@@ -80,7 +76,7 @@ class Recorder final : public Callback {
 
 TEST(Trainer, LearnsAndEvaluates) {
   TempDir dir;
-  auto t = make_trainer(dir.path.string(), {.epochs = 3, .log_every = 5});
+  auto t = make_trainer(dir.path().string(), {.epochs = 3, .log_every = 5});
   auto rec = std::make_shared<Recorder>();
   t->add_callback(rec);
   const TrainSummary s = t->fit();
@@ -93,19 +89,19 @@ TEST(Trainer, LearnsAndEvaluates) {
   ASSERT_FALSE(rec->logs.empty());
   EXPECT_LT(rec->logs.back().loss, rec->logs.front().loss);
   EXPECT_GT(rec->logs.back().samples_per_s, 0);
-  EXPECT_EQ(list_checkpoints(dir.path.string()), (std::vector<int64_t>{10, 20, 30}));
+  EXPECT_EQ(list_checkpoints(dir.path().string()), (std::vector<int64_t>{10, 20, 30}));
 }
 
 TEST(Trainer, ResumeContinuesExactly) {
   TempDir a, b;
-  auto straight = make_trainer(a.path.string(), {.epochs = 2, .checkpoint_every = 7});
+  auto straight = make_trainer(a.path().string(), {.epochs = 2, .checkpoint_every = 7});
   straight->fit();
   // Same run stopped after 13 steps (mid-epoch 2), then resumed.
-  auto first = make_trainer(b.path.string(), {.epochs = 2, .max_steps = 13, .checkpoint_every = 7});
+  auto first = make_trainer(b.path().string(), {.epochs = 2, .max_steps = 13, .checkpoint_every = 7});
   first->fit();
-  fs::remove(checkpoint_stem(b.path.string(), 13) + ".json");  // keep only step 7 so resume starts mid-epoch 1
-  fs::remove(checkpoint_stem(b.path.string(), 13) + ".safetensors");
-  auto resumed = make_trainer(b.path.string(), {.epochs = 2, .checkpoint_every = 7, .resume = true});
+  fs::remove(checkpoint_stem(b.path().string(), 13) + ".json");  // keep only step 7 so resume starts mid-epoch 1
+  fs::remove(checkpoint_stem(b.path().string(), 13) + ".safetensors");
+  auto resumed = make_trainer(b.path().string(), {.epochs = 2, .checkpoint_every = 7, .resume = true});
   auto rec = std::make_shared<Recorder>();
   resumed->add_callback(rec);
   resumed->fit();
@@ -121,7 +117,7 @@ TEST(Trainer, ResumeContinuesExactly) {
     for (size_t k = 0; k < va.size(); ++k) ASSERT_NEAR(va[k], vb[k], 1e-5 + 1e-5 * std::abs(va[k])) << pa[i].first;
   }
   // ... and different from a run that did not resume (restarted from scratch for 7 steps).
-  auto fresh = make_trainer(b.path.string() + "_none", {.epochs = 2, .max_steps = 7, .checkpoints = false});
+  auto fresh = make_trainer(b.path().string() + "_none", {.epochs = 2, .max_steps = 7, .checkpoints = false});
   fresh->fit();
   EXPECT_NE(fresh->model().state_dict()[0].second.to_vector<float>(), pb[0].second.to_vector<float>());
 }
@@ -134,7 +130,7 @@ TEST(Trainer, NanLossStopsAndKeepsLastCheckpoint) {
     Tensor l = nn::cross_entropy_loss(out, target);
     return ++calls >= 9 ? mul(l, NAN) : l;
   };
-  auto t = make_trainer(dir.path.string(), {.epochs = 2, .checkpoint_every = 5}, poisoned);
+  auto t = make_trainer(dir.path().string(), {.epochs = 2, .checkpoint_every = 5}, poisoned);
   try {
     t->fit();
     FAIL() << "NaN loss did not stop training";
@@ -144,8 +140,8 @@ TEST(Trainer, NanLossStopsAndKeepsLastCheckpoint) {
     EXPECT_NE(msg.find("ckpt-00000005"), std::string::npos) << msg;
   }
   EXPECT_EQ(t->step(), 8);  // the bad step never reached the optimizer
-  EXPECT_EQ(list_checkpoints(dir.path.string()), std::vector<int64_t>{5});
-  const Checkpoint c = load_checkpoint(checkpoint_stem(dir.path.string(), 5));
+  EXPECT_EQ(list_checkpoints(dir.path().string()), std::vector<int64_t>{5});
+  const Checkpoint c = load_checkpoint(checkpoint_stem(dir.path().string(), 5));
   for (const auto& [n, w] : c.model) {
     for (float v : w.to_vector<float>()) ASSERT_TRUE(std::isfinite(v)) << n;
   }
@@ -155,7 +151,7 @@ TEST(Trainer, GradClipBoundsTheUpdate) {
   TempDir dir;
   // lr 1e3 without clipping diverges; with clip 1e-3 the first update moves
   // the weights by at most lr * clip (one step, momentum not yet built up).
-  auto t = make_trainer(dir.path.string(), {.epochs = 1, .max_steps = 1, .grad_clip = 1e-3, .checkpoints = false},
+  auto t = make_trainer(dir.path().string(), {.epochs = 1, .max_steps = 1, .grad_clip = 1e-3, .checkpoints = false},
                         nn::cross_entropy_loss, 1e3);
   const auto before = t->model().state_dict();
   std::vector<std::vector<float>> w0;
