@@ -136,10 +136,10 @@ TrainingRun make_training_run(const Config& c) {
   const int workers = static_cast<int>(c.get_int("data.workers"));
   // Distributed: join the job first, so every rank reads its own shard.
   const std::string strategy = c.get_string("parallel.strategy");
+  const Duration timeout =
+      std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
   int rank = 0, world = 1;
   if (strategy != "none") {
-    const Duration timeout = std::chrono::duration_cast<Duration>(
-        std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
     run.group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"), .timeout = timeout});
     rank = run.group->comm().rank();
     world = run.group->comm().size();
@@ -186,8 +186,6 @@ TrainingRun make_training_run(const Config& c) {
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), nn::cross_entropy_loss,
                                           run.train_loader, run.test_loader, std::move(to));
   if (run.group) {
-    const Duration timeout = std::chrono::duration_cast<Duration>(
-        std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
     parallel::StrategyOptions so{.name = strategy,
                                  .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
                                                    .overlap = c.get_bool("parallel.overlap"),
