@@ -2,6 +2,7 @@
 // for K SGD steps must give the parameters of 1 process x batch N*b.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <thread>
 
 #include "braid/base/rng.h"
@@ -74,25 +75,30 @@ std::vector<std::vector<double>> train_single(int world) {
   return out;
 }
 
+// Rethrows the first error in time: the one that shut the world down, not the
+// "world shut down" its peers saw afterwards.
 template <class Fn>
 void on_ranks(int world, Fn fn) {
   auto inproc = comm::InprocWorld::create(world);
   std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(world);
+  std::mutex mu;
+  std::exception_ptr first_error;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r, t = std::shared_ptr<comm::Transport>(inproc->transport(r))] {
       try {
         set_num_threads(1);
         fn(r, comm::Communicator(t, {.timeout = std::chrono::seconds(20)}));
       } catch (...) {
-        errors[r] = std::current_exception();
+        {
+          std::lock_guard lock(mu);
+          if (!first_error) first_error = std::current_exception();
+        }
         inproc->shutdown("a rank failed");
       }
     });
   }
   for (auto& th : threads) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 class Equivalence : public ::testing::TestWithParam<int> {};
