@@ -5,6 +5,7 @@
 #include <array>
 
 #include "braid/base/error.h"
+#include "braid/base/hash.h"
 #include "braid/comm/communicator_impl.h"
 
 namespace braid::comm {
@@ -20,10 +21,7 @@ uint64_t fnv1a(std::string_view s) {
 // Child communicator id: a hash of the parent id and the split's index, so
 // every rank derives the same id without talking. 23 bits; 0 is never used.
 uint32_t child_id(uint32_t parent, int index) {
-  uint64_t z = (static_cast<uint64_t>(parent) << 32) + static_cast<uint64_t>(index) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
+  const uint64_t z = mix64((static_cast<uint64_t>(parent) << 32) + static_cast<uint64_t>(index));
   const uint32_t id = static_cast<uint32_t>(z) & kIdMask;
   return id <= 1 ? id + 2 : id;
 }
