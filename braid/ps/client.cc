@@ -1,0 +1,325 @@
+#include "braid/ps/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/base/error.h"
+#include "braid/ps/protocol.h"
+
+namespace braid::ps {
+
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+// One server's lane: its exchanges run in order on their own thread.
+class Lane {
+ public:
+  Lane() : thread_([this] { loop(); }) {}
+  ~Lane() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Completes `work` once `parts` sub-exchanges finished; the first error wins.
+struct Join {
+  comm::Work work;
+  std::atomic<int> left;
+  Join(comm::Work w, int parts) : work(std::move(w)), left(parts) {}
+  void finish(std::exception_ptr e) {
+    if (e) work.complete(e);
+    if (left.fetch_sub(1) == 1) work.complete();
+  }
+};
+
+}  // namespace
+
+struct Client::Impl {
+  comm::Transport& t;
+  ClientOptions o;
+  int worker;
+  DenseLayout layout;
+  std::vector<std::atomic<int64_t>> pulled_version, version, clock, slowest;
+  std::vector<std::unique_ptr<Lane>> lanes;
+
+  Impl(comm::Transport& transport, ClientOptions options)
+      : t(transport),
+        o(options),
+        worker(transport.rank() - options.servers),
+        pulled_version(static_cast<size_t>(options.servers)),
+        version(static_cast<size_t>(options.servers)),
+        clock(static_cast<size_t>(options.servers)),
+        slowest(static_cast<size_t>(options.servers)) {
+    if (worker < 0 || o.servers < 1 || t.size() <= o.servers)
+      fail<ConfigError>("ps client: transport rank {} of {} is not a worker rank with {} servers", t.rank(), t.size(),
+                        o.servers);
+    for (int s = 0; s < o.servers; ++s) lanes.push_back(std::make_unique<Lane>());
+  }
+  ~Impl() { lanes.clear(); }
+
+  std::string who() const { return fmt::format("ps worker {} (rank {})", worker, t.rank()); }
+
+  // One request/reply with server s, on the calling (lane) thread. `into`
+  // receives the reply payload when it has exactly that size; otherwise the
+  // payload goes to `spill`.
+  ReplyHeader exchange(int s, RequestHeader h, std::span<const std::byte> payload, std::span<std::byte> into,
+                       Bytes* spill = nullptr) {
+    h.worker = worker;
+    h.bytes = payload.size();
+    const std::string what = fmt::format("{} {} with server {}", who(), op_name(h.op), s);
+    const Deadline send_by = Deadline::after(o.timeout);
+    comm::Work hw = t.send(s, kRequestTag, std::as_bytes(std::span(&h, 1)));
+    comm::Work pw = payload.empty() ? comm::Work::completed() : t.send(s, kRequestDataTag, payload);
+    hw.wait(send_by);
+    ReplyHeader r;
+    // A pull may be held back by the server for up to twice its timeout, and
+    // then the server's own error (naming whom it waited for) is the better one.
+    t.recv(s, kReplyTag, std::as_writable_bytes(std::span(&r, 1))).wait(Deadline::after(o.timeout * 3));
+    if (r.magic != kMagic) fail<PeerError>("{}: the reply lacks the protocol's magic number", what);
+    if (r.status == 0) {
+      pw.wait(send_by);
+    } else {
+      // A server refuses a request before reading its payload, which may then never be taken.
+      try {
+        pw.wait(Deadline::after(std::chrono::milliseconds(200)));
+      } catch (const Error&) {
+      }
+    }
+    if (r.status != 0) {
+      if (r.bytes > kMaxJsonBytes) fail<PeerError>("{}: failed (an error reply of {} bytes)", what, r.bytes);
+      std::string msg(r.bytes, '\0');
+      if (r.bytes) t.recv(s, kReplyDataTag, std::as_writable_bytes(std::span(msg))).wait(Deadline::after(o.timeout));
+      fail<PeerError>("{}: {}", what, msg);
+    }
+    if (r.bytes > 0) {
+      if (r.bytes == into.size()) {
+        t.recv(s, kReplyDataTag, into).wait(Deadline::after(o.timeout));
+      } else if (spill && r.bytes <= (uint64_t{1} << 34)) {
+        spill->resize(r.bytes);
+        t.recv(s, kReplyDataTag, *spill).wait(Deadline::after(o.timeout));
+      } else {
+        fail<PeerError>("{}: the reply has {} bytes, expected {}", what, r.bytes, into.size());
+      }
+    } else if (!into.empty()) {
+      fail<PeerError>("{}: the reply is empty, expected {} bytes", what, into.size());
+    }
+    version[s] = r.version;
+    clock[s] = r.clock;
+    slowest[s] = r.slowest;
+    return r;
+  }
+
+  // Runs fn(s) on each listed server's lane; the Work completes when all did.
+  comm::Work fan_out(const std::vector<int>& servers, const std::string& what, std::function<void(int)> fn) {
+    comm::Work work(what);
+    if (servers.empty()) return comm::Work::completed();
+    auto join = std::make_shared<Join>(work, static_cast<int>(servers.size()));
+    for (int s : servers) {
+      lanes[static_cast<size_t>(s)]->post([join, fn, s] {
+        std::exception_ptr e;
+        try {
+          fn(s);
+        } catch (...) {
+          e = std::current_exception();
+        }
+        join->finish(e);
+      });
+    }
+    return work;
+  }
+
+  std::vector<int> all_servers() const {
+    std::vector<int> v(static_cast<size_t>(o.servers));
+    for (int s = 0; s < o.servers; ++s) v[static_cast<size_t>(s)] = s;
+    return v;
+  }
+
+  void check_dense(size_t n, const char* op) const {
+    if (static_cast<int64_t>(n) != layout.total())
+      fail<ValueError>("{} {}: {} values for a model of {} (call hello first)", who(), op, n, layout.total());
+  }
+
+  // Keys split by server: for server s, the positions (in the caller's order) of its keys.
+  std::vector<std::vector<size_t>> split(std::span<const uint64_t> keys) const {
+    std::vector<std::vector<size_t>> by(static_cast<size_t>(o.servers));
+    for (size_t i = 0; i < keys.size(); ++i) by[static_cast<size_t>(server_of_key(keys[i], o.servers))].push_back(i);
+    return by;
+  }
+};
+
+Client::Client(comm::Transport& transport, ClientOptions options)
+    : impl_(std::make_unique<Impl>(transport, options)) {}
+Client::~Client() = default;
+
+int Client::worker() const { return impl_->worker; }
+int Client::workers() const { return impl_->t.size() - impl_->o.servers; }
+const DenseLayout& Client::layout() const { return impl_->layout; }
+
+int64_t Client::hello(const PsConfig& config, int64_t dense_total) {
+  Impl& c = *impl_;
+  c.layout = DenseLayout(dense_total, c.o.servers);
+  const std::string text = nlohmann::json{{"config", config.to_json()}, {"dense_total", dense_total}}.dump();
+  c.fan_out(c.all_servers(), c.who() + " hello", [&c, text](int s) {
+    c.exchange(s, {.op = Op::hello}, std::as_bytes(std::span(text)), {});
+  }).wait(Deadline::after(c.o.timeout * 2));
+  int64_t start = 0;
+  for (auto& k : c.clock) start = std::max(start, k.load());
+  return start;
+}
+
+comm::Work Client::init_dense(std::span<const float> weights) {
+  Impl& c = *impl_;
+  c.check_dense(weights.size(), "init_dense");
+  return c.fan_out(c.all_servers(), c.who() + " init_dense", [&c, weights](int s) {
+    const auto part = weights.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
+    c.exchange(s, {.op = Op::init_dense, .count = part.size()}, std::as_bytes(part), {});
+  });
+}
+
+comm::Work Client::push_dense(std::span<const float> grads, int64_t clock, double lr) {
+  Impl& c = *impl_;
+  c.check_dense(grads.size(), "push_dense");
+  return c.fan_out(c.all_servers(), fmt::format("{} push_dense clock {}", c.who(), clock), [&c, grads, clock, lr](int s) {
+    const auto part = grads.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
+    c.exchange(s, {.op = Op::push_dense, .clock = clock, .version = c.pulled_version[s].load(), .lr = lr,
+                   .count = part.size()},
+               std::as_bytes(part), {});
+  });
+}
+
+comm::Work Client::pull_dense(std::span<float> weights, int64_t clock) {
+  Impl& c = *impl_;
+  c.check_dense(weights.size(), "pull_dense");
+  return c.fan_out(c.all_servers(), fmt::format("{} pull_dense clock {}", c.who(), clock), [&c, weights, clock](int s) {
+    const auto part = weights.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
+    const ReplyHeader r = c.exchange(s, {.op = Op::pull_dense, .clock = clock}, {}, std::as_writable_bytes(part));
+    c.pulled_version[s] = r.version;
+  });
+}
+
+void Client::define_table(int table, int64_t dim, double init_std) {
+  Impl& c = *impl_;
+  const std::string text = nlohmann::json{{"dim", dim}, {"init_std", init_std}}.dump();
+  c.fan_out(c.all_servers(), fmt::format("{} define_table {}", c.who(), table), [&c, text, table](int s) {
+    c.exchange(s, {.op = Op::define_table, .table = table}, std::as_bytes(std::span(text)), {});
+  }).wait(Deadline::after(c.o.timeout * 2));
+}
+
+comm::Work Client::push_sparse(int table, std::span<const uint64_t> keys, std::span<const float> grads, int64_t clock,
+                               double lr) {
+  Impl& c = *impl_;
+  if (keys.empty()) return comm::Work::completed();
+  if (grads.size() % keys.size() != 0)
+    fail<ValueError>("{} push_sparse: {} values for {} keys", c.who(), grads.size(), keys.size());
+  const size_t dim = grads.size() / keys.size();
+  // Packed now (keys, then rows), so the caller's spans are free once this returns.
+  auto by = c.split(keys);
+  std::vector<int> used;
+  auto packed = std::make_shared<std::vector<Bytes>>(static_cast<size_t>(c.o.servers));
+  for (int s = 0; s < c.o.servers; ++s) {
+    const auto& pos = by[static_cast<size_t>(s)];
+    if (pos.empty()) continue;
+    used.push_back(s);
+    Bytes& b = (*packed)[static_cast<size_t>(s)];
+    b.resize(pos.size() * (8 + dim * 4));
+    auto* k = reinterpret_cast<uint64_t*>(b.data());
+    auto* v = reinterpret_cast<float*>(b.data() + pos.size() * 8);
+    for (size_t i = 0; i < pos.size(); ++i) {
+      k[i] = keys[pos[i]];
+      std::memcpy(v + i * dim, grads.data() + pos[i] * dim, dim * 4);
+    }
+  }
+  auto counts = std::make_shared<std::vector<size_t>>();
+  for (auto& p : by) counts->push_back(p.size());
+  return c.fan_out(used, fmt::format("{} push_sparse table {} clock {}", c.who(), table, clock),
+                   [&c, packed, counts, table, clock, lr](int s) {
+                     c.exchange(s, {.op = Op::push_sparse, .table = table, .clock = clock,
+                                    .version = c.pulled_version[s].load(), .lr = lr,
+                                    .count = (*counts)[static_cast<size_t>(s)]},
+                                (*packed)[static_cast<size_t>(s)], {});
+                   });
+}
+
+comm::Work Client::pull_sparse(int table, std::span<const uint64_t> keys, std::span<float> rows, int64_t clock) {
+  Impl& c = *impl_;
+  if (keys.empty()) return comm::Work::completed();
+  if (rows.size() % keys.size() != 0)
+    fail<ValueError>("{} pull_sparse: room for {} values for {} keys", c.who(), rows.size(), keys.size());
+  const size_t dim = rows.size() / keys.size();
+  auto by = std::make_shared<std::vector<std::vector<size_t>>>(c.split(keys));
+  std::vector<int> used;
+  auto request = std::make_shared<std::vector<std::vector<uint64_t>>>(static_cast<size_t>(c.o.servers));
+  for (int s = 0; s < c.o.servers; ++s) {
+    for (size_t p : (*by)[static_cast<size_t>(s)]) (*request)[static_cast<size_t>(s)].push_back(keys[p]);
+    if (!(*by)[static_cast<size_t>(s)].empty()) used.push_back(s);
+  }
+  return c.fan_out(used, fmt::format("{} pull_sparse table {} clock {}", c.who(), table, clock),
+                   [&c, by, request, rows, dim, table, clock](int s) {
+                     const auto& ks = (*request)[static_cast<size_t>(s)];
+                     std::vector<float> got(ks.size() * dim);
+                     c.exchange(s, {.op = Op::pull_sparse, .table = table, .clock = clock, .count = ks.size()},
+                                std::as_bytes(std::span(ks)), std::as_writable_bytes(std::span(got)));
+                     const auto& pos = (*by)[static_cast<size_t>(s)];
+                     for (size_t i = 0; i < pos.size(); ++i)
+                       std::memcpy(rows.data() + pos[i] * dim, got.data() + i * dim, dim * 4);
+                   });
+}
+
+void Client::done() {
+  Impl& c = *impl_;
+  c.fan_out(c.all_servers(), c.who() + " done", [&c](int s) { c.exchange(s, {.op = Op::done}, {}, {}); })
+      .wait(Deadline::after(c.o.timeout * 2));
+}
+
+ServerView Client::view() const {
+  const Impl& c = *impl_;
+  ServerView v{.version = 0, .clock = INT64_MAX, .slowest = INT64_MAX};
+  for (int s = 0; s < c.o.servers; ++s) {
+    v.version += c.version[static_cast<size_t>(s)].load();
+    v.clock = std::min(v.clock, c.clock[static_cast<size_t>(s)].load());
+    v.slowest = std::min(v.slowest, c.slowest[static_cast<size_t>(s)].load());
+  }
+  return v;
+}
+
+}  // namespace braid::ps

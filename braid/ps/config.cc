@@ -1,0 +1,81 @@
+#include "braid/ps/config.h"
+
+#include "braid/base/error.h"
+
+namespace braid::ps {
+
+Consistency parse_consistency(std::string_view name) {
+  if (name == "bsp") return Consistency::bsp;
+  if (name == "asp") return Consistency::asp;
+  if (name == "ssp") return Consistency::ssp;
+  if (name == "softsync") return Consistency::softsync;
+  fail<ConfigError>("ps.consistency = {}: expected bsp, asp, ssp or softsync", name);
+}
+
+std::string to_string(Consistency c) {
+  switch (c) {
+    case Consistency::bsp: return "bsp";
+    case Consistency::asp: return "asp";
+    case Consistency::ssp: return "ssp";
+    case Consistency::softsync: return "softsync";
+  }
+  return "?";
+}
+
+nlohmann::json PsConfig::to_json() const {
+  return {{"consistency", to_string(consistency)},
+          {"staleness", staleness},
+          {"softsync_n", softsync_n},
+          {"backup_workers", backup_workers},
+          {"updater",
+           {{"name", updater.name},
+            {"momentum", updater.momentum},
+            {"beta1", updater.beta1},
+            {"beta2", updater.beta2},
+            {"eps", updater.eps},
+            {"weight_decay", updater.weight_decay}}},
+          {"checkpoint_dir", checkpoint_dir},
+          {"checkpoint_every", checkpoint_every},
+          {"seed", seed}};
+}
+
+PsConfig PsConfig::from_json(const nlohmann::json& j) {
+  try {
+    PsConfig c;
+    c.consistency = parse_consistency(j.at("consistency").get<std::string>());
+    c.staleness = j.at("staleness").get<int64_t>();
+    c.softsync_n = j.at("softsync_n").get<int64_t>();
+    c.backup_workers = j.at("backup_workers").get<int64_t>();
+    const auto& u = j.at("updater");
+    c.updater = {.name = u.at("name").get<std::string>(),
+                 .momentum = u.at("momentum").get<double>(),
+                 .beta1 = u.at("beta1").get<double>(),
+                 .beta2 = u.at("beta2").get<double>(),
+                 .eps = u.at("eps").get<double>(),
+                 .weight_decay = u.at("weight_decay").get<double>()};
+    c.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
+    c.checkpoint_every = j.at("checkpoint_every").get<int64_t>();
+    c.seed = j.at("seed").get<uint64_t>();
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    fail<ConfigError>("parameter-server configuration is malformed: {}", e.what());
+  }
+}
+
+void PsConfig::validate(int workers) const {
+  if (workers < 1) fail<ConfigError>("a parameter-server job needs at least one worker, got {}", workers);
+  if (staleness < 0) fail<ConfigError>("ps.staleness must be >= 0, got {}", staleness);
+  if (softsync_n < 1 || softsync_n > workers)
+    fail<ConfigError>("ps.softsync_n must be in [1, workers = {}], got {}", workers, softsync_n);
+  if (backup_workers < 0 || backup_workers >= workers)
+    fail<ConfigError>("ps.backup_workers must be in [0, workers = {}), got {}", workers, backup_workers);
+  if (backup_workers > 0 && consistency != Consistency::bsp)
+    fail<ConfigError>("ps.backup_workers = {} needs ps.consistency = bsp (got {})", backup_workers,
+                      to_string(consistency));
+  if (checkpoint_every < 0) fail<ConfigError>("ps.checkpoint_every must be >= 0, got {}", checkpoint_every);
+  const std::string& u = updater.name;
+  if (u != "sgd" && u != "momentum" && u != "adagrad" && u != "adam")
+    fail<ConfigError>("ps.updater = {}: expected sgd, momentum, adagrad or adam", u);
+}
+
+}  // namespace braid::ps

@@ -1,0 +1,56 @@
+// What the servers of a parameter-server job must know, chosen by the ps.*
+// config keys: how pushes from the workers are combined (the consistency
+// model), which optimizer the servers run, and how they checkpoint.
+//
+// Consistency models (W workers; a worker's clock counts its pushes):
+//   bsp       apply clock t once every worker pushed t (the mean of W
+//             gradients); a pull at clock t waits for t to be applied.
+//             With backup_workers = b, clock t is applied after the first
+//             W - b pushes and the late ones are dropped (and counted).
+//   asp       apply each gradient on arrival; pulls never wait.
+//   ssp       asp, but a worker at clock c may not pull until the slowest
+//             live worker reached c - staleness.
+//   softsync  n-softsync (Zhang et al., 2016): apply after ceil(W / n)
+//             gradients, each scaled by 1 / its staleness (the updates the
+//             server made since the worker pulled).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace braid::ps {
+
+enum class Consistency { bsp, asp, ssp, softsync };
+
+Consistency parse_consistency(std::string_view name);
+std::string to_string(Consistency c);
+
+// The server-side optimizer. lr arrives with every push (so the workers'
+// learning-rate schedule still applies); the rest is fixed for the job.
+struct UpdaterOptions {
+  std::string name = "sgd";  // sgd, momentum, adagrad, adam
+  double momentum = 0.9;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0;
+};
+
+struct PsConfig {
+  Consistency consistency = Consistency::bsp;
+  int64_t staleness = 2;       // ssp
+  int64_t softsync_n = 1;      // softsync
+  int64_t backup_workers = 0;  // bsp
+  UpdaterOptions updater{};
+  std::string checkpoint_dir{};   // empty: servers keep no checkpoints
+  int64_t checkpoint_every = 0;   // dense updates between shard checkpoints (0: only at the end)
+  uint64_t seed = 0;              // initial values of sparse rows
+
+  nlohmann::json to_json() const;
+  static PsConfig from_json(const nlohmann::json& j);
+  // ConfigError naming the key for a setting that cannot work with `workers`.
+  void validate(int workers) const;
+};
+
+}  // namespace braid::ps

@@ -1,0 +1,74 @@
+// The parameter-server wire protocol, over any Transport (tcp, shm, inproc).
+//
+// Every exchange is a request from a worker to one server and one reply:
+//   worker -> server   RequestHeader (tag kRequestTag), then `bytes` of payload
+//                      (tag kRequestDataTag) when bytes > 0
+//   server -> worker   ReplyHeader (kReplyTag), then `bytes` of payload
+//                      (kReplyDataTag) when bytes > 0
+// A worker has at most one exchange in flight per server, so per-(peer, tag)
+// FIFO matching pairs them. Servers bound every payload before receiving it.
+//
+// Payloads by op (f32 values, u64 keys, host byte order):
+//   hello         JSON {"config": PsConfig, "dense_total": N}  -> reply clock
+//   init_dense    the server's range of the initial weights (ignored when the
+//                 server recovered its shard from a checkpoint)
+//   push_dense    the gradient for the server's range; ends the worker's clock
+//   pull_dense    none                          -> the server's range of weights
+//   define_table  JSON {"dim": D, "init_std": s}
+//   push_sparse   count keys, then count * D gradient values
+//   pull_sparse   count keys                    -> count * D values
+//   done          none: the worker finished training
+#pragma once
+
+#include <cstdint>
+
+namespace braid::ps {
+
+enum class Op : uint32_t {
+  hello = 1,
+  init_dense = 2,
+  push_dense = 3,
+  pull_dense = 4,
+  define_table = 5,
+  push_sparse = 6,
+  pull_sparse = 7,
+  done = 8,
+};
+
+const char* op_name(Op op);
+
+inline constexpr uint32_t kMagic = 0x31535042;  // "BPS1"
+inline constexpr uint64_t kRequestTag = 0x7073000000000001ull;
+inline constexpr uint64_t kRequestDataTag = 0x7073000000000002ull;
+inline constexpr uint64_t kReplyTag = 0x7073000000000003ull;
+inline constexpr uint64_t kReplyDataTag = 0x7073000000000004ull;
+// Largest hello/define_table payload, and most keys in one sparse request.
+inline constexpr uint64_t kMaxJsonBytes = 1u << 20;
+inline constexpr uint64_t kMaxKeys = uint64_t{1} << 26;
+
+struct RequestHeader {
+  uint32_t magic = kMagic;
+  Op op = Op::hello;
+  int32_t worker = 0;
+  int32_t table = 0;
+  int64_t clock = 0;    // pushes: the clock being pushed; pulls: the worker's clock (gate); -1 = ungated
+  int64_t version = 0;  // pushes: the server version the gradient was computed at
+  double lr = 0;        // pushes
+  uint64_t count = 0;   // values (dense) or keys (sparse)
+  uint64_t bytes = 0;   // payload that follows
+  uint64_t reserved = 0;
+};
+static_assert(sizeof(RequestHeader) == 64);
+
+struct ReplyHeader {
+  uint32_t magic = kMagic;
+  uint32_t status = 0;   // 0 ok; 1 error, the payload is the message
+  int64_t version = 0;   // dense updates applied on this server
+  int64_t clock = 0;     // clocks fully applied (bsp), else the newest clock pushed
+  int64_t slowest = -1;  // the slowest live worker's clock when the reply left
+  uint64_t bytes = 0;
+  uint64_t reserved = 0;
+};
+static_assert(sizeof(ReplyHeader) == 48);
+
+}  // namespace braid::ps

@@ -1,0 +1,172 @@
+#include "braid/ps/shard.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "braid/base/error.h"
+#include "braid/base/hash.h"
+#include "braid/base/rng.h"
+#include "braid/base/safetensors.h"
+
+namespace braid::ps {
+
+namespace {
+
+template <class T>
+std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+template <class T>
+std::vector<T> values_of(const safetensors::TensorData& t, const std::string& name) {
+  if (t.data.size() % sizeof(T) != 0) fail<IoError>("ps checkpoint: tensor {} has a ragged size", name);
+  std::vector<T> v(t.data.size() / sizeof(T));
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+}  // namespace
+
+Shard::Shard(const PsConfig& config, int64_t dense_size)
+    : config_(config),
+      updater_(make_updater(config.updater)),
+      weights_(static_cast<size_t>(dense_size), 0.0f),
+      state_(static_cast<size_t>(dense_size) * static_cast<size_t>(updater_->state_per_weight()), 0.0f) {}
+
+void Shard::apply_dense(std::span<const float> grad, double lr) {
+  if (grad.size() != weights_.size())
+    fail<ValueError>("ps shard: gradient of {} values for a range of {}", grad.size(), weights_.size());
+  ++version_;
+  updater_->apply(weights_, grad, state_, lr, version_);
+}
+
+void Shard::define_table(int table, int64_t dim, double init_std) {
+  if (dim < 1) fail<ConfigError>("ps table {}: dim must be >= 1, got {}", table, dim);
+  auto [it, fresh] = tables_.try_emplace(table);
+  if (fresh) {
+    it->second.dim = dim;
+    it->second.init_std = init_std;
+  } else if (it->second.dim != dim) {
+    fail<ConfigError>("ps table {} is defined with dim {} but a worker asked for dim {}", table, it->second.dim, dim);
+  }
+}
+
+const SparseTable& Shard::table(int table) const {
+  auto it = tables_.find(table);
+  if (it == tables_.end()) fail<IndexError>("ps: table {} is not defined", table);
+  return it->second;
+}
+
+SparseTable& Shard::mutable_table(int table, const char* op) {
+  auto it = tables_.find(table);
+  if (it == tables_.end()) fail<IndexError>("ps {}: table {} is not defined (define_table first)", op, table);
+  return it->second;
+}
+
+int64_t Shard::row_of(SparseTable& t, int table, uint64_t key) {
+  auto [it, fresh] = t.slot.try_emplace(key, static_cast<int64_t>(t.keys.size()));
+  if (fresh) {
+    t.keys.push_back(key);
+    Generator g(mix64(config_.seed ^ (static_cast<uint64_t>(table) << 48)), key);
+    for (int64_t j = 0; j < t.dim; ++j) t.rows.push_back(static_cast<float>(g.normal() * t.init_std));
+    t.state.resize(t.state.size() + static_cast<size_t>(t.dim * updater_->state_per_weight()), 0.0f);
+    t.steps.push_back(0);
+  }
+  return it->second;
+}
+
+void Shard::read_rows(int table, std::span<const uint64_t> keys, std::span<float> out) {
+  SparseTable& t = mutable_table(table, "pull");
+  const auto d = static_cast<size_t>(t.dim);
+  if (out.size() != keys.size() * d) fail<ValueError>("ps pull: {} values for {} keys of dim {}", out.size(), keys.size(), d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto r = static_cast<size_t>(row_of(t, table, keys[i]));
+    std::copy_n(t.rows.begin() + static_cast<ptrdiff_t>(r * d), d, out.begin() + static_cast<ptrdiff_t>(i * d));
+  }
+}
+
+void Shard::apply_rows(int table, std::span<const uint64_t> keys, std::span<const float> grad, double lr) {
+  SparseTable& t = mutable_table(table, "push");
+  const auto d = static_cast<size_t>(t.dim);
+  const auto k = static_cast<size_t>(updater_->state_per_weight());
+  if (grad.size() != keys.size() * d)
+    fail<ValueError>("ps push: {} values for {} keys of dim {}", grad.size(), keys.size(), d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto r = static_cast<size_t>(row_of(t, table, keys[i]));
+    updater_->apply(std::span<float>(t.rows).subspan(r * d, d), grad.subspan(i * d, d),
+                    std::span<float>(t.state).subspan(r * d * k, d * k), lr, ++t.steps[r]);
+  }
+}
+
+void Shard::save(const std::string& path, int64_t clock) const {
+  std::map<std::string, safetensors::TensorRef> tensors;
+  tensors["dense"] = {"F32", {dense_size()}, bytes_of(weights_)};
+  tensors["dense.state"] = {"F32", {static_cast<int64_t>(state_.size())}, bytes_of(state_)};
+  nlohmann::json tables = nlohmann::json::object();
+  for (const auto& [id, t] : tables_) {
+    const std::string p = "table." + std::to_string(id);
+    const auto rows = static_cast<int64_t>(t.keys.size());
+    tensors[p + ".keys"] = {"I64", {rows}, bytes_of(t.keys)};
+    tensors[p + ".rows"] = {"F32", {rows, t.dim}, bytes_of(t.rows)};
+    tensors[p + ".state"] = {"F32", {static_cast<int64_t>(t.state.size())}, bytes_of(t.state)};
+    tensors[p + ".steps"] = {"I64", {rows}, bytes_of(t.steps)};
+    tables[std::to_string(id)] = {{"dim", t.dim}, {"init_std", t.init_std}};
+  }
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  safetensors::write(path, tensors,
+                     {{"braid.ps.version", std::to_string(version_)},
+                      {"braid.ps.clock", std::to_string(clock)},
+                      {"braid.ps.updater", config_.updater.name},
+                      {"braid.ps.tables", tables.dump()}});
+}
+
+bool Shard::load(const std::string& path, int64_t* clock) {
+  if (!std::filesystem::exists(path)) return false;
+  const safetensors::File f = safetensors::read(path);
+  auto tensor = [&](const std::string& name) -> const safetensors::TensorData& {
+    auto it = f.tensors.find(name);
+    if (it == f.tensors.end()) fail<IoError>("ps checkpoint {} lacks tensor {}", path, name);
+    return it->second;
+  };
+  auto meta = [&](const std::string& key) {
+    auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) fail<IoError>("ps checkpoint {} lacks metadata {}", path, key);
+    return it->second;
+  };
+  if (meta("braid.ps.updater") != config_.updater.name)
+    fail<ConfigError>("ps checkpoint {} was written by updater {}, this job uses {}", path, meta("braid.ps.updater"),
+                      config_.updater.name);
+  std::vector<float> w = values_of<float>(tensor("dense"), "dense");
+  if (w.size() != weights_.size())
+    fail<ConfigError>("ps checkpoint {} holds {} dense values; this job's shard has {} (a different model or server "
+                      "count)", path, w.size(), weights_.size());
+  std::vector<float> s = values_of<float>(tensor("dense.state"), "dense.state");
+  if (s.size() != state_.size()) fail<IoError>("ps checkpoint {}: dense.state has {} values, expected {}", path, s.size(), state_.size());
+  std::map<int, SparseTable> tables;
+  const nlohmann::json defs = nlohmann::json::parse(meta("braid.ps.tables"));
+  for (auto it = defs.begin(); it != defs.end(); ++it) {
+    const int id = std::stoi(it.key());
+    const std::string p = "table." + it.key();
+    SparseTable t;
+    t.dim = it.value().at("dim").get<int64_t>();
+    t.init_std = it.value().at("init_std").get<double>();
+    t.keys = values_of<uint64_t>(tensor(p + ".keys"), p + ".keys");
+    t.rows = values_of<float>(tensor(p + ".rows"), p + ".rows");
+    t.state = values_of<float>(tensor(p + ".state"), p + ".state");
+    t.steps = values_of<int64_t>(tensor(p + ".steps"), p + ".steps");
+    const size_t n = t.keys.size(), d = static_cast<size_t>(t.dim);
+    const auto k = static_cast<size_t>(updater_->state_per_weight());
+    if (t.rows.size() != n * d || t.state.size() != n * d * k || t.steps.size() != n)
+      fail<IoError>("ps checkpoint {}: table {} has inconsistent sizes", path, id);
+    for (size_t r = 0; r < n; ++r) t.slot[t.keys[r]] = static_cast<int64_t>(r);
+    tables[id] = std::move(t);
+  }
+  weights_ = std::move(w);
+  state_ = std::move(s);
+  version_ = std::stoll(meta("braid.ps.version"));
+  tables_ = std::move(tables);
+  if (clock) *clock = std::stoll(meta("braid.ps.clock"));
+  return true;
+}
+
+}  // namespace braid::ps

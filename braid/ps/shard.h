@@ -1,0 +1,65 @@
+// What one server owns: its range of the dense weights and its rows of every
+// sparse table, each with the updater state beside it, plus checkpointing of
+// the lot. Not thread-safe: the server serializes access.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "braid/ps/config.h"
+#include "braid/ps/updater.h"
+
+namespace braid::ps {
+
+struct SparseTable {
+  int64_t dim = 0;
+  double init_std = 0;
+  std::unordered_map<uint64_t, int64_t> slot;  // key -> row
+  std::vector<uint64_t> keys;                  // row -> key
+  std::vector<float> rows;                     // [rows, dim]
+  std::vector<float> state;                    // [rows, state_per_weight * dim]
+  std::vector<int64_t> steps;                  // updates per row
+};
+
+class Shard {
+ public:
+  Shard(const PsConfig& config, int64_t dense_size);
+
+  std::span<float> weights() { return weights_; }
+  int64_t dense_size() const { return static_cast<int64_t>(weights_.size()); }
+  // Dense updates applied so far.
+  int64_t version() const { return version_; }
+  void apply_dense(std::span<const float> grad, double lr);
+
+  // Defining a table again with the same shape is a no-op; another shape is a ConfigError.
+  void define_table(int table, int64_t dim, double init_std);
+  bool has_table(int table) const { return tables_.count(table) > 0; }
+  const SparseTable& table(int table) const;
+  // Rows are created on first touch, drawn from N(0, init_std) by (seed, table, key),
+  // so a row's initial value does not depend on which server holds it.
+  void read_rows(int table, std::span<const uint64_t> keys, std::span<float> out);
+  void apply_rows(int table, std::span<const uint64_t> keys, std::span<const float> grad, double lr);
+
+  // Atomic (temp file + rename). `clock` is stored alongside.
+  void save(const std::string& path, int64_t clock) const;
+  // Replaces the contents with the checkpoint's; false when there is no file,
+  // ConfigError when it was written for a different model or updater.
+  bool load(const std::string& path, int64_t* clock);
+
+ private:
+  int64_t row_of(SparseTable& t, int table, uint64_t key);
+  SparseTable& mutable_table(int table, const char* op);
+
+  PsConfig config_;
+  std::unique_ptr<Updater> updater_;
+  std::vector<float> weights_, state_;
+  int64_t version_ = 0;
+  std::map<int, SparseTable> tables_;
+};
+
+}  // namespace braid::ps

@@ -1,0 +1,61 @@
+// Server-side updaters against braid's own optimizers (themselves tested
+// against PyTorch): the same gradients must give the same weights.
+#include <gtest/gtest.h>
+
+#include "braid/optim/adagrad.h"
+#include "braid/optim/adam.h"
+#include "braid/optim/sgd.h"
+#include "braid/ps/updater.h"
+
+namespace braid::ps {
+namespace {
+
+std::vector<float> grad_at(int step, size_t n) {
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = std::sin(0.7f * static_cast<float>(step) + static_cast<float>(i));
+  return g;
+}
+
+void expect_same_trajectory(const UpdaterOptions& uo, optim::Optimizer& opt, Tensor& p) {
+  const size_t n = 5;
+  auto u = make_updater(uo);
+  std::vector<float> w(p.to_vector<float>()), state(n * static_cast<size_t>(u->state_per_weight()));
+  for (int step = 1; step <= 6; ++step) {
+    const auto g = grad_at(step, n);
+    u->apply(w, g, state, 0.05, step);
+    p.set_grad(Tensor::from_vector(g, {static_cast<int64_t>(n)}));
+    opt.step();
+  }
+  const auto ref = p.to_vector<float>();
+  for (size_t i = 0; i < n; ++i) EXPECT_NEAR(w[i], ref[i], 1e-5) << uo.name << " weight " << i;
+}
+
+Tensor start() { return Tensor::from_vector(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f, 0.25f}, {5}); }
+
+TEST(Updater, SgdAndMomentumMatchOptimSgd) {
+  Tensor p = start();
+  optim::SGD sgd({p}, {.lr = 0.05, .weight_decay = 0.01});
+  expect_same_trajectory({.name = "sgd", .weight_decay = 0.01}, sgd, p);
+  Tensor q = start();
+  optim::SGD mom({q}, {.lr = 0.05, .momentum = 0.9});
+  expect_same_trajectory({.name = "momentum", .momentum = 0.9}, mom, q);
+}
+
+TEST(Updater, AdaGradMatchesOptimAdaGrad) {
+  Tensor p = start();
+  optim::AdaGrad opt({p}, {.lr = 0.05});
+  expect_same_trajectory({.name = "adagrad"}, opt, p);
+}
+
+TEST(Updater, AdamMatchesOptimAdam) {
+  Tensor p = start();
+  optim::Adam opt({p}, {.lr = 0.05});
+  expect_same_trajectory({.name = "adam"}, opt, p);
+}
+
+TEST(Updater, UnknownNameIsAConfigError) {
+  EXPECT_THROW(make_updater({.name = "lbfgs"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace braid::ps
