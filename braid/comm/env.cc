@@ -58,6 +58,9 @@ Env read_env() {
   if (const char* t = get("BRAID_TOKEN")) e.token = t;
   if (const char* h = get("BRAID_HOST")) e.host = h;
   e.restart = get_int("BRAID_RESTART", 0);
+  e.ps_servers = get_int("BRAID_PS_SERVERS", 0);
+  if (e.ps_servers < 0 || (e.ps_servers > 0 && e.ps_servers >= e.size))
+    fail<ConfigError>("BRAID_PS_SERVERS={} leaves no worker in a world of {} ranks", e.ps_servers, e.size);
   return e;
 }
 

@@ -4,7 +4,7 @@
 // order, so one program runs unchanged under `braid launch`, `mpirun` or
 // `srun`. braid's own knobs: BRAID_TOKEN (shared secret), BRAID_HOST (address
 // this rank's tcp transport listens on), BRAID_RESTART (restart count, set by
-// `braid launch`).
+// `braid launch`), BRAID_PS_SERVERS (servers in a parameter-server job).
 #pragma once
 
 #include <string>
@@ -24,6 +24,9 @@ struct Env {
   std::string token{};
   std::string host = "127.0.0.1";
   int restart = 0;
+  // Parameter-server jobs (`braid launch --servers S`): ranks 0..S-1 are
+  // servers, the rest workers. 0 in other jobs.
+  int ps_servers = 0;
   // "launch" (RANK/WORLD_SIZE), "mpirun", "slurm" or "single" (nothing set).
   std::string source = "single";
 };

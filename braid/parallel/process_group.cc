@@ -14,8 +14,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const ProcessGroupOptions& opti
 
   if (env.size == 1) {
     group->transport_name_ = "inproc";
-    group->comm_ = comm::Communicator(std::shared_ptr<comm::Transport>(comm::InprocWorld::create(1)->transport(0)),
-                                      comm_options);
+    group->transport_ = comm::InprocWorld::create(1)->transport(0);
+    group->comm_ = comm::Communicator(group->transport_, comm_options);
     return group;
   }
   std::string name = options.transport;
@@ -36,7 +36,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const ProcessGroupOptions& opti
     group->store_ = std::make_unique<comm::Store>(comm::store_options(env));
   }
   auto transport = comm::make_transport(name, group->store_.get(), comm::transport_options(env));
-  group->comm_ = comm::Communicator(std::shared_ptr<comm::Transport>(std::move(transport)), comm_options);
+  group->transport_ = std::move(transport);
+  group->comm_ = comm::Communicator(group->transport_, comm_options);
   log::info("joined a group of {} ranks over {}", env.size, name);
   return group;
 }

@@ -26,6 +26,8 @@ class ProcessGroup {
 
   const comm::Env& env() const { return env_; }
   comm::Communicator& comm() { return comm_; }
+  // The transport under comm() (parameter-server clients and servers talk over it directly).
+  std::shared_ptr<comm::Transport> transport() { return transport_; }
   // The rendezvous store (null for a single process or the mpi transport).
   comm::Store* store() { return store_.get(); }
   const std::string& transport_name() const { return transport_name_; }
@@ -34,6 +36,7 @@ class ProcessGroup {
   comm::Env env_;
   std::unique_ptr<comm::StoreServer> server_;  // rank 0 hosts it when no launcher does
   std::unique_ptr<comm::Store> store_;
+  std::shared_ptr<comm::Transport> transport_;
   comm::Communicator comm_;
   std::string transport_name_;
 };

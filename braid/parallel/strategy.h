@@ -10,8 +10,9 @@
 //                         backward runs)
 //   before_step()         after backward, before the optimizer updates
 //                         (finish combining gradients)
-//   after_step()          after the optimizer update (model averaging, gossip,
-//                         parameter-server pull)
+//   after_step()          after the optimizer update (model averaging, gossip)
+//   step(lr)              instead of the optimizer update, when the strategy
+//                         owns the optimizer (parameter server: push, pull)
 //
 // plus state for checkpoints and the shard of the data this rank reads.
 // Synchronous all-reduce, local SGD, parameter-server variants, gossip: each
@@ -43,6 +44,15 @@ class Strategy {
   virtual void on_grad_ready(size_t index, Tensor& grad) {}
   virtual void before_step() {}
   virtual void after_step() {}
+
+  // Strategies whose servers own the optimizer (parameter server): the
+  // trainer then skips its local optimizer step and calls step(lr) with the
+  // step's scheduled learning rate instead.
+  virtual bool owns_optimizer() const { return false; }
+  virtual void step(double lr) {}
+  // After the last step, before the final evaluation: bring the local model
+  // up to date and leave the job.
+  virtual void finish() {}
 
   // When false, the next backward accumulates gradients locally without
   // communicating (gradient accumulation, like DDP's no_sync).

@@ -36,7 +36,8 @@ nlohmann::json PsConfig::to_json() const {
             {"weight_decay", updater.weight_decay}}},
           {"checkpoint_dir", checkpoint_dir},
           {"checkpoint_every", checkpoint_every},
-          {"seed", seed}};
+          {"seed", seed},
+          {"timeout_s", timeout_s}};
 }
 
 PsConfig PsConfig::from_json(const nlohmann::json& j) {
@@ -56,6 +57,7 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
     c.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
     c.checkpoint_every = j.at("checkpoint_every").get<int64_t>();
     c.seed = j.at("seed").get<uint64_t>();
+    c.timeout_s = j.at("timeout_s").get<double>();
     return c;
   } catch (const nlohmann::json::exception& e) {
     fail<ConfigError>("parameter-server configuration is malformed: {}", e.what());
@@ -72,6 +74,7 @@ void PsConfig::validate(int workers) const {
   if (backup_workers > 0 && consistency != Consistency::bsp)
     fail<ConfigError>("ps.backup_workers = {} needs ps.consistency = bsp (got {})", backup_workers,
                       to_string(consistency));
+  if (!(timeout_s > 0)) fail<ConfigError>("the parameter-server timeout must be > 0 s, got {}", timeout_s);
   if (checkpoint_every < 0) fail<ConfigError>("ps.checkpoint_every must be >= 0, got {}", checkpoint_every);
   const std::string& u = updater.name;
   if (u != "sgd" && u != "momentum" && u != "adagrad" && u != "adam")

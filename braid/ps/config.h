@@ -46,6 +46,9 @@ struct PsConfig {
   std::string checkpoint_dir{};   // empty: servers keep no checkpoints
   int64_t checkpoint_every = 0;   // dense updates between shard checkpoints (0: only at the end)
   uint64_t seed = 0;              // initial values of sparse rows
+  // How long a server waits for a worker (a bsp clock, a silent worker);
+  // servers adopt the workers' value at hello.
+  double timeout_s = 300;
 
   nlohmann::json to_json() const;
   static PsConfig from_json(const nlohmann::json& j);

@@ -1,6 +1,7 @@
 #include "braid/ps/server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -54,6 +55,9 @@ struct Server::Impl {
   comm::Transport& t;
   ServerOptions o;
   const int index;
+  // options.timeout until the first hello, then the job's (read without the lock).
+  std::atomic<Duration::rep> timeout_ns;
+  Duration timeout() const { return Duration(timeout_ns.load()); }
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -73,7 +77,11 @@ struct Server::Impl {
   std::exception_ptr fatal;
 
   Impl(comm::Transport& transport, ServerOptions options)
-      : t(transport), o(options), index(transport.rank()), workers(static_cast<size_t>(options.workers)) {
+      : t(transport),
+        o(options),
+        index(transport.rank()),
+        timeout_ns(options.timeout.count()),
+        workers(static_cast<size_t>(options.workers)) {
     if (index < 0 || index >= o.servers)
       fail<ConfigError>("ps server: transport rank {} is not a server rank (servers are 0..{})", index, o.servers - 1);
     if (t.size() != o.servers + o.workers)
@@ -128,21 +136,21 @@ struct Server::Impl {
   // held here is present, not silent.
   void wait_gate(std::unique_lock<std::mutex>& lock, int worker, int64_t clock, bool dense) {
     // ssp may first have to notice a silent worker (after `timeout`) before it can let this one go.
-    const Deadline deadline = Deadline::after(o.timeout * 2);
-    const Duration slice = std::min<Duration>(std::chrono::seconds(1), o.timeout / 4);
+    const Deadline deadline = Deadline::after(timeout() * 2);
+    const Duration slice = std::min<Duration>(std::chrono::seconds(1), timeout() / 4);
     WorkerState& me = workers[static_cast<size_t>(worker)];
     me.held = true;
     while (!fatal && !gate_open(clock, dense)) {
       if (deadline.expired()) {
         me.held = false;
         if (dense && !initialized) {
-          fail<TimeoutError>("{}: no worker sent the initial weights within {}", who(), format_duration(o.timeout * 2));
+          fail<TimeoutError>("{}: no worker sent the initial weights within {}", who(), format_duration(timeout() * 2));
         }
         std::string msg = config->consistency == Consistency::bsp
                               ? fmt::format("{}: bsp clock {} waited {} for workers {}", who(), clock - 1,
-                                            format_duration(o.timeout * 2), missing_for(clock - 1))
+                                            format_duration(timeout() * 2), missing_for(clock - 1))
                               : fmt::format("{}: worker {} at clock {} waited {} for the slowest worker (clock {})",
-                                            who(), worker, clock, format_duration(o.timeout * 2), slowest());
+                                            who(), worker, clock, format_duration(timeout() * 2), slowest());
         set_fatal(std::make_exception_ptr(TimeoutError(msg)));
         break;
       }
@@ -160,11 +168,11 @@ struct Server::Impl {
     const auto now = Clock::now();
     for (size_t w = 0; w < workers.size(); ++w) {
       WorkerState& s = workers[w];
-      if (s.status == Status::live && !s.silent && !s.held && now - s.last_heard > o.timeout) {
+      if (s.status == Status::live && !s.silent && !s.held && now - s.last_heard > timeout()) {
         s.silent = true;
         stats.gone.push_back(static_cast<int>(w));
         log::warn("{}: worker {} silent for {}; the staleness bound ignores it from now on", who(), w,
-                  format_duration(o.timeout));
+                  format_duration(timeout()));
         cv.notify_all();
       }
     }
@@ -306,6 +314,7 @@ struct Server::Impl {
     c.validate(o.workers);
     config = c;
     config_text = text;
+    timeout_ns = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.timeout_s)).count();
     dense_total = total;
     const DenseLayout layout(total, o.servers);
     shard = std::make_unique<Shard>(c, layout.size(index));
@@ -484,7 +493,7 @@ struct Server::Impl {
         Bytes payload(expected_bytes(worker, h));
         if (!payload.empty()) {
           try {
-            t.recv(peer, kRequestDataTag, payload).wait(Deadline::after(o.timeout));
+            t.recv(peer, kRequestDataTag, payload).wait(Deadline::after(timeout()));
           } catch (const Error& e) {
             mark_gone(worker, e.what());
             return;
@@ -505,8 +514,8 @@ struct Server::Impl {
       }
       try {
         comm::Work hw = t.send(peer, kReplyTag, std::as_bytes(std::span(&reply, 1)));
-        if (!out.empty()) t.send(peer, kReplyDataTag, out).wait(Deadline::after(o.timeout));
-        hw.wait(Deadline::after(o.timeout));
+        if (!out.empty()) t.send(peer, kReplyDataTag, out).wait(Deadline::after(timeout()));
+        hw.wait(Deadline::after(timeout()));
       } catch (const Error& e) {
         mark_gone(worker, e.what());
         return;

@@ -110,6 +110,7 @@ Schema braid_schema() {
   add_optim_keys(s);
   add_data_keys(s);
   add_parallel_keys(s);
+  add_ps_keys(s);
   return s;
 }
 

@@ -7,8 +7,9 @@ void add_parallel_keys(Schema& s) {
   using T = ValueType;
   s.add({.name = "parallel.strategy", .type = T::String, .default_value = std::string("none"),
          .help = "distribution strategy: none = one process; allreduce = synchronous data parallelism "
-                 "(gradients averaged in buckets that overlap backward)",
-         .choices = {"none", "allreduce"}});
+                 "(gradients averaged in buckets that overlap backward); ps = parameter servers (ps.* keys; "
+                 "start with braid launch --servers S --workers W)",
+         .choices = {"none", "allreduce", "ps"}});
   s.add({.name = "parallel.transport", .type = T::String, .default_value = std::string("auto"),
          .help = "how ranks talk: auto = shm when all ranks share this host, else tcp",
          .choices = {"auto", "tcp", "shm", "mpi"}, .env = "BRAID_TRANSPORT"});
@@ -23,6 +24,32 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.timeout_s", .type = T::Float, .default_value = 300.0,
          .help = "seconds any collective may wait for a peer before failing with the missing rank's name",
          .min = 0.1});
+}
+
+void add_ps_keys(Schema& s) {
+  using T = ValueType;
+  s.add({.name = "ps.consistency", .type = T::String, .default_value = std::string("bsp"),
+         .help = "how servers combine pushes: bsp = every worker each clock; asp = on arrival; ssp = asp with "
+                 "pulls held within ps.staleness clocks of the slowest worker; softsync = n-softsync",
+         .choices = {"bsp", "asp", "ssp", "softsync"}});
+  s.add({.name = "ps.staleness", .type = T::Int, .default_value = int64_t{2},
+         .help = "ssp: how many clocks a worker may run ahead of the slowest", .min = 0.0});
+  s.add({.name = "ps.softsync_n", .type = T::Int, .default_value = int64_t{1},
+         .help = "softsync: apply after ceil(workers / n) gradients, each scaled by 1 / staleness", .min = 1.0});
+  s.add({.name = "ps.backup_workers", .type = T::Int, .default_value = int64_t{0},
+         .help = "bsp: apply each clock after workers - b gradients, dropping the late ones", .min = 0.0});
+  s.add({.name = "ps.updater", .type = T::String, .default_value = std::string("sgd"),
+         .help = "the optimizer the servers run (hyper-parameters from optim.*: lr, momentum, beta1, beta2, eps, "
+                 "weight_decay)",
+         .choices = {"sgd", "momentum", "adagrad", "adam"}});
+  s.add({.name = "ps.n_fetch", .type = T::Int, .default_value = int64_t{1},
+         .help = "pull fresh weights every n steps (Downpour SGD's n_fetch)", .min = 1.0});
+  s.add({.name = "ps.n_push", .type = T::Int, .default_value = int64_t{1},
+         .help = "push the summed gradients every n steps (Downpour SGD's n_push)", .min = 1.0});
+  s.add({.name = "ps.checkpoint_every", .type = T::Int, .default_value = int64_t{0},
+         .help = "servers checkpoint their shards every n updates (0: only when training ends)", .min = 0.0});
+  s.add({.name = "ps.checkpoint_dir", .type = T::String, .default_value = std::string(""),
+         .help = "where servers keep their shards; empty: <train.out_dir>/ps"});
 }
 
 }  // namespace braid::train

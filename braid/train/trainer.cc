@@ -84,7 +84,11 @@ double Trainer::train_step(const data::Batch& batch) {
                          last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
     }
   }
-  optimizer_->step();
+  if (strategy_->owns_optimizer()) {
+    strategy_->step(optimizer_->lr());
+  } else {
+    optimizer_->step();
+  }
   strategy_->after_step();
   ++step_;
   return value;
@@ -219,6 +223,7 @@ TrainSummary Trainer::fit() {
       t_batch = Clock::now();
     }
     if (window_steps > 0) record(epoch, batch);
+    if (done || epoch + 1 == o_.epochs) strategy_->finish();
     const bool epoch_complete = batch == per_epoch;
     if (o_.checkpoints && o_.checkpoint_every == 0) {
       save(epoch_complete ? epoch + 1 : epoch, epoch_complete ? 0 : batch);
@@ -230,6 +235,7 @@ TrainSummary Trainer::fit() {
     }
     s.epochs = epoch + 1;
   }
+  strategy_->finish();  // (again is a no-op; a resumed run may have had no step left)
   s.steps = step_;
   s.train_seconds = train_seconds;
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;

@@ -80,6 +80,29 @@ Datasets load_datasets(const Config& c) {
   fail<ConfigError>("data.name = {} is not supported by braid train", name);
 }
 
+parallel::PsStrategyOptions ps_options(const Config& c, int servers, Duration timeout) {
+  std::string dir = c.get_string("ps.checkpoint_dir");
+  if (dir.empty()) dir = c.get_string("train.out_dir") + "/ps";
+  return {.config = {.consistency = ps::parse_consistency(c.get_string("ps.consistency")),
+                     .staleness = c.get_int("ps.staleness"),
+                     .softsync_n = c.get_int("ps.softsync_n"),
+                     .backup_workers = c.get_int("ps.backup_workers"),
+                     .updater = {.name = c.get_string("ps.updater"),
+                                 .momentum = c.get_float("optim.momentum"),
+                                 .beta1 = c.get_float("optim.beta1"),
+                                 .beta2 = c.get_float("optim.beta2"),
+                                 .eps = c.get_float("optim.eps"),
+                                 .weight_decay = c.get_float("optim.weight_decay")},
+                     .checkpoint_dir = dir,
+                     .checkpoint_every = c.get_int("ps.checkpoint_every"),
+                     .seed = static_cast<uint64_t>(c.get_int("train.seed")),
+                     .timeout_s = std::chrono::duration<double>(timeout).count()},
+          .servers = servers,
+          .n_fetch = c.get_int("ps.n_fetch"),
+          .n_push = c.get_int("ps.n_push"),
+          .timeout = timeout};
+}
+
 }  // namespace
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
@@ -120,7 +143,10 @@ TrainingRun make_training_run(const Config& c) {
   // train.threads = 0: the cores this process may use, shared with the other
   // ranks on this host (LOCAL_WORLD_SIZE), so ranks never oversubscribe them.
   const int64_t threads = c.get_int("train.threads");
-  const int local_ranks = c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, comm::read_env().local_size);
+  const comm::Env env = comm::read_env();
+  // Parameter servers mostly wait; the workers get the cores.
+  const int local_ranks =
+      c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, env.local_size - env.ps_servers);
   set_num_threads(threads > 0 ? static_cast<int>(threads) : std::max(1, available_cores() / local_ranks));
   const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
   Datasets ds = load_datasets(c);
@@ -141,8 +167,14 @@ TrainingRun make_training_run(const Config& c) {
   int rank = 0, world = 1;
   if (strategy != "none") {
     run.group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"), .timeout = timeout});
-    rank = run.group->comm().rank();
-    world = run.group->comm().size();
+    const int servers = strategy == "ps" ? run.group->env().ps_servers : 0;
+    if (strategy == "ps" && servers == 0) {
+      fail<ConfigError>("parallel.strategy = ps needs parameter servers: start the job with "
+                        "braid launch --servers S --workers W -- braid train ...");
+    }
+    // Servers are the first ranks; the data is split among the workers.
+    rank = run.group->comm().rank() - servers;
+    world = run.group->comm().size() - servers;
     run.leader = rank == 0;
   }
   std::shared_ptr<const data::Sampler> sampler;
@@ -191,7 +223,8 @@ TrainingRun make_training_run(const Config& c) {
                                                    .overlap = c.get_bool("parallel.overlap"),
                                                    .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
                                                    .timeout = timeout}};
-    run.trainer->set_strategy(parallel::make_strategy(so, run.group->comm()));
+    if (strategy == "ps") so.ps = ps_options(c, run.group->env().ps_servers, timeout);
+    run.trainer->set_strategy(parallel::make_strategy(so, run.group->comm(), run.group->transport()));
   }
   return run;
 }

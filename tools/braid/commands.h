@@ -14,5 +14,6 @@ void add_inspect(CLI::App& app);
 void add_train(CLI::App& app);
 void add_launch(CLI::App& app);
 void add_bench_collective(CLI::App& app);
+void add_ps(CLI::App& app);
 
 }  // namespace braid::cli

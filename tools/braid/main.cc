@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   braid::cli::add_train(app);
   braid::cli::add_launch(app);
   braid::cli::add_bench_collective(app);
+  braid::cli::add_ps(app);
   try {
     braid::log::init();
     app.parse(argc, argv);

@@ -40,10 +40,13 @@ void add_train(CLI::App& app) {
                 config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
                 static_cast<long long>(run.train_examples), static_cast<long long>(run.test_examples), num_threads());
     const train::TrainSummary s = run.trainer->fit();
-    const int world = run.group ? run.group->comm().size() : 1;
-    if (world > 1) {
-      std::printf("group of %d ranks over %s: %.0f samples/s in all\n", world, run.group->transport_name().c_str(),
-                  s.samples_per_s * world);
+    // Data-parallel ranks (parameter servers do not read data).
+    const int servers = run.group ? run.group->env().ps_servers : 0;
+    const int world = run.group ? run.group->comm().size() - servers : 1;
+    if (world > 1 || servers > 0) {
+      std::printf("group of %d workers%s over %s: %.0f samples/s in all\n", world,
+                  servers > 0 ? fmt::format(" and {} parameter servers", servers).c_str() : "",
+                  run.group->transport_name().c_str(), s.samples_per_s * world);
     }
     if (!args->summary_json.empty()) {
       nlohmann::json j = {{"steps", s.steps}, {"epochs", s.epochs}, {"train_seconds", s.train_seconds},
