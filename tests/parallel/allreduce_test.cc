@@ -14,66 +14,22 @@
 #include "braid/ops/reduce.h"
 #include "braid/parallel/allreduce.h"
 #include "braid/parallel/hooks.h"
+#include "tests/parallel/toy_model.h"
 
 namespace braid::parallel {
 namespace {
 
-using autograd::NoGradGuard;
+using testing::kBatch;
+using testing::kIn;
+using testing::kLr;
+using testing::kOut;
+using testing::kSteps;
+using Model = testing::ToyModel<double>;
 
-constexpr int64_t kIn = 5, kHidden = 7, kOut = 3, kBatch = 4, kSteps = 5;
-constexpr double kLr = 0.1;
+Tensor randn(const Shape& shape, Generator& g) { return testing::randn<double>(shape, g); }
+std::pair<Tensor, Tensor> global_batch(int64_t step, int64_t rows) { return testing::global_batch<double>(step, rows); }
 
-Tensor randn(const Shape& shape, Generator& g) {
-  std::vector<double> v(static_cast<size_t>(numel(shape)));
-  for (double& x : v) x = g.normal() * 0.5;
-  return Tensor::from_vector(v, shape);
-}
-
-struct Model {
-  std::vector<NamedParameter> params;
-  explicit Model(uint64_t seed) {
-    Generator g(seed);
-    params = {{"fc1.weight", randn({kHidden, kIn}, g)}, {"fc1.bias", randn({kHidden}, g)},
-              {"fc2.weight", randn({kOut, kHidden}, g)}, {"fc2.bias", randn({kOut}, g)}};
-    for (auto& p : params) p.tensor.set_requires_grad();
-  }
-  Tensor loss(const Tensor& x, const Tensor& t) const {
-    Tensor h = linear(x, params[0].tensor, params[1].tensor);
-    Tensor y = linear(h * h, params[2].tensor, params[3].tensor);
-    Tensor d = y - t;
-    return mean(d * d);
-  }
-  void sgd_step() {
-    NoGradGuard no_grad;
-    for (auto& p : params) {
-      double* w = p.tensor.data<double>();
-      Tensor g = p.tensor.grad().contiguous();
-      for (int64_t i = 0; i < p.tensor.numel(); ++i) w[i] -= kLr * g.data<double>()[i];
-      p.tensor.grad().fill(0);
-    }
-  }
-};
-
-
-
-// Batch `step` of the global data: rows [step*N*b, (step+1)*N*b).
-std::pair<Tensor, Tensor> global_batch(int64_t step, int64_t rows) {
-  Generator g(1000 + static_cast<uint64_t>(step));
-  return {randn({rows, kIn}, g), randn({rows, kOut}, g)};
-}
-
-std::vector<std::vector<double>> train_single(int world) {
-  set_num_threads(1);
-  Model m(7);
-  for (int64_t s = 0; s < kSteps; ++s) {
-    auto [x, t] = global_batch(s, world * kBatch);
-    backward(m.loss(x, t));
-    m.sgd_step();
-  }
-  std::vector<std::vector<double>> out;
-  for (auto& p : m.params) out.push_back(p.tensor.to_vector<double>());
-  return out;
-}
+std::vector<std::vector<double>> train_single(int world) { return testing::train_single<double>(world); }
 
 // Rethrows the first error in time: the one that shut the world down, not the
 // "world shut down" its peers saw afterwards.
