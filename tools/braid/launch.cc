@@ -4,9 +4,23 @@
 // the others are stopped, a summary names the rank that failed first, and the
 // whole group is restarted up to --max-restarts times (BRAID_RESTART tells the
 // ranks which attempt they are in, and namespaces their store keys).
+//
+// Parameter-server jobs (--servers S --workers W, one node): ranks 0..S-1 run
+// the server program (default: this binary's `ps server`), ranks S..S+W-1 run
+// PROGRAM. A failed worker is reported and the rest go on (the servers decide
+// whether training can); a failed server stops and restarts the group as above.
+// The job succeeds when every server and worker 0 (rank S) succeed.
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "braid/base/digest.h"
 #include "braid/base/error.h"
@@ -21,6 +35,12 @@ namespace {
 
 struct LaunchOptions {
   int nproc = 1;
+  bool nproc_given = false;
+  int servers = 0;  // parameter-server job when servers or workers given
+  int workers = 0;
+  bool ps = false;
+  std::string server_program;  // "": this binary's `ps server`
+  std::vector<std::string> server_args;
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -30,9 +50,74 @@ struct LaunchOptions {
   std::vector<std::string> program;
 };
 
+void check_ps_options(const LaunchOptions& o) {
+  if (o.ps && o.nproc_given)
+    fail<ConfigError>("braid launch: give either -n (all ranks run PROGRAM) or --servers and --workers "
+                      "(a parameter-server job), not both");
+  if (!o.ps && !o.nproc_given)
+    fail<ConfigError>("braid launch: give -n N (N ranks of PROGRAM) or --servers S --workers W "
+                      "(a parameter-server job)");
+  if (!o.ps && (!o.server_program.empty() || !o.server_args.empty()))
+    fail<ConfigError>("braid launch: --server-program and --server-arg need --servers and --workers");
+  if (o.ps && (o.servers < 1 || o.workers < 1))
+    fail<ConfigError>("braid launch: a parameter-server job needs --servers >= 1 and --workers >= 1 (got {} and {})",
+                      o.servers, o.workers);
+  if (o.ps && o.nnodes > 1)
+    fail<ConfigError>("braid launch: --servers/--workers run on one node only; --nnodes {} is not supported",
+                      o.nnodes);
+}
+
+std::string self_exe() {
+  std::array<char, 4096> buf{};
+  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) fail<IoError>("braid launch: readlink /proc/self/exe: {}", std::strerror(errno));
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+// Ranks 0..S-1 run the server program, S..S+W-1 PROGRAM (spec.argv); every
+// rank learns its role and S. Workers may fail without stopping the group.
+void add_ps_ranks(const LaunchOptions& o, GroupSpec& spec) {
+  std::vector<std::string> server_argv;
+  if (o.server_program.empty()) {
+    server_argv = {self_exe(), "ps", "server"};
+  } else {
+    server_argv = {o.server_program};
+  }
+  server_argv.insert(server_argv.end(), o.server_args.begin(), o.server_args.end());
+  spec.ranks.clear();
+  for (int i = 0; i < o.servers + o.workers; ++i) {
+    bool server = i < o.servers;
+    spec.ranks.push_back({.argv = server ? server_argv : std::vector<std::string>{},
+                          .env = {{"BRAID_PS_SERVERS", std::to_string(o.servers)},
+                                  {"BRAID_ROLE", server ? "server" : "worker"}},
+                          .role = server ? "server" : "worker",
+                          .may_fail = !server});
+  }
+  spec.on_tolerated_failure = [](const RankFailure& f) {
+    std::fprintf(stderr, "braid launch: %s rank %d %s after %.1f s; the servers decide whether training goes on%s\n",
+                 f.role.c_str(), f.rank, f.how.c_str(), f.after, describe_tail(f.rank, f.tail).c_str());
+    std::fflush(stderr);
+  };
+}
+
+// Exit code of a parameter-server attempt in which no server failed.
+int finish_ps(const LaunchOptions& o, const GroupSpec& spec, const GroupResult& r) {
+  if (r.drained)
+    std::fprintf(stderr, "braid launch: ranks [%s] were still running %.1f s after the last worker ended; stopped them\n",
+                 fmt::format("{}", fmt::join(r.stopped, ", ")).c_str(), spec.stop_grace.count() / 1000.0);
+  if (!r.tolerated.empty())
+    std::fprintf(stderr, "braid launch: training finished without workers [%s]\n",
+                 fmt::format("{}", fmt::join(r.tolerated, ", ")).c_str());
+  if (r.exit_codes.at(o.servers) == 0) return 0;
+  std::fprintf(stderr, "braid launch: worker 0 (rank %d) did not succeed; exiting with 1\n", o.servers);
+  return 1;
+}
+
 int launch(const LaunchOptions& o) {
   if (o.program.empty()) fail<ConfigError>("braid launch: no program given (braid launch -n 2 -- PROGRAM ARGS)");
-  if (o.nproc < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)
+  check_ps_options(o);
+  int nproc = o.ps ? o.servers + o.workers : o.nproc;
+  if (nproc < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)
     fail<ConfigError>("braid launch: need -n >= 1, --nnodes >= 1 and 0 <= --node-rank < --nnodes");
   std::string token;
   if (const char* t = std::getenv("BRAID_TOKEN"); t && *t) {
@@ -59,9 +144,10 @@ int launch(const LaunchOptions& o) {
 
   GroupSpec spec;
   spec.argv = o.program;
-  spec.nproc = o.nproc;
-  spec.world_size = o.nproc * o.nnodes;
-  spec.first_rank = o.node_rank * o.nproc;
+  spec.nproc = nproc;
+  spec.world_size = nproc * o.nnodes;
+  spec.first_rank = o.node_rank * nproc;
+  if (o.ps) add_ps_ranks(o, spec);
   spec.node_rank = o.node_rank;
   spec.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_s * 1000));
   for (int attempt = 0;; ++attempt) {
@@ -70,7 +156,7 @@ int launch(const LaunchOptions& o) {
                 {"BRAID_TOKEN", token},
                 {"BRAID_RESTART", std::to_string(attempt)}};
     GroupResult r = run_group(spec);
-    if (r.ok) return 0;
+    if (r.ok) return o.ps ? finish_ps(o, spec, r) : 0;
     std::fprintf(stderr, "%s\n", describe_failure(r).c_str());
     if (r.interrupted || attempt >= o.max_restarts) return r.exit_code == 0 ? 1 : r.exit_code;
     std::fprintf(stderr, "braid launch: restarting the group (restart %d of %d)\n", attempt + 1,
@@ -82,16 +168,37 @@ int launch(const LaunchOptions& o) {
 
 void add_launch(CLI::App& app) {
   auto opts = std::make_shared<LaunchOptions>();
-  auto* cmd = app.add_subcommand("launch", "Run N ranks of a program (like torchrun)");
-  cmd->add_option("-n,--nproc-per-node", opts->nproc, "Ranks on this node")->required();
+  auto* cmd = app.add_subcommand(
+      "launch", "Run N ranks of a program (like torchrun), or a parameter-server job (--servers/--workers)");
+  auto* nproc = cmd->add_option("-n,--nproc-per-node", opts->nproc, "Ranks on this node (plain jobs)");
+  auto* servers = cmd->add_option("--servers", opts->servers,
+                                  "Parameter-server job: ranks 0..S-1 run the server program (one node only)");
+  auto* workers = cmd->add_option("--workers", opts->workers,
+                                  "Parameter-server job: ranks S..S+W-1 run PROGRAM; a failed worker does not "
+                                  "stop the job, a failed server does");
+  cmd->add_option("--server-program", opts->server_program,
+                  "Executable the servers run (default: this braid binary, as `braid ps server`)");
+  // One value per occurrence, appended as parsed: a vector option would also
+  // swallow the `--` before PROGRAM (CLI11 2.1).
+  cmd->add_option_function<std::string>(
+         "--server-arg", [opts](const std::string& a) { opts->server_args.push_back(a); },
+         "One more argument for the server program (repeatable, taken as is: --server-arg -c)")
+      ->trigger_on_parse()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cmd->add_option("--nnodes", opts->nnodes, "Nodes in the job");
   cmd->add_option("--node-rank", opts->node_rank, "This node's index (0 hosts the store)");
   cmd->add_option("--master-addr", opts->master_addr, "Address of node 0 (store host)");
   cmd->add_option("--master-port", opts->master_port, "Store port (0: any free port, one node only)");
-  cmd->add_option("--max-restarts", opts->max_restarts, "Restart the whole group this many times on failure");
-  cmd->add_option("--stop-grace", opts->stop_grace_s, "Seconds between SIGTERM and SIGKILL when stopping ranks");
+  cmd->add_option("--max-restarts", opts->max_restarts, "Restart the whole group this many times on failure (parameter-server jobs: when a server fails)");
+  cmd->add_option("--stop-grace", opts->stop_grace_s,
+                  "Seconds between SIGTERM and SIGKILL when stopping ranks; in a parameter-server job also how "
+                  "long the servers may run on after the last worker ended before they get SIGTERM");
   cmd->add_option("program", opts->program, "PROGRAM ARGS (after --)")->required();
-  cmd->callback([opts] { exit_code = launch(*opts); });
+  cmd->callback([opts, nproc, servers, workers] {
+    opts->nproc_given = nproc->count() > 0;
+    opts->ps = servers->count() > 0 || workers->count() > 0;
+    exit_code = launch(*opts);
+  });
 }
 
 }  // namespace braid::cli

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -28,6 +29,8 @@ extern "C" void on_interrupt(int sig) { g_interrupt.store(sig); }
 
 struct Child {
   int rank = 0;
+  std::string role;
+  bool may_fail = false;
   pid_t pid = -1;
   int out_fd = -1, err_fd = -1;
   std::string out_partial, err_partial;
@@ -71,6 +74,37 @@ std::string describe_status(int status) {
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// One read from a ready pipe of `c`; closes it at end of file.
+void read_once(Child& c, bool is_err, char* buf, size_t size, size_t keep) {
+  int& fd = is_err ? c.err_fd : c.out_fd;
+  ssize_t n = ::read(fd, buf, size);
+  std::string& partial = is_err ? c.err_partial : c.out_partial;
+  FILE* to = is_err ? stderr : stdout;
+  if (n > 0) {
+    relay(c, partial, buf, static_cast<size_t>(n), to, keep, false);
+  } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    relay(c, partial, buf, 0, to, keep, true);
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+// After `c` exited: relay what is already in its pipes, so its tail is
+// complete, without waiting for processes it left behind holding them.
+void read_available(Child& c, char* buf, size_t size, size_t keep) {
+  for (bool is_err : {false, true}) {
+    for (int i = 0; i < 1024; ++i) {  // bounded: a left-behind writer may go on writing
+      int fd = is_err ? c.err_fd : c.out_fd;
+      if (fd < 0) break;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) break;
+      read_once(c, is_err, buf, size, keep);
+    }
+  }
+}
+
 pid_t spawn(const GroupSpec& spec, int local, int out[2], int err[2]) {
   // Everything the child needs is prepared before fork (no allocation after).
   std::vector<std::string> env_strings;
@@ -86,17 +120,34 @@ pid_t spawn(const GroupSpec& spec, int local, int out[2], int err[2]) {
   set("LOCAL_WORLD_SIZE", std::to_string(spec.nproc));
   set("GROUP_RANK", std::to_string(spec.node_rank));
   for (const auto& [k, v] : spec.env) set(k, v);
+  const RankSpec* own = spec.ranks.empty() ? nullptr : &spec.ranks[local];
+  if (own)
+    for (const auto& [k, v] : own->env) set(k, v);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::vector<std::string> args = spec.argv;
+  std::vector<std::string> args = own && !own->argv.empty() ? own->argv : spec.argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   pid_t parent = ::getpid();
 
+  // Until exec the child has our SIGINT/SIGTERM handler, which would swallow a
+  // stop sent that early (the rank then lived on until SIGKILL): block both
+  // across fork, and in the child restore the default before unblocking.
+  sigset_t stop_sigs, old_mask;
+  sigemptyset(&stop_sigs);
+  sigaddset(&stop_sigs, SIGINT);
+  sigaddset(&stop_sigs, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
   pid_t pid = ::fork();
-  if (pid < 0) fail<IoError>("braid launch: fork: {}", std::strerror(errno));
+  if (pid < 0) {
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    fail<IoError>("braid launch: fork: {}", std::strerror(errno));
+  }
   if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     ::setpgid(0, 0);                   // its own group: we stop its children too
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphans if launch itself dies
     if (::getppid() != parent) ::_exit(127);
@@ -108,6 +159,7 @@ pid_t spawn(const GroupSpec& spec, int local, int out[2], int err[2]) {
     std::fprintf(stderr, "braid launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   ::setpgid(pid, pid);
   return pid;
 }
@@ -116,6 +168,8 @@ pid_t spawn(const GroupSpec& spec, int local, int out[2], int err[2]) {
 
 GroupResult run_group(const GroupSpec& spec) {
   GroupResult result;
+  if (!spec.ranks.empty() && spec.ranks.size() != static_cast<size_t>(spec.nproc))
+    fail<ConfigError>("braid launch: {} rank specs for {} ranks", spec.ranks.size(), spec.nproc);
   std::vector<Child> kids(spec.nproc);
   struct sigaction sa {}, old_int{}, old_term{};
   sa.sa_handler = on_interrupt;
@@ -129,6 +183,10 @@ GroupResult run_group(const GroupSpec& spec) {
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
       fail<IoError>("braid launch: pipe: {}", std::strerror(errno));
     kids[i].rank = spec.first_rank + i;
+    if (!spec.ranks.empty()) {
+      kids[i].role = spec.ranks[i].role;
+      kids[i].may_fail = spec.ranks[i].may_fail;
+    }
     kids[i].pid = spawn(spec, i, out, err);
     ::close(out[1]);
     ::close(err[1]);
@@ -138,6 +196,10 @@ GroupResult run_group(const GroupSpec& spec) {
 
   bool stopping = false;
   Clock::time_point kill_at{};
+  bool any_may_fail = false;
+  for (const auto& c : kids) any_may_fail |= c.may_fail;
+  // Set when the last `may_fail` rank has ended: the others must be gone by then.
+  Clock::time_point drain_at = Clock::time_point::max();
   auto stop_others = [&] {
     if (stopping) return;
     stopping = true;
@@ -164,16 +226,7 @@ GroupResult run_group(const GroupSpec& spec) {
     for (size_t k = 0; k < fds.size(); ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [c, is_err] = owner[k];
-      ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
-      std::string& partial = is_err ? c->err_partial : c->out_partial;
-      FILE* to = is_err ? stderr : stdout;
-      if (n > 0) {
-        relay(*c, partial, buf, static_cast<size_t>(n), to, spec.tail_lines, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        relay(*c, partial, buf, 0, to, spec.tail_lines, true);
-        ::close(fds[k].fd);
-        (is_err ? c->err_fd : c->out_fd) = -1;
-      }
+      read_once(*c, is_err, buf, sizeof buf, spec.tail_lines);
     }
     for (auto& c : kids) {
       if (!c.running) continue;
@@ -181,12 +234,30 @@ GroupResult run_group(const GroupSpec& spec) {
       if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.running = false;
       c.status = status;
-      if (failed(status) && result.ok && !stopping) {
-        result.ok = false;
-        result.failed_rank = c.rank;
-        result.how = describe_status(status);
-        result.failed_after = seconds_since(t0);
-        result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (!failed(status) || stopping) continue;
+      if (c.may_fail) {
+        result.tolerated.push_back(c.rank);
+        if (spec.on_tolerated_failure) {
+          read_available(c, buf, sizeof buf, spec.tail_lines);
+          spec.on_tolerated_failure(
+              {.rank = c.rank, .role = c.role, .how = describe_status(status), .after = seconds_since(t0), .tail = c.tail});
+        }
+        continue;
+      }
+      result.ok = false;
+      result.failed_rank = c.rank;
+      result.failed_role = c.role;
+      result.how = describe_status(status);
+      result.failed_after = seconds_since(t0);
+      result.exit_code = exit_code_of(status);
+      stop_others();
+    }
+    if (any_may_fail && !stopping) {
+      if (drain_at == Clock::time_point::max() &&
+          std::none_of(kids.begin(), kids.end(), [](const Child& c) { return c.may_fail && c.running; }))
+        drain_at = Clock::now() + spec.stop_grace;
+      if (Clock::now() >= drain_at) {
+        result.drained = true;
         stop_others();
       }
     }
@@ -203,8 +274,10 @@ GroupResult run_group(const GroupSpec& spec) {
       kill_at = Clock::time_point::max();
     }
   }
-  for (auto& c : kids)
+  for (auto& c : kids) {
     if (c.rank == result.failed_rank) result.tail = c.tail;
+    result.exit_codes.push_back(exit_code_of(c.status));
+  }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   return result;
@@ -215,14 +288,17 @@ std::string describe_failure(const GroupResult& r) {
   if (r.interrupted) {
     s = fmt::format("braid launch: interrupted ({})", r.how);
   } else {
-    s = fmt::format("braid launch: rank {} failed first: {} after {:.1f} s", r.failed_rank, r.how,
-                    r.failed_after);
+    s = fmt::format("braid launch: {}{}rank {} failed first: {} after {:.1f} s", r.failed_role,
+                    r.failed_role.empty() ? "" : " ", r.failed_rank, r.how, r.failed_after);
   }
   if (!r.stopped.empty()) s += fmt::format("; stopped ranks [{}]", fmt::join(r.stopped, ", "));
-  if (!r.tail.empty()) {
-    s += fmt::format("\nlast lines of rank {}:", r.failed_rank);
-    for (const auto& line : r.tail) s += "\n  | " + line;
-  }
+  return s + describe_tail(r.failed_rank, r.tail);
+}
+
+std::string describe_tail(int rank, const std::deque<std::string>& tail) {
+  if (tail.empty()) return "";
+  std::string s = fmt::format("\nlast lines of rank {}:", rank);
+  for (const auto& line : tail) s += "\n  | " + line;
   return s;
 }
 

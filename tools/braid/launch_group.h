@@ -1,14 +1,40 @@
 // One attempt of `braid launch`: start the local ranks, relay their output
 // line by line with a "[rank R]" prefix, and stop them all within seconds when
 // one fails (launch.cc adds the store, the token and the restarts).
+//
+// Parameter-server jobs (launch.cc, --servers/--workers) give each rank its own
+// program, environment and role through GroupSpec::ranks. A rank marked
+// `may_fail` (a worker) is reported when it fails but does not stop the group;
+// once every such rank has ended, the others (the servers) get --stop-grace to
+// exit by themselves before they are stopped.
 #pragma once
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace braid::cli {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// Per-local-rank settings; see GroupSpec::ranks.
+struct RankSpec {
+  std::vector<std::string> argv;  // empty: GroupSpec::argv
+  EnvList env;                    // added after GroupSpec::env
+  std::string role;               // "server", "worker", or "" (named in messages)
+  bool may_fail = false;          // its failure is reported, the group goes on
+};
+
+// How a `may_fail` rank failed (handed to GroupSpec::on_tolerated_failure).
+struct RankFailure {
+  int rank = -1;
+  std::string role;
+  std::string how;             // "exited with code 7", "killed by signal 9 (Killed)"
+  double after = 0;            // seconds from start
+  std::deque<std::string> tail;  // its last lines of output
+};
 
 struct GroupSpec {
   std::vector<std::string> argv;  // program and its arguments
@@ -17,26 +43,42 @@ struct GroupSpec {
   int world_size = 1;
   int node_rank = 0;
   // Extra environment for every rank (RANK etc. are added per rank).
-  std::vector<std::pair<std::string, std::string>> env;
-  // After a failure, SIGTERM the others; SIGKILL what is left after this.
+  EnvList env;
+  // Empty (plain jobs: every rank runs argv, any failure stops the group), or
+  // one entry per local rank.
+  std::vector<RankSpec> ranks;
+  // Called, while the others keep running, when a `may_fail` rank fails.
+  std::function<void(const RankFailure&)> on_tolerated_failure;
+  // After a failure, SIGTERM the others; SIGKILL what is left after this. Also
+  // how long the other ranks may outlive the last `may_fail` rank before they
+  // are sent SIGTERM.
   std::chrono::milliseconds stop_grace{3000};
   size_t tail_lines = 10;  // lines of output kept per rank for the summary
 };
 
 struct GroupResult {
-  bool ok = true;
+  bool ok = true;            // no rank failed, except `may_fail` ones
   int failed_rank = -1;      // the rank that failed first
+  std::string failed_role;   // its RankSpec::role
   std::string how;           // "exited with code 3", "killed by signal 9 (Killed)"
   int exit_code = 0;         // what `braid launch` should exit with
   double failed_after = 0;   // seconds from start to the first failure
   std::deque<std::string> tail;  // its last lines of output
   std::vector<int> stopped;  // ranks we had to stop
   bool interrupted = false;  // launch itself got SIGINT/SIGTERM
+  // Parameter-server jobs:
+  std::vector<int> tolerated;  // `may_fail` ranks that failed, in order
+  bool drained = false;        // `stopped` were stopped because they outlived the
+                               // last `may_fail` rank by stop_grace, not after a failure
+  std::vector<int> exit_codes;  // per local rank: code, or 128+signal
 };
 
 GroupResult run_group(const GroupSpec& spec);
 
 // The summary printed after a failed attempt.
 std::string describe_failure(const GroupResult& r);
+
+// "\nlast lines of rank R:\n  | ..." (empty for no lines).
+std::string describe_tail(int rank, const std::deque<std::string>& tail);
 
 }  // namespace braid::cli
