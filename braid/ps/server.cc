@@ -183,7 +183,9 @@ struct Server::Impl {
   void complete_clocks() {
     const int64_t need = o.workers - config->backup_workers;
     while (true) {
-      auto it = pending.find(applied_clock);
+      // The oldest clock pending (after a restart, servers may have checkpointed at different clocks,
+      // and the workers continue from the newest).
+      auto it = pending.begin();
       if (it == pending.end()) return;
       PendingClock& p = it->second;
       bool everyone = true;
@@ -201,8 +203,8 @@ struct Server::Impl {
         }
       }
       ++stats.updates;
+      applied_clock = it->first + 1;
       pending.erase(it);
-      ++applied_clock;
       maybe_checkpoint();
     }
   }
@@ -290,6 +292,7 @@ struct Server::Impl {
     if (shard->version() - last_checkpoint < config->checkpoint_every) return;
     shard->save(checkpoint_path(), applied_clock);
     last_checkpoint = shard->version();
+    log::info("{}: checkpoint at update {} (clock {})", who(), shard->version(), applied_clock);
   }
 
   // ---- requests ----

@@ -14,6 +14,9 @@ void add_data_keys(Schema& s) {
   s.add({.name = "data.stride", .type = T::Int, .default_value = int64_t{0},
          .help = "text: characters between the starts of consecutive windows; 0 = model.context (no overlap)",
          .min = 0});
+  s.add({.name = "data.hash_buckets", .type = T::Int, .default_value = int64_t{0},
+         .help = "sparse_linear: fold feature ids into this many embedding rows by hashing (0: one row per id)",
+         .min = 0.0});
   s.add({.name = "data.workers", .type = T::Int, .default_value = int64_t{1},
          .help = "background loader threads; 0 = load on the training thread", .min = 0});
   s.add({.name = "data.augment", .type = T::Bool, .default_value = false,

@@ -6,10 +6,11 @@ namespace braid::train {
 void add_model_keys(Schema& s) {
   using T = ValueType;
   s.add({.name = "model.name", .type = T::String, .default_value = std::string("cnn"),
-         .help = "mlp (784-hidden-hidden-10), cnn (2 conv + 2 fc), char_transformer (causal LM)",
-         .choices = {"mlp", "cnn", "char_transformer"}});
+         .help = "mlp (784-hidden-hidden-10), cnn (2 conv + 2 fc), char_transformer (causal LM), sparse_linear "
+                 "(embedding-bag + linear over libsvm features, through parameter servers)",
+         .choices = {"mlp", "cnn", "char_transformer", "sparse_linear"}});
   s.add({.name = "model.hidden", .type = T::Int, .default_value = int64_t{256},
-         .help = "hidden width of the MLP", .min = 1});
+         .help = "hidden width of the MLP; embedding width of sparse_linear", .min = 1});
   s.add({.name = "model.d_model", .type = T::Int, .default_value = int64_t{128},
          .help = "transformer embedding width", .min = 1});
   s.add({.name = "model.n_heads", .type = T::Int, .default_value = int64_t{4},

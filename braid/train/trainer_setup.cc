@@ -80,29 +80,6 @@ Datasets load_datasets(const Config& c) {
   fail<ConfigError>("data.name = {} is not supported by braid train", name);
 }
 
-parallel::PsStrategyOptions ps_options(const Config& c, int servers, Duration timeout) {
-  std::string dir = c.get_string("ps.checkpoint_dir");
-  if (dir.empty()) dir = c.get_string("train.out_dir") + "/ps";
-  return {.config = {.consistency = ps::parse_consistency(c.get_string("ps.consistency")),
-                     .staleness = c.get_int("ps.staleness"),
-                     .softsync_n = c.get_int("ps.softsync_n"),
-                     .backup_workers = c.get_int("ps.backup_workers"),
-                     .updater = {.name = c.get_string("ps.updater"),
-                                 .momentum = c.get_float("optim.momentum"),
-                                 .beta1 = c.get_float("optim.beta1"),
-                                 .beta2 = c.get_float("optim.beta2"),
-                                 .eps = c.get_float("optim.eps"),
-                                 .weight_decay = c.get_float("optim.weight_decay")},
-                     .checkpoint_dir = dir,
-                     .checkpoint_every = c.get_int("ps.checkpoint_every"),
-                     .seed = static_cast<uint64_t>(c.get_int("train.seed")),
-                     .timeout_s = std::chrono::duration<double>(timeout).count()},
-          .servers = servers,
-          .n_fetch = c.get_int("ps.n_fetch"),
-          .n_push = c.get_int("ps.n_push"),
-          .timeout = timeout};
-}
-
 }  // namespace
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
@@ -137,6 +114,29 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Te
   }
   fail<ConfigError>("optim.name = {} cannot drive minibatch training (L-BFGS needs a full-batch closure; use the "
                     "library API)", name);
+}
+
+parallel::PsStrategyOptions ps_strategy_options(const Config& c, int servers, Duration timeout) {
+  std::string dir = c.get_string("ps.checkpoint_dir");
+  if (dir.empty()) dir = c.get_string("train.out_dir") + "/ps";
+  return {.config = {.consistency = ps::parse_consistency(c.get_string("ps.consistency")),
+                     .staleness = c.get_int("ps.staleness"),
+                     .softsync_n = c.get_int("ps.softsync_n"),
+                     .backup_workers = c.get_int("ps.backup_workers"),
+                     .updater = {.name = c.get_string("ps.updater"),
+                                 .momentum = c.get_float("optim.momentum"),
+                                 .beta1 = c.get_float("optim.beta1"),
+                                 .beta2 = c.get_float("optim.beta2"),
+                                 .eps = c.get_float("optim.eps"),
+                                 .weight_decay = c.get_float("optim.weight_decay")},
+                     .checkpoint_dir = dir,
+                     .checkpoint_every = c.get_int("ps.checkpoint_every"),
+                     .seed = static_cast<uint64_t>(c.get_int("train.seed")),
+                     .timeout_s = std::chrono::duration<double>(timeout).count()},
+          .servers = servers,
+          .n_fetch = c.get_int("ps.n_fetch"),
+          .n_push = c.get_int("ps.n_push"),
+          .timeout = timeout};
 }
 
 TrainingRun make_training_run(const Config& c) {
@@ -223,7 +223,7 @@ TrainingRun make_training_run(const Config& c) {
                                                    .overlap = c.get_bool("parallel.overlap"),
                                                    .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
                                                    .timeout = timeout}};
-    if (strategy == "ps") so.ps = ps_options(c, run.group->env().ps_servers, timeout);
+    if (strategy == "ps") so.ps = ps_strategy_options(c, run.group->env().ps_servers, timeout);
     run.trainer->set_strategy(parallel::make_strategy(so, run.group->comm(), run.group->transport()));
   }
   return run;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "braid/parallel/process_group.h"
+#include "braid/parallel/ps.h"
 #include "braid/train/config.h"
 #include "braid/train/trainer.h"
 
@@ -26,6 +27,10 @@ struct TrainingRun {
 // The optimizer named by optim.name over `params` (lbfgs is refused: it needs
 // a full-batch closure, not a minibatch loop).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
+
+// The ps strategy's options from parallel.*, ps.* and optim.* (the servers'
+// updater takes its hyper-parameters from optim.*).
+parallel::PsStrategyOptions ps_strategy_options(const Config& config, int servers, Duration timeout);
 
 // Builds the whole run. Applies train.threads to the intra-op pool.
 TrainingRun make_training_run(const Config& config);

@@ -9,10 +9,34 @@
 #include "braid/base/thread_pool.h"
 #include "braid/train/callbacks_console.h"
 #include "braid/train/metrics.h"
+#include "braid/train/sparse_training.h"
 #include "braid/train/trainer_setup.h"
 #include "tools/braid/commands.h"
 
 namespace braid::cli {
+
+namespace {
+
+void run_sparse(const train::Config& config, const std::string& summary_json) {
+  const train::SparseSummary s = train::train_sparse(config, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  if (!s.leader) return;
+  std::printf("sparse_linear: %lld steps in %.1f s, %.0f samples/s per worker (%d workers), %lld table rows pulled\n",
+              static_cast<long long>(s.steps), s.train_seconds, s.samples_per_s, s.workers,
+              static_cast<long long>(s.rows_pulled));
+  if (s.has_eval) std::printf("test: loss %.4f, top-1 %.4f\n", s.test_loss, s.test_top1);
+  if (!summary_json.empty()) {
+    nlohmann::json j = {{"steps", s.steps}, {"train_seconds", s.train_seconds}, {"samples_per_s", s.samples_per_s},
+                        {"world", s.workers}, {"global_samples_per_s", s.samples_per_s * s.workers},
+                        {"rows_pulled", s.rows_pulled}};
+    if (s.has_eval) j["eval"] = {{"loss", s.test_loss}, {"top1", s.test_top1}};
+    std::ofstream(summary_json) << j.dump(2) << "\n";
+  }
+}
+
+}  // namespace
 
 void add_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "train a model from a TOML config");
@@ -27,6 +51,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--summary-json", args->summary_json, "write the run's summary (samples/s, accuracy) as JSON here");
   cmd->callback([args] {
     train::Config config = train::load_config(args->config, args->sets);
+    if (config.get_string("model.name") == "sparse_linear") {
+      run_sparse(config, args->summary_json);
+      return;
+    }
     train::TrainingRun run = train::make_training_run(config);
     if (!run.leader) {
       run.trainer->fit();  // rank 0 reports for the group
