@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
@@ -75,6 +76,9 @@ double Trainer::train_step(const data::Batch& batch) {
                        last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
   }
   backward(loss);
+  if (o_.straggler_ms > 0 && strategy_->data_rank() == o_.straggler_rank) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.straggler_ms));
+  }
   strategy_->before_step();
   if (o_.grad_clip > 0) {
     const double norm = optim::clip_grad_norm(params_, o_.grad_clip);

@@ -36,6 +36,10 @@ struct TrainerOptions {
   // checkpoints. Null: the trainer makes one from `seed`.
   std::shared_ptr<Generator> generator{};
   uint64_t seed = 0;
+  // Straggler simulation for benchmarks: the worker with this data rank
+  // sleeps this long every step (-1: nobody).
+  int straggler_rank = -1;
+  double straggler_ms = 0;
 };
 
 class Trainer {

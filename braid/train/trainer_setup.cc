@@ -214,7 +214,8 @@ TrainingRun make_training_run(const Config& c) {
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = run.leader, .out_dir = c.get_string("train.out_dir"),
                     .resume = c.get_bool("train.resume"), .config = c.to_json(), .generator = run.generator,
-                    .seed = seed};
+                    .seed = seed, .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
+                    .straggler_ms = c.get_float("train.straggler_ms")};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), nn::cross_entropy_loss,
                                           run.train_loader, run.test_loader, std::move(to));
   if (run.group) {
