@@ -116,7 +116,7 @@ TEST(Ssp, PullsNeverRunAheadOfTheBound) {
 
 TEST(Asp, SilentWorkerDoesNotStopTheOthers) {
   std::atomic<bool> others_done{false};
-  const auto r = run_job(1, 3, 500ms, [&](Client& c, int w) {
+  const auto r = run_job(1, 3, 1000ms, [&](Client& c, int w) {
     int64_t clock = c.hello({.consistency = Consistency::ssp, .staleness = 1, .timeout_s = 1.0}, kDim);
     std::vector<float> p = initial();
     if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
@@ -140,7 +140,7 @@ TEST(Asp, SilentWorkerDoesNotStopTheOthers) {
 
 TEST(Bsp, MissingWorkerIsAnErrorNamingIt) {
   try {
-    run_job(1, 3, 300ms, [&](Client& c, int w) {
+    run_job(1, 3, 500ms, [&](Client& c, int w) {
       int64_t clock = c.hello({.consistency = Consistency::bsp, .timeout_s = 0.5}, kDim);
       std::vector<float> p = initial();
       if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
