@@ -27,17 +27,15 @@ void AllreduceStrategy::setup(const std::vector<NamedParameter>& params, const n
   params_ = params;
   nlohmann::json shapes = nlohmann::json::array();
   for (const auto& p : params_) shapes.push_back({p.name, p.tensor.shape(), std::string(braid::name(p.tensor.dtype()))});
+  for (const auto& b : buffers_) shapes.push_back({b.name, b.tensor.shape(), std::string(braid::name(b.tensor.dtype()))});
   check_agreement(comm_, {{"config", description}, {"params", shapes}}, options_.timeout);
 
-  // Rank 0's initial parameters everywhere.
-  std::vector<comm::Work> works;
+  // Rank 0's initial parameters and buffers everywhere.
   for (const auto& p : params_) {
-    Tensor t = p.tensor;
-    if (!t.is_contiguous()) fail<ValueError>("allreduce strategy: parameter {} is not contiguous", p.name);
-    works.push_back(comm_.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
-                                    {.root = 0, .timeout = options_.timeout}));
+    if (!p.tensor.is_contiguous()) fail<ValueError>("allreduce strategy: parameter {} is not contiguous", p.name);
   }
-  comm::wait_all(works, Deadline::after(options_.timeout * 2));
+  broadcast_from_rank0(params_);
+  broadcast_buffers();
 
   // Buckets in reverse registration order, one dtype per bucket.
   const size_t n = params_.size();
@@ -95,6 +93,32 @@ void AllreduceStrategy::launch(Bucket& b) {
   b.work = comm_.allreduce({b.flat.raw_data(), static_cast<size_t>(b.flat.numel()), b.flat.dtype()},
                            {.op = comm::Op::avg, .algorithm = options_.algorithm, .timeout = options_.timeout});
   b.launched = true;
+}
+
+void AllreduceStrategy::broadcast_from_rank0(const std::vector<NamedParameter>& tensors) {
+  std::vector<comm::Work> works;
+  for (const auto& p : tensors) {
+    const Tensor& t = p.tensor;
+    works.push_back(comm_.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
+                                    {.root = 0, .timeout = options_.timeout}));
+  }
+  comm::wait_all(works, Deadline::after(options_.timeout * 2));
+}
+
+void AllreduceStrategy::broadcast_buffers() {
+  if (buffers_.empty()) return;
+  // Buffers may be views (running stats are updated in place); travel through contiguous copies.
+  std::vector<NamedParameter> staged;
+  for (const auto& b : buffers_) staged.push_back({b.name, b.tensor.is_contiguous() ? b.tensor : b.tensor.contiguous()});
+  broadcast_from_rank0(staged);
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (staged[i].tensor.raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(staged[i].tensor);
+  }
+}
+
+// Like DDP's broadcast_buffers: every rank's next forward sees rank 0's running statistics.
+void AllreduceStrategy::after_step() {
+  if (sync_) broadcast_buffers();
 }
 
 void AllreduceStrategy::before_step() {

@@ -35,6 +35,8 @@ class AllreduceStrategy final : public Strategy {
   void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) override;
   void on_grad_ready(size_t index, Tensor& grad) override;
   void before_step() override;
+  void after_step() override;
+  void set_buffers(const std::vector<NamedParameter>& buffers) override { buffers_ = buffers; }
   void set_sync(bool sync) override { sync_ = sync; }
   int data_rank() const override { return comm_.rank(); }
   int data_world() const override { return comm_.size(); }
@@ -52,11 +54,13 @@ class AllreduceStrategy final : public Strategy {
     comm::Work work;
   };
   void launch_ready_buckets();
+  void broadcast_from_rank0(const std::vector<NamedParameter>& tensors);
+  void broadcast_buffers();
   void launch(Bucket& b);
 
   comm::Communicator comm_;
   DataParallelOptions options_;
-  std::vector<NamedParameter> params_;
+  std::vector<NamedParameter> params_, buffers_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;     // param index -> bucket
   std::vector<Tensor> views_;         // param index -> its slice of the bucket

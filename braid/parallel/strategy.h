@@ -41,6 +41,9 @@ class Strategy {
   // `params` in the model's registration order, identical on every rank.
   // `description` is what ranks must agree on (the effective configuration).
   virtual void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) = 0;
+  // The model's buffers (BatchNorm running statistics), given before setup().
+  // Data-parallel strategies keep them equal to rank 0's, as DDP does.
+  virtual void set_buffers(const std::vector<NamedParameter>& buffers) {}
   virtual void on_grad_ready(size_t index, Tensor& grad) {}
   virtual void before_step() {}
   virtual void after_step() {}

@@ -177,6 +177,9 @@ TrainSummary Trainer::fit() {
   if (o_.max_steps > 0) total_steps = std::min(total_steps, o_.max_steps);
   std::vector<parallel::NamedParameter> named;
   for (auto& [name, tensor] : model_->named_parameters()) named.push_back({name, tensor});
+  std::vector<parallel::NamedParameter> buffers;
+  for (auto& [name, tensor] : model_->named_buffers()) buffers.push_back({name, tensor});
+  strategy_->set_buffers(buffers);
   strategy_->setup(named, o_.config);
   parallel::connect_grad_hooks(*strategy_, named);
   model_->train();

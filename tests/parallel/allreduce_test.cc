@@ -136,6 +136,28 @@ TEST(Allreduce, OverlapStartsBucketsDuringBackward) {
   });
 }
 
+TEST(Allreduce, BuffersFollowRankZeroLikeDdp) {
+  std::vector<std::vector<double>> got(3);
+  on_ranks(3, [&](int rank, comm::Communicator comm) {
+    Model m(7);
+    Tensor running = Tensor::from_vector(std::vector<double>(4, rank), {4});
+    Tensor count = Tensor::from_vector(std::vector<int64_t>{rank}, {1});
+    AllreduceStrategy s(comm);
+    s.set_buffers({{"bn.running_mean", running}, {"bn.num_batches_tracked", count}});
+    s.setup(m.params, {});
+    EXPECT_EQ(running.to_vector<double>(), std::vector<double>(4, 0.0));
+    EXPECT_EQ(count.to_vector<int64_t>(), std::vector<int64_t>{0});
+    // Each rank's forward updates its own statistics; after the step rank 0's win.
+    running.fill(10.0 + rank);
+    Generator g(3);
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    s.before_step();
+    s.after_step();
+    got[static_cast<size_t>(rank)] = running.to_vector<double>();
+  });
+  for (const auto& v : got) EXPECT_EQ(v, std::vector<double>(4, 10.0));
+}
+
 TEST(Allreduce, RanksThatDisagreeAreNamed) {
   try {
     on_ranks(3, [&](int rank, comm::Communicator comm) {
