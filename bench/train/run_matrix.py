@@ -9,6 +9,9 @@ PyTorch runs in each environment below and its best is the reference:
                page-fault storms DESIGN.md describes)
 braid runs as shipped (`braid train`, data through its prefetching loader).
 Peak RSS is each process's maximum resident set (/usr/bin/time %M).
+MFU (model FLOPs utilisation) = samples/s x training FLOPs per sample (3x the
+forward's multiply-adds x 2, counted analytically below) / the GEMM peak
+measured here with the same thread count (a 2048^3 f32 matrix product, best of 5).
 """
 import argparse
 import datetime
@@ -24,6 +27,33 @@ TORCH_ENVS = {
     "skylakex": {"OPENBLAS_CORETYPE": "SkylakeX"},
     "mmap": {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"},
 }
+
+
+# Forward FLOPs per example (2 per multiply-add) of the two models in examples/configs.
+FORWARD_FLOPS = {
+    "mlp": 2 * (784 * 256 + 256 * 256 + 256 * 10),
+    "cnn": 2 * (26 * 26 * 32 * 9 + 11 * 11 * 64 * 32 * 9 + 1600 * 128 + 128 * 10),
+}
+
+GEMM_PEAK = """
+import sys, time, torch
+torch.set_num_threads(int(sys.argv[1]))
+n = 2048
+a, b = torch.randn(n, n), torch.randn(n, n)
+torch.mm(a, b)
+best = min((lambda t0: (torch.mm(a, b), time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(5))
+print(2 * n ** 3 / best / 1e9)
+"""
+
+
+def gemm_peak_gflops(threads):
+    """The f32 GEMM peak of this machine at `threads` threads (PyTorch's BLAS, best of 5)."""
+    p = subprocess.run(["/usr/bin/python3", "-c", GEMM_PEAK, str(threads)], capture_output=True, text=True, check=True)
+    return float(p.stdout.strip().splitlines()[-1])
+
+
+def mfu(samples_per_s, model, peak_gflops):
+    return samples_per_s * 3 * FORWARD_FLOPS[model] / (peak_gflops * 1e9)
 
 
 def timed(cmd, env):
@@ -69,8 +99,10 @@ def main():
     ap.add_argument("--max-steps", type=int, default=0, help="0: one full epoch")
     a = ap.parse_args()
     rows = []
-    print(f"{'model':5} {'batch':>5} {'thr':>3} | {'braid/s':>9} {'rss MB':>7} | {'torch best/s':>12} {'env':>8} "
-          f"{'rss MB':>7} | {'ratio':>5}")
+    peaks = {t: gemm_peak_gflops(t) for t in map(int, a.threads.split(","))}
+    print("GEMM peak (f32, 2048^3): " + ", ".join(f"{t} thread(s) {g:.0f} GFLOP/s" for t, g in peaks.items()))
+    print(f"{'model':5} {'batch':>5} {'thr':>3} | {'braid/s':>9} {'MFU':>5} {'rss MB':>7} | {'torch best/s':>12} "
+          f"{'MFU':>5} {'env':>8} {'rss MB':>7} | {'ratio':>5}")
     for model in a.models.split(","):
         for batch in map(int, a.batches.split(",")):
             for threads in map(int, a.threads.split(",")):
@@ -85,11 +117,14 @@ def main():
                 best_env = max(torch_runs, key=lambda e: torch_runs[e]["samples_per_s"])
                 best = torch_runs[best_env]
                 ratio = b["samples_per_s"] / best["samples_per_s"] if best["samples_per_s"] > 0 else float("nan")
+                b["mfu"] = mfu(b["samples_per_s"], model, peaks[threads])
+                best["mfu"] = mfu(best["samples_per_s"], model, peaks[threads])
                 rows.append({"model": model, "batch": batch, "threads": threads, "braid": b, "torch": torch_runs,
-                             "torch_best_env": best_env, "ratio_vs_best": ratio})
-                print(f"{model:5} {batch:>5} {threads:>3} | {b['samples_per_s']:>9.0f} {b['peak_rss_mb']:>7.0f} | "
-                      f"{best['samples_per_s']:>12.0f} {best_env:>8} {best['peak_rss_mb']:>7.0f} | {ratio:>5.2f}",
-                      flush=True)
+                             "torch_best_env": best_env, "ratio_vs_best": ratio, "gemm_peak_gflops": peaks[threads],
+                             "train_flops_per_sample": 3 * FORWARD_FLOPS[model]})
+                print(f"{model:5} {batch:>5} {threads:>3} | {b['samples_per_s']:>9.0f} {b['mfu']:>5.1%} "
+                      f"{b['peak_rss_mb']:>7.0f} | {best['samples_per_s']:>12.0f} {best['mfu']:>5.1%} {best_env:>8} "
+                      f"{best['peak_rss_mb']:>7.0f} | {ratio:>5.2f}", flush=True)
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(ROOT, f"bench/results/train_vs_pytorch-{stamp}.json")
