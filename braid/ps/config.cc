@@ -36,6 +36,7 @@ nlohmann::json PsConfig::to_json() const {
             {"weight_decay", updater.weight_decay}}},
           {"checkpoint_dir", checkpoint_dir},
           {"checkpoint_every", checkpoint_every},
+          {"resume", resume},
           {"seed", seed},
           {"timeout_s", timeout_s}};
 }
@@ -56,6 +57,7 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
                  .weight_decay = u.at("weight_decay").get<double>()};
     c.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
     c.checkpoint_every = j.at("checkpoint_every").get<int64_t>();
+    c.resume = j.at("resume").get<bool>();
     c.seed = j.at("seed").get<uint64_t>();
     c.timeout_s = j.at("timeout_s").get<double>();
     return c;

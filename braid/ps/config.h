@@ -45,6 +45,9 @@ struct PsConfig {
   UpdaterOptions updater{};
   std::string checkpoint_dir{};   // empty: servers keep no checkpoints
   int64_t checkpoint_every = 0;   // dense updates between shard checkpoints (0: only at the end)
+  // Load the shard checkpoints found in checkpoint_dir (a resumed or
+  // restarted job); false: a fresh run, which overwrites them.
+  bool resume = false;
   uint64_t seed = 0;              // initial values of sparse rows
   // How long a server waits for a worker (a bsp clock, a silent worker);
   // servers adopt the workers' value at hello.

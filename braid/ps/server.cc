@@ -45,7 +45,7 @@ struct PendingClock {
 };
 
 template <class T>
-std::span<const T> view(const Bytes& b, size_t offset, size_t count) {
+std::span<const T> view(std::span<const std::byte> b, size_t offset, size_t count) {
   return {reinterpret_cast<const T*>(b.data() + offset), count};
 }
 
@@ -297,7 +297,7 @@ struct Server::Impl {
 
   // ---- requests ----
 
-  void hello(int worker, const Bytes& payload) {
+  void hello(int worker, std::span<const std::byte> payload) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
@@ -321,7 +321,7 @@ struct Server::Impl {
     dense_total = total;
     const DenseLayout layout(total, o.servers);
     shard = std::make_unique<Shard>(c, layout.size(index));
-    if (!c.checkpoint_dir.empty()) {
+    if (!c.checkpoint_dir.empty() && c.resume) {
       int64_t clock = 0;
       if (shard->load(checkpoint_path(), &clock)) {
         initialized = true;
@@ -336,8 +336,8 @@ struct Server::Impl {
               layout.begin(index), layout.end(index), to_string(c.consistency), c.updater.name);
   }
 
-  // Handles one request; returns the reply payload.
-  Bytes handle(int worker, const RequestHeader& h, const Bytes& payload, ReplyHeader& reply) {
+  // Handles one request; the reply payload goes to `out` (resized, its capacity reused).
+  void handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply, Bytes& out) {
     std::unique_lock lock(mu);
     if (fatal) std::rethrow_exception(fatal);
     WorkerState& ws = workers[static_cast<size_t>(worker)];
@@ -349,7 +349,7 @@ struct Server::Impl {
     if (h.op != Op::hello && !config)
       throw ValueError(fmt::format("{}: worker {} sent {} before hello", who(), worker, op_name(h.op)));
     const auto floats = [&](size_t offset, size_t count) { return view<float>(payload, offset, count); };
-    Bytes out;
+    out.clear();
     switch (h.op) {
       case Op::hello: hello(worker, payload); break;
       case Op::init_dense:
@@ -376,10 +376,9 @@ struct Server::Impl {
       case Op::pull_sparse: {
         wait_gate(lock, worker, h.clock, /*dense=*/false);
         const auto keys = view<uint64_t>(payload, 0, h.count);
-        std::vector<float> rows(h.count * static_cast<size_t>(shard->table(h.table).dim));
-        shard->read_rows(h.table, keys, rows);
-        out.resize(rows.size() * sizeof(float));
-        std::memcpy(out.data(), rows.data(), out.size());
+        const size_t values = h.count * static_cast<size_t>(shard->table(h.table).dim);
+        out.resize(values * sizeof(float));
+        shard->read_rows(h.table, keys, {reinterpret_cast<float*>(out.data()), values});
         break;
       }
       case Op::done:
@@ -394,7 +393,6 @@ struct Server::Impl {
     reply.clock = applied_clock;
     reply.slowest = slowest();
     reply.bytes = out.size();
-    return out;
   }
 
   // The payload size the request may carry; ValueError when it is out of bounds.
@@ -482,6 +480,8 @@ struct Server::Impl {
   // disagrees) is answered with the reason, and the worker is then dropped.
   void serve(int worker) {
     const int peer = rank_of(worker);
+    // Reused across requests: a fresh multi-MiB buffer per request costs page faults and zeroing.
+    Bytes payload, out;
     while (true) {
       RequestHeader h;
       if (!next_request(worker, h)) return;
@@ -490,10 +490,9 @@ struct Server::Impl {
         return;
       }
       ReplyHeader reply;
-      Bytes out;
       bool refused = false, failed = false;
       try {
-        Bytes payload(expected_bytes(worker, h));
+        payload.resize(expected_bytes(worker, h));
         if (!payload.empty()) {
           try {
             t.recv(peer, kRequestDataTag, payload).wait(Deadline::after(timeout()));
@@ -502,7 +501,7 @@ struct Server::Impl {
             return;
           }
         }
-        out = handle(worker, h, payload, reply);
+        handle(worker, h, payload, reply, out);
       } catch (const std::exception& e) {
         std::lock_guard lock(mu);
         // The shard's own failures (a checkpoint that cannot be written) and

@@ -4,8 +4,9 @@
 //
 // One thread per worker reads that worker's requests, so a slow worker never
 // delays another's pull; the shard is updated under one lock. The first
-// worker's hello carries the job's PsConfig; a server with a checkpoint of its
-// shard in ps.checkpoint_dir resumes from it instead of the initial weights.
+// worker's hello carries the job's PsConfig; in a resumed or restarted job
+// (PsConfig::resume) a server with a checkpoint of its shard in
+// ps.checkpoint_dir continues from it instead of the initial weights.
 //
 // Never hangs: a worker that dies is noticed through the transport, and one
 // that goes silent for `timeout` is noticed by the clock. Under asp, ssp and

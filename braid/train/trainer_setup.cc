@@ -131,6 +131,8 @@ parallel::PsStrategyOptions ps_strategy_options(const Config& c, int servers, Du
                                  .weight_decay = c.get_float("optim.weight_decay")},
                      .checkpoint_dir = dir,
                      .checkpoint_every = c.get_int("ps.checkpoint_every"),
+                     // a group restarted by `braid launch --max-restarts` continues too
+                     .resume = c.get_bool("train.resume") || comm::read_env().restart > 0,
                      .seed = static_cast<uint64_t>(c.get_int("train.seed")),
                      .timeout_s = std::chrono::duration<double>(timeout).count()},
           .servers = servers,

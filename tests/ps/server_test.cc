@@ -224,6 +224,7 @@ TEST(Recovery, ARestartedServerResumesFromItsCheckpoint) {
   PsConfig config;  // (assigned, not designated: GCC 12 warns spuriously about the skipped members)
   config.checkpoint_dir = dir.str();
   config.checkpoint_every = 2;
+  config.resume = true;
   std::vector<float> before;
   run_job(2, 1, 10s, [&](Client& c, int w) { train(c, w, config, 5, 0.2, &before); });
   // A new job (servers restarted) finds the shards; its initial weights are ignored.
@@ -234,6 +235,16 @@ TEST(Recovery, ARestartedServerResumesFromItsCheckpoint) {
     c.init_dense(zeros).wait(Deadline::after(10s));
     c.pull_dense(p, -1).wait(Deadline::after(10s));
     EXPECT_EQ(p, before);
+    c.done();
+  });
+  // A fresh run into the same folder starts over.
+  config.resume = false;
+  run_job(2, 1, 10s, [&](Client& c, int) {
+    EXPECT_EQ(c.hello(config, kDim), 0);
+    std::vector<float> zeros(kDim, 0.0f), p(kDim, 1.0f);
+    c.init_dense(zeros).wait(Deadline::after(10s));
+    c.pull_dense(p, -1).wait(Deadline::after(10s));
+    EXPECT_EQ(p, zeros);
     c.done();
   });
 }
