@@ -37,7 +37,7 @@ train=("$braid" train "$config" --set parallel.strategy=ps --set train.out_dir="
 
 case $scenario in
 asp_accuracy)
-  "$braid" launch --servers 1 --workers 2 -- "${train[@]}" --set ps.consistency=asp --set train.epochs=3 \
+  "$braid" launch --servers 1 --workers 2 -- "${train[@]}" --set ps.consistency=asp --set train.epochs=4 \
     >"$out/log" 2>&1 || fail "launch exited with $?"
   acc=$(grep -oE "final test accuracy: top-1 [0-9.]+" "$out/log" | grep -oE "[0-9.]+$")
   [[ -n $acc ]] || fail "no final accuracy"
