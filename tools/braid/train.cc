@@ -73,7 +73,7 @@ void add_train(CLI::App& app) {
     const int world = run.group ? run.group->comm().size() - servers : 1;
     if (world > 1 || servers > 0) {
       std::printf("group of %d workers%s over %s: %.0f samples/s in all\n", world,
-                  servers > 0 ? fmt::format(" and {} parameter servers", servers).c_str() : "",
+                  servers > 0 ? fmt::format(" and {} parameter server{}", servers, servers > 1 ? "s" : "").c_str() : "",
                   run.group->transport_name().c_str(), s.samples_per_s * world);
     }
     if (!args->summary_json.empty()) {
