@@ -5,6 +5,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/conv.h"
+#include "braid/tensor/cpu/autotune.h"
 #include "torch_oracle.h"
 
 namespace braid {
@@ -134,7 +135,7 @@ TEST(Conv2d, AutotunerSettlesAndEveryStepMatchesIm2col) {
     return std::vector<Tensor>{y, xv.grad(), wv.grad(), bv.grad()};
   };
   const auto ref = step(ConvBackend::im2col);
-  for (int i = 0; i < 19; ++i) {  // up to 6 candidates x 3 trials, then settled
+  for (int i = 0; i < 6 * cpu::kTuningTrials + 1; ++i) {  // up to 6 candidates x the trials, then settled
     const auto got = step(ConvBackend::automatic);
     for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(all_close(got[k], ref[k], 1e-4, 1e-4)) << i << " " << k;
   }

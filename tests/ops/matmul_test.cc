@@ -5,6 +5,7 @@
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/matmul.h"
+#include "braid/tensor/cpu/autotune.h"
 #include "braid/tensor/cpu/gemm.h"
 #include "torch_oracle.h"
 
@@ -69,7 +70,9 @@ TEST(Matmul, BothGemmLibrariesAgree) {
   EXPECT_TRUE(all_close(x, y, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(x, naive_matmul(a, b), 1e-4, 1e-5));
   // The autotuner settles on one library after a few calls of a shape.
-  for (int i = 0; i < 13; ++i) EXPECT_TRUE(all_close(matmul(a, b), x, 1e-5, 1e-5));  // <= 4 candidates x 3 trials
+  for (int i = 0; i < 4 * cpu::kTuningTrials + 1; ++i) {  // <= 4 candidates x the trials
+    EXPECT_TRUE(all_close(matmul(a, b), x, 1e-5, 1e-5));
+  }
   EXPECT_NE(cpu::gemm_choice(false, false, 33, 45, 70), cpu::GemmBackend::automatic);
 }
 

@@ -1,10 +1,11 @@
 // Choosing an implementation by measuring it on the real work.
 //
 // The first calls with a new key (a shape, a pass, a thread count) rotate
-// through the candidates, timing each kTrials times; the fastest minimum wins
-// for the rest of the process. The minimum of three is robust to other
-// processes sharing the cores, and the first call of a library also pays its
-// one-time costs (JIT code generation, thread start).
+// through the candidates, timing each kTrials times; the lowest median wins
+// for the rest of the process. The median ignores both the first call of a
+// library (JIT code generation, thread start) and a lucky run: a candidate
+// whose speed depends on having both cores to itself (a multi-threaded kernel
+// on shared cores) is judged by its typical time, not its best one.
 #pragma once
 
 #include <algorithm>
@@ -34,10 +35,13 @@ class SingleThread {
   int saved_;
 };
 
+// Timed calls per candidate before a key settles.
+inline constexpr int kTuningTrials = 5;
+
 template <class Key, int kMaxCandidates>
 class OnlineTuner {
  public:
-  static constexpr int kTrials = 3;
+  static constexpr int kTrials = kTuningTrials;
 
   // Calls run(candidate) with the settled candidate for `key`, or, while
   // tuning, with the least-measured of the first `candidates`, and times it.
@@ -64,15 +68,18 @@ class OnlineTuner {
     std::lock_guard lock(mu_);
     Tuning& tu = table_[key];
     if (tu.choice >= 0) return;  // another thread finished tuning
+    if (tu.calls[slot] < kTrials) tu.times[slot][tu.calls[slot]] = sec;
     tu.calls[slot] += 1;
-    tu.best[slot] = std::min(tu.best[slot], sec);
     bool done = true;
+    for (int i = 0; i < candidates; ++i) done = done && tu.calls[i] >= kTrials;
+    if (!done) return;
     int winner = 0;
+    double best = 1e30;
     for (int i = 0; i < candidates; ++i) {
-      done = done && tu.calls[i] >= kTrials;
-      if (tu.best[i] < tu.best[winner]) winner = i;
+      std::nth_element(tu.times[i], tu.times[i] + kTrials / 2, tu.times[i] + kTrials);
+      if (tu.times[i][kTrials / 2] < best) best = tu.times[i][kTrials / 2], winner = i;
     }
-    if (done) tu.choice = winner;
+    tu.choice = winner;
   }
 
   // The settled candidate for `key`, or -1 while it is still being measured.
@@ -85,9 +92,8 @@ class OnlineTuner {
  private:
   struct Tuning {
     int calls[kMaxCandidates] = {};
-    double best[kMaxCandidates];  // seconds
+    double times[kMaxCandidates][kTrials] = {};  // seconds
     int choice = -1;
-    Tuning() { std::fill(best, best + kMaxCandidates, 1e30); }
   };
   mutable std::mutex mu_;
   std::map<Key, Tuning> table_;
