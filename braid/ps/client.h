@@ -48,7 +48,8 @@ class Client {
   const DenseLayout& layout() const;
 
   // Registers with every server (blocking). Returns the clock to start from:
-  // the highest any server has applied (non-zero after a server recovered).
+  // 0 in a fresh job; after servers recovered their shards, the highest
+  // checkpointed clock among them.
   int64_t hello(const PsConfig& config, int64_t dense_total);
   comm::Work init_dense(std::span<const float> weights);
   comm::Work push_dense(std::span<const float> grads, int64_t clock, double lr);

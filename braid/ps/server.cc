@@ -68,6 +68,7 @@ struct Server::Impl {
   std::unique_ptr<Shard> shard;
   bool initialized = false;
   int64_t applied_clock = 0;  // bsp: clocks applied; else the newest clock pushed
+  int64_t start_clock = 0;    // where every worker starts: the recovered checkpoint's clock, else 0
   std::map<int64_t, PendingClock> pending;
   std::vector<float> soft_sum;  // softsync accumulation
   int64_t soft_count = 0;
@@ -325,7 +326,7 @@ struct Server::Impl {
       int64_t clock = 0;
       if (shard->load(checkpoint_path(), &clock)) {
         initialized = true;
-        applied_clock = clock;
+        applied_clock = start_clock = clock;
         last_checkpoint = shard->version();
         stats.recovered_version = shard->version();
         log::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
@@ -390,7 +391,9 @@ struct Server::Impl {
     }
     cv.notify_all();
     reply.version = shard ? shard->version() : 0;
-    reply.clock = applied_clock;
+    // A worker's first clock is the job's start, not what the others reached
+    // meanwhile (with backup workers they may be clocks ahead of a slow starter).
+    reply.clock = h.op == Op::hello ? start_clock : applied_clock;
     reply.slowest = slowest();
     reply.bytes = out.size();
   }

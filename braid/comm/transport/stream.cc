@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "braid/base/deadline.h"
 #include "braid/base/error.h"
 #include "braid/base/log.h"
 
@@ -258,14 +259,14 @@ struct StreamTransport::Peer {
     return r.work;
   }
 
-  // Phase 1 of closing: flush queued sends, then hang up our write side.
-  void close_write_side() {
+  // Phase 1 of closing: flush queued sends (until `by`), then hang up our write side.
+  void close_write_side(Clock::time_point by) {
     {
       std::unique_lock l(send_mu);
       stopping = true;
       send_cv.notify_all();
       // Let queued sends reach the peer before we hang up.
-      send_cv.wait_for(l, kFlushGrace, [&] { return queue.empty() && !writing; });
+      send_cv.wait_until(l, by, [&] { return queue.empty() && !writing; });
     }
     try {
       ch->close_write();
@@ -273,12 +274,12 @@ struct StreamTransport::Peer {
     }
   }
 
-  // Phase 2: wait for the peer to hang up too, then stop the threads.
-  void finish_close() {
+  // Phase 2: wait (until `by`) for the peer to hang up too, then stop the threads.
+  void finish_close(Clock::time_point by) {
     {
       // Wait for the peer to close its side too, so nothing it sent is cut off.
       std::unique_lock l(recv_mu);
-      closed_cv.wait_for(l, kHangupGrace, [&] { return reader_done; });
+      closed_cv.wait_until(l, by, [&] { return reader_done; });
     }
     ch->shutdown();
     if (sender.joinable()) sender.join();
@@ -307,11 +308,15 @@ StreamTransport::StreamTransport(std::string name, int rank, int size,
   }
 }
 
+// The graces are shared by all peers, not per peer: a rank that finishes while
+// many peers are still busy leaves after one grace, not one per peer.
 StreamTransport::~StreamTransport() {
+  const auto flushed_by = Clock::now() + kFlushGrace;
   for (auto& p : peers_)
-    if (p) p->close_write_side();
+    if (p) p->close_write_side(flushed_by);
+  const auto hung_up_by = Clock::now() + kHangupGrace;
   for (auto& p : peers_)
-    if (p) p->finish_close();
+    if (p) p->finish_close(hung_up_by);
 }
 
 StreamTransport::Peer& StreamTransport::peer(int p, const char* op) {
