@@ -1,0 +1,226 @@
+// The consistency model of a parameter server: which workers are live, when a
+// pull may be answered (the bsp and ssp gates), and how pushes become updates
+// (bsp clocks with backup workers, asp/ssp on arrival, n-softsync batches).
+#include <algorithm>
+
+#include <fmt/ranges.h>
+
+#include "braid/base/log.h"
+#include "braid/ps/server_impl.h"
+
+namespace braid::ps {
+
+int64_t Server::Impl::slowest() const {
+  int64_t s = -1;
+  for (const WorkerState& w : workers) {
+    if (w.status != Status::live || w.silent) continue;
+    s = s < 0 ? w.clock : std::min(s, w.clock);
+  }
+  return s < 0 ? applied_clock : s;
+}
+
+std::vector<int> Server::Impl::missing_for(int64_t clock) const {
+  std::vector<int> m;
+  auto it = pending.find(clock);
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (workers[w].status == Status::done) continue;
+    if (it == pending.end() || !it->second.pushed.count(static_cast<int>(w))) m.push_back(static_cast<int>(w));
+  }
+  return m;
+}
+
+bool Server::Impl::gate_open(int64_t clock, bool dense) const {
+  if (dense && !initialized) return false;
+  if (clock < 0) return true;
+  switch (config->consistency) {
+    case Consistency::bsp: return applied_clock >= clock;
+    case Consistency::ssp: return slowest() >= clock - config->staleness;
+    default: return true;
+  }
+}
+
+void Server::Impl::set_fatal(std::exception_ptr e) {
+  if (!fatal) fatal = e;
+  cv.notify_all();
+}
+
+void Server::Impl::wait_gate(std::unique_lock<std::mutex>& lock, int worker, int64_t clock, bool dense) {
+  // ssp may first have to notice a silent worker (after `timeout`) before it can let this one go.
+  const Deadline deadline = Deadline::after(timeout() * 2);
+  const Duration slice = std::min<Duration>(std::chrono::seconds(1), timeout() / 4);
+  WorkerState& me = workers[static_cast<size_t>(worker)];
+  me.held = true;
+  while (!fatal && !gate_open(clock, dense)) {
+    if (deadline.expired()) {
+      me.held = false;
+      if (dense && !initialized) {
+        fail<TimeoutError>("{}: no worker sent the initial weights within {}", who(), format_duration(timeout() * 2));
+      }
+      std::string msg = config->consistency == Consistency::bsp
+                            ? fmt::format("{}: bsp clock {} waited {} for workers {}", who(), clock - 1,
+                                          format_duration(timeout() * 2), missing_for(clock - 1))
+                            : fmt::format("{}: worker {} at clock {} waited {} for the slowest worker (clock {})",
+                                          who(), worker, clock, format_duration(timeout() * 2), slowest());
+      set_fatal(std::make_exception_ptr(TimeoutError(msg)));
+      break;
+    }
+    cv.wait_until(lock, std::min(deadline.at(), Clock::now() + slice));
+    me.last_heard = Clock::now();
+    note_silent_workers();
+  }
+  me.held = false;
+  if (fatal) std::rethrow_exception(fatal);
+}
+
+void Server::Impl::note_silent_workers() {
+  if (config && config->consistency == Consistency::bsp) return;
+  const auto now = Clock::now();
+  for (size_t w = 0; w < workers.size(); ++w) {
+    WorkerState& s = workers[w];
+    if (s.status == Status::live && !s.silent && !s.held && now - s.last_heard > timeout()) {
+      s.silent = true;
+      stats.gone.push_back(static_cast<int>(w));
+      log::warn("{}: worker {} silent for {}; the staleness bound ignores it from now on", who(), w,
+                format_duration(timeout()));
+      cv.notify_all();
+    }
+  }
+}
+
+void Server::Impl::mark_gone(int worker, const std::string& why) {
+  std::lock_guard lock(mu);
+  WorkerState& w = workers[static_cast<size_t>(worker)];
+  if (w.status != Status::live) return;
+  w.status = Status::gone;
+  stats.gone.push_back(worker);
+  if (config && config->consistency == Consistency::bsp && gone_workers() > config->backup_workers) {
+    set_fatal(std::make_exception_ptr(PeerError(fmt::format(
+        "{}: worker {} (rank {}) is gone at clock {} ({}); bsp with {} backup workers cannot go on without it", who(),
+        worker, rank_of(worker), w.clock, why, config->backup_workers))));
+    return;
+  }
+  log::warn("{}: worker {} (rank {}) is gone at clock {} ({}); training goes on without it", who(), worker,
+            rank_of(worker), w.clock, why);
+  if (config && config->consistency == Consistency::bsp) complete_clocks();
+  cv.notify_all();
+}
+
+int64_t Server::Impl::live_workers() const {
+  return std::count_if(workers.begin(), workers.end(), [](const WorkerState& w) { return w.status == Status::live; });
+}
+
+int64_t Server::Impl::gone_workers() const {
+  return std::count_if(workers.begin(), workers.end(), [](const WorkerState& w) { return w.status == Status::gone; });
+}
+
+void Server::Impl::complete_clocks() {
+  const int64_t need = o.workers - config->backup_workers;
+  while (true) {
+    // The oldest clock pending (after a restart, servers may have checkpointed at different clocks,
+    // and the workers continue from the newest).
+    auto it = pending.begin();
+    if (it == pending.end()) return;
+    PendingClock& p = it->second;
+    bool everyone = true;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      if (workers[w].status == Status::live && !p.pushed.count(static_cast<int>(w))) everyone = false;
+    }
+    if (static_cast<int64_t>(p.pushed.size()) < need && !everyone) return;
+    const float scale = 1.0f / static_cast<float>(p.pushed.size());
+    for (float& g : p.dense) g *= scale;
+    shard->apply_dense(p.dense, p.lr);
+    for (auto& [table, rows] : p.rows) {
+      for (auto& [key, g] : rows) {
+        for (float& v : g) v *= scale;
+        shard->apply_rows(table, std::span<const uint64_t>(&key, 1), g, p.lr);
+      }
+    }
+    ++stats.updates;
+    applied_clock = it->first + 1;
+    pending.erase(it);
+    maybe_checkpoint();
+  }
+}
+
+void Server::Impl::flush_softsync() {
+  if (soft_count == 0) return;
+  const float scale = 1.0f / static_cast<float>(soft_count);
+  for (float& g : soft_sum) g *= scale;
+  shard->apply_dense(soft_sum, soft_lr);
+  ++stats.updates;
+  std::fill(soft_sum.begin(), soft_sum.end(), 0.0f);
+  soft_count = 0;
+  maybe_checkpoint();
+}
+
+void Server::Impl::push_dense(int worker, const RequestHeader& h, std::span<const float> g) {
+  WorkerState& w = workers[static_cast<size_t>(worker)];
+  w.clock = std::max(w.clock, h.clock + 1);
+  ++stats.gradients;
+  const int64_t staleness = std::max<int64_t>(0, shard->version() - h.version);
+  stats.max_staleness = std::max(stats.max_staleness, staleness);
+  switch (config->consistency) {
+    case Consistency::bsp: {
+      if (h.clock < applied_clock) {
+        ++stats.dropped;  // a backup worker's late gradient
+        return;
+      }
+      PendingClock& p = pending[h.clock];
+      if (p.dense.empty()) p.dense.assign(g.size(), 0.0f);
+      for (size_t i = 0; i < g.size(); ++i) p.dense[i] += g[i];
+      p.pushed.insert(worker);
+      p.lr = h.lr;
+      complete_clocks();
+      return;
+    }
+    case Consistency::softsync: {
+      if (soft_sum.empty()) soft_sum.assign(g.size(), 0.0f);
+      const float scale = 1.0f / static_cast<float>(std::max<int64_t>(1, staleness));
+      for (size_t i = 0; i < g.size(); ++i) soft_sum[i] += scale * g[i];
+      soft_lr = h.lr;
+      // ceil(W / n) over the workers still in the job (finished ones count; dead ones do not).
+      const int64_t members = o.workers - gone_workers();
+      const int64_t need = (members + config->softsync_n - 1) / config->softsync_n;
+      if (++soft_count >= std::max<int64_t>(1, need)) flush_softsync();
+      applied_clock = std::max(applied_clock, h.clock + 1);
+      return;
+    }
+    default:
+      shard->apply_dense(g, h.lr);
+      ++stats.updates;
+      applied_clock = std::max(applied_clock, h.clock + 1);
+      maybe_checkpoint();
+  }
+}
+
+void Server::Impl::push_sparse(const RequestHeader& h, std::span<const uint64_t> keys, std::span<const float> g) {
+  const int table = h.table;
+  const auto dim = static_cast<size_t>(shard->table(table).dim);
+  if (config->consistency == Consistency::bsp) {
+    if (h.clock < applied_clock) {
+      ++stats.dropped;
+      return;
+    }
+    auto& rows = pending[h.clock].rows[table];
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto& acc = rows[keys[i]];
+      if (acc.empty()) acc.assign(dim, 0.0f);
+      for (size_t j = 0; j < dim; ++j) acc[j] += g[i * dim + j];
+    }
+    return;
+  }
+  double lr = h.lr;
+  if (config->consistency == Consistency::softsync)
+    lr /= static_cast<double>(std::max<int64_t>(1, shard->version() - h.version));
+  shard->apply_rows(table, keys, g, lr);
+}
+
+void Server::Impl::maybe_checkpoint() {
+  if (config->checkpoint_dir.empty() || config->checkpoint_every <= 0) return;
+  if (shard->version() - last_checkpoint < config->checkpoint_every) return;
+  shard->save(checkpoint_path(), applied_clock);
+  last_checkpoint = shard->version();
+  log::info("{}: checkpoint at update {} (clock {})", who(), shard->version(), applied_clock);
+}
+
+}  // namespace braid::ps
