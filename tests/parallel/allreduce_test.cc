@@ -2,8 +2,6 @@
 // for K SGD steps must give the parameters of 1 process x batch N*b.
 #include <gtest/gtest.h>
 
-#include <mutex>
-#include <thread>
 
 #include "braid/base/rng.h"
 #include "braid/base/thread_pool.h"
@@ -15,6 +13,7 @@
 #include "braid/parallel/allreduce.h"
 #include "braid/parallel/hooks.h"
 #include "tests/parallel/toy_model.h"
+#include "tests/testing/first_error.h"
 
 namespace braid::parallel {
 namespace {
@@ -31,30 +30,17 @@ std::pair<Tensor, Tensor> global_batch(int64_t step, int64_t rows) { return test
 
 std::vector<std::vector<double>> train_single(int world) { return testing::train_single<double>(world); }
 
-// Rethrows the first error in time: the one that shut the world down, not the
-// "world shut down" its peers saw afterwards.
 template <class Fn>
 void on_ranks(int world, Fn fn) {
   auto inproc = comm::InprocWorld::create(world);
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first_error;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r, t = std::shared_ptr<comm::Transport>(inproc->transport(r))] {
-      try {
+  test::run_threads_first_error(
+      world,
+      [&](int r) {
         set_num_threads(1);
-        fn(r, comm::Communicator(t, {.timeout = std::chrono::seconds(20)}));
-      } catch (...) {
-        {
-          std::lock_guard lock(mu);
-          if (!first_error) first_error = std::current_exception();
-        }
-        inproc->shutdown("a rank failed");
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  if (first_error) std::rethrow_exception(first_error);
+        fn(r, comm::Communicator(std::shared_ptr<comm::Transport>(inproc->transport(r)),
+                                 {.timeout = std::chrono::seconds(20)}));
+      },
+      [&] { inproc->shutdown("a rank failed"); });
 }
 
 class Equivalence : public ::testing::TestWithParam<int> {};

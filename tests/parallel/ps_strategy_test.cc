@@ -3,13 +3,11 @@
 // Servers and workers are threads over the in-process transport.
 #include <gtest/gtest.h>
 
-#include <mutex>
-#include <thread>
-
 #include "braid/comm/transport/inproc.h"
 #include "braid/parallel/ps.h"
 #include "braid/ps/server.h"
 #include "tests/parallel/toy_model.h"
+#include "tests/testing/first_error.h"
 
 namespace braid::parallel {
 namespace {
@@ -28,34 +26,20 @@ JobRun train_through_servers(int servers, int workers, const ps::PsConfig& confi
   JobRun run;
   run.workers.resize(static_cast<size_t>(workers));
   run.servers.resize(static_cast<size_t>(servers));
-  std::mutex mu;
-  std::exception_ptr first;
-  auto guard = [&](auto fn) {
-    try {
-      fn();
-    } catch (...) {
-      std::lock_guard lock(mu);
-      if (!first) first = std::current_exception();
-      world->shutdown("a rank failed");
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int s = 0; s < servers; ++s) {
-    threads.emplace_back([&, s] {
-      guard([&] {
-        ps::Server server(*t[static_cast<size_t>(s)], {.servers = servers, .workers = workers});
-        server.run();
-        run.servers[static_cast<size_t>(s)] = server.stats();
-      });
-    });
-  }
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      guard([&] {
+  test::run_threads_first_error(
+      servers + workers,
+      [&](int r) {
+        if (r < servers) {
+          ps::Server server(*t[static_cast<size_t>(r)], {.servers = servers, .workers = workers});
+          server.run();
+          run.servers[static_cast<size_t>(r)] = server.stats();
+          return;
+        }
+        const int w = r - servers;
         set_num_threads(1);
         // Workers start from different inits; worker 0's must win.
         ToyModel<float> m(w == 0 ? 7 : 50 + static_cast<uint64_t>(w));
-        PsStrategy strategy(std::shared_ptr<comm::Transport>(std::move(t[static_cast<size_t>(servers + w)])),
+        PsStrategy strategy(std::shared_ptr<comm::Transport>(std::move(t[static_cast<size_t>(r)])),
                             {.config = config, .servers = servers, .n_fetch = n_fetch, .n_push = n_push});
         strategy.setup(m.params, {});
         for (int64_t step = 0; step < kSteps; ++step) {
@@ -70,11 +54,8 @@ JobRun train_through_servers(int servers, int workers, const ps::PsConfig& confi
         }
         strategy.finish();
         run.workers[static_cast<size_t>(w)] = m.values();
-      });
-    });
-  }
-  for (auto& th : threads) th.join();
-  if (first) std::rethrow_exception(first);
+      },
+      [&] { world->shutdown("a rank failed"); });
   return run;
 }
 

@@ -4,13 +4,12 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "braid/comm/transport/inproc.h"
 #include "braid/ps/client.h"
 #include "braid/ps/server.h"
+#include "tests/testing/first_error.h"
 
 namespace braid::ps::testing {
 
@@ -22,41 +21,22 @@ inline JobResult run_job(int servers, int workers, Duration timeout,
                          const std::function<void(Client&, int worker)>& worker_fn) {
   auto world = comm::InprocWorld::create(servers + workers);
   auto transports = world->transports();
-  std::mutex mu;
-  std::exception_ptr first;
   JobResult result;
   result.servers.resize(static_cast<size_t>(servers));
-  auto guard = [&](auto fn) {
-    try {
-      fn();
-    } catch (...) {
-      {
-        std::lock_guard lock(mu);
-        if (!first) first = std::current_exception();
-      }
-      world->shutdown("a rank of the test job failed");
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int s = 0; s < servers; ++s) {
-    threads.emplace_back([&, s] {
-      guard([&] {
-        Server server(*transports[static_cast<size_t>(s)], {.servers = servers, .workers = workers, .timeout = timeout});
-        server.run();
-        result.servers[static_cast<size_t>(s)] = server.stats();
-      });
-    });
-  }
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      guard([&] {
-        Client client(*transports[static_cast<size_t>(servers + w)], {.servers = servers, .timeout = timeout});
-        worker_fn(client, w);
-      });
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  test::run_threads_first_error(
+      servers + workers,
+      [&](int r) {
+        if (r < servers) {
+          Server server(*transports[static_cast<size_t>(r)],
+                        {.servers = servers, .workers = workers, .timeout = timeout});
+          server.run();
+          result.servers[static_cast<size_t>(r)] = server.stats();
+        } else {
+          Client client(*transports[static_cast<size_t>(r)], {.servers = servers, .timeout = timeout});
+          worker_fn(client, r - servers);
+        }
+      },
+      [&] { world->shutdown("a rank of the test job failed"); });
   return result;
 }
 
