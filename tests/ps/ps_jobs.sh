@@ -24,6 +24,17 @@ pid_of_rank() {
   done
 }
 
+# kill_then_wait RANK PATTERN WHAT SECONDS: kill -9 that rank of the running job, then wait
+# (bounded) for the launcher; sets $status to its exit code.
+kill_then_wait() {
+  local victim
+  victim=$(pid_of_rank "$1" "$2")
+  [[ -n $victim ]] || fail "$3 rank $1 not found"
+  kill -9 "$victim"
+  timeout "$4" tail --pid="$launcher" -f /dev/null
+  wait "$launcher"; status=$?
+}
+
 wait_for() {  # wait_for PATTERN SECONDS: until the log has the pattern
   for _ in $(seq 1 $(( $2 * 10 ))); do
     grep -qE -- "$1" "$out/log" 2>/dev/null && return 0
@@ -49,11 +60,7 @@ worker_kill_asp)
     --set train.log_every=20 --set parallel.timeout_s=20 >"$out/log" 2>&1 &
   launcher=$!
   wait_for "step 40/" 60 || fail "training did not start"
-  victim=$(pid_of_rank 3 "train.out_dir=$out/run")
-  [[ -n $victim ]] || fail "worker rank 3 not found"
-  kill -9 "$victim"
-  timeout 120 tail --pid="$launcher" -f /dev/null
-  wait "$launcher"; status=$?
+  kill_then_wait 3 "train.out_dir=$out/run" worker 120
   [[ $status == 0 ]] || fail "launch exited with $status"
   grep -q "worker 2 (rank 3) is gone" "$out/log" || fail "the server did not notice the dead worker"
   grep -q "training finished without workers \[3\]" "$out/log" || fail "no summary of the lost worker"
@@ -66,11 +73,7 @@ bsp_worker_death)
     --set train.log_every=20 --set parallel.timeout_s=20 >"$out/log" 2>&1 &
   launcher=$!
   wait_for "step 40/" 60 || fail "training did not start"
-  victim=$(pid_of_rank 2 "train.out_dir=$out/run")
-  [[ -n $victim ]] || fail "worker rank 2 not found"
-  kill -9 "$victim"
-  timeout 60 tail --pid="$launcher" -f /dev/null
-  wait "$launcher"; status=$?
+  kill_then_wait 2 "train.out_dir=$out/run" worker 60
   elapsed=$(( $(date +%s) - start ))
   [[ $status != 0 ]] || fail "launch succeeded although a bsp worker died"
   grep -q "worker 1 (rank 2) is gone" "$out/log" || fail "the error does not name the dead worker"
@@ -85,11 +88,7 @@ server_kill_restart)
   launcher=$!
   wait_for "ps server 1: checkpoint at update (6|7|8|9)[0-9]" 90 || fail "server 1 wrote no checkpoint"
   step=$(grep -oE "step [0-9]+/" "$out/log" | tail -1 | grep -oE "[0-9]+")
-  victim=$(pid_of_rank 1 "ps server")
-  [[ -n $victim ]] || fail "server rank 1 not found"
-  kill -9 "$victim"
-  timeout 180 tail --pid="$launcher" -f /dev/null
-  wait "$launcher"; status=$?
+  kill_then_wait 1 "ps server" server 180
   [[ $status == 0 ]] || fail "launch exited with $status"
   grep -q "restarting the group" "$out/log" || fail "the group was not restarted"
   recovered=$(grep -oE "ps server 1: recovered its shard from .* \(update [0-9]+" "$out/log" | grep -oE "[0-9]+$")
