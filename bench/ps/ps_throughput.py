@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from bench_util import git_commit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -30,14 +32,6 @@ def job(args, servers, extra):
             raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
         with open(out) as f:
             return json.load(f)
-
-
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main():
@@ -80,7 +74,7 @@ def main():
             print(f"{run['servers']:>2} {r['keys']:>6} {r['push_s'] * 1e3:>9.2f} {r['pull_s'] * 1e3:>9.2f} "
                   f"{r['push_keys_per_s'] / 1e6:>12.2f} {r['pull_keys_per_s'] / 1e6:>12.2f} "
                   f"{r['push_GBps']:>10.3f} {r['pull_GBps']:>10.3f}")
-    result = {"bench": "ps_throughput", "commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    result = {"bench": "ps_throughput", "commit": git_commit(ROOT), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": load_after,
               "wall_s": time.time() - t0, "reps": args.reps, "runs": runs}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -43,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from bench_util import git_commit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCH = 64
 
@@ -107,14 +109,6 @@ def median_run(args, strategy, workers, sets):
     return med
 
 
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -168,7 +162,7 @@ def main():
           f"summed (estimate); x ar = global / all-reduce's at the same W and straggler; ms/step = worker 0's; "
           f"dropped = late gradients the server dropped; stale = the server's max staleness (updates between a "
           f"worker's pull and its push)")
-    out = {"bench": "ps_training", "commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    out = {"bench": "ps_training", "commit": git_commit(ROOT), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": load_after,
            "wall_s": time.time() - t0, "model": "fashion_mlp", "batch_per_worker": BATCH, "threads_per_worker": 1,
            "steps_per_worker": args.steps, "reps": args.reps, "straggler_rank": 1, "straggler_ms": straggler_ms,
