@@ -49,15 +49,8 @@ void LAMB::step() {
   ++steps_;
 }
 
-nlohmann::json LAMB::hyper_parameters() const {
-  return {{"beta1", o_.beta1}, {"beta2", o_.beta2}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay}};
-}
+nlohmann::json LAMB::hyper_parameters() const { return moment_hyper_parameters(o_); }
 
-void LAMB::set_hyper_parameters(const nlohmann::json& j) {
-  o_.beta1 = j.value("beta1", o_.beta1);
-  o_.beta2 = j.value("beta2", o_.beta2);
-  o_.eps = j.value("eps", o_.eps);
-  o_.weight_decay = j.value("weight_decay", o_.weight_decay);
-}
+void LAMB::set_hyper_parameters(const nlohmann::json& j) { set_moment_hyper_parameters(o_, j); }
 
 }  // namespace braid::optim

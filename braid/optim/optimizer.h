@@ -78,4 +78,19 @@ class Optimizer {
 // Elements per parallel_for chunk in the fused update loops.
 inline constexpr int64_t kUpdateGrain = 16384;
 
+// The hyper-parameters the Adam family's options share (beta1, beta2, eps,
+// weight_decay), for Optimizer::hyper_parameters and its inverse.
+template <class Options>
+nlohmann::json moment_hyper_parameters(const Options& o) {
+  return {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay}};
+}
+
+template <class Options>
+void set_moment_hyper_parameters(Options& o, const nlohmann::json& j) {
+  o.beta1 = j.value("beta1", o.beta1);
+  o.beta2 = j.value("beta2", o.beta2);
+  o.eps = j.value("eps", o.eps);
+  o.weight_decay = j.value("weight_decay", o.weight_decay);
+}
+
 }  // namespace braid::optim
