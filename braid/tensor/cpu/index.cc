@@ -83,6 +83,25 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, const char* nam
   return out;
 }
 
+namespace {
+
+// Runs fn(a, j, b0, b1) for every outer index a < A, source row j < J and
+// column block [b0, b1) of B. A task owns one (a, column block) of the
+// destination for all j, so adds through repeated indices never race.
+template <class Fn>
+void for_column_blocks(int64_t A, int64_t B, int64_t J, Fn fn) {
+  const int64_t blocks = (B + kBlock - 1) / kBlock;
+  parallel_for(0, A * blocks, std::max<int64_t>(1, kParallelGrain / (std::max<int64_t>(J, 1) * kBlock)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t t = lo; t < hi; ++t) {
+                   const int64_t a = t / blocks, b0 = (t % blocks) * kBlock, b1 = std::min(B, b0 + kBlock);
+                   for (int64_t j = 0; j < J; ++j) fn(a, j, b0, b1);
+                 }
+               });
+}
+
+}  // namespace
+
 void scatter_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src, const char* name) {
   const int64_t d = wrap_dim(dim, dst.ndim(), name);
   check_same_but_dim(dst, index, d, name);
@@ -99,16 +118,9 @@ void scatter_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const
     T* dp = dst.data<T>();
     const T* sp = sc.data<T>();
     const int64_t* ip = idx.data<int64_t>();
-    const int64_t blocks = (s.B + kBlock - 1) / kBlock;
-    // Tasks own disjoint (a, b-block) columns of dst, so repeated indices never race.
-    parallel_for(0, s.A * blocks, std::max<int64_t>(1, kParallelGrain / (std::max<int64_t>(J, 1) * kBlock)), [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) {
-        const int64_t a = t / blocks, b0 = (t % blocks) * kBlock, b1 = std::min(s.B, b0 + kBlock);
-        for (int64_t j = 0; j < J; ++j) {
-          const int64_t row = (a * J + j) * s.B;
-          for (int64_t b = b0; b < b1; ++b) dp[(a * s.R + ip[row + b]) * s.B + b] += sp[row + b];
-        }
-      }
+    for_column_blocks(s.A, s.B, J, [&](int64_t a, int64_t j, int64_t b0, int64_t b1) {
+      const int64_t row = (a * J + j) * s.B;
+      for (int64_t b = b0; b < b1; ++b) dp[(a * s.R + ip[row + b]) * s.B + b] += sp[row + b];
     });
   });
 }
@@ -157,16 +169,10 @@ void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const T
     T* dp = dst.data<T>();
     const T* sp = sc.data<T>();
     const int64_t* ip = idx.data<int64_t>();
-    const int64_t blocks = (s.B + kBlock - 1) / kBlock;
-    parallel_for(0, s.A * blocks, std::max<int64_t>(1, kParallelGrain / (std::max<int64_t>(J, 1) * kBlock)), [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) {
-        const int64_t a = t / blocks, b0 = (t % blocks) * kBlock, b1 = std::min(s.B, b0 + kBlock);
-        for (int64_t j = 0; j < J; ++j) {
-          T* drow = dp + (a * s.R + ip[j]) * s.B;
-          const T* srow = sp + (a * J + j) * s.B;
-          for (int64_t b = b0; b < b1; ++b) drow[b] += srow[b];
-        }
-      }
+    for_column_blocks(s.A, s.B, J, [&](int64_t a, int64_t j, int64_t b0, int64_t b1) {
+      T* drow = dp + (a * s.R + ip[j]) * s.B;
+      const T* srow = sp + (a * J + j) * s.B;
+      for (int64_t b = b0; b < b1; ++b) drow[b] += srow[b];
     });
   });
 }
