@@ -37,25 +37,57 @@ Communicator::Impl::~Impl() {
 }
 
 void Communicator::Impl::run() {
+  std::unique_lock lock(mu);
+  auto ready = [&] { return !running && (stopping || !queue.empty()); };
   for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return stopping || !queue.empty(); });
-      if (queue.empty()) return;  // stopping, and everything queued has run
-      task = std::move(queue.front());
-      queue.pop_front();
+    if (!ready()) {
+      if (Clock::now() - last_submit < kStayAwake) {
+        ticking = true;
+        cv.wait_for(lock, kTick, ready);
+        ticking = false;
+        continue;
+      }
+      cv.wait(lock, ready);
     }
-    task();
+    if (queue.empty()) return;  // stopping, and everything queued has run
+    Task task = std::move(queue.front());
+    queue.pop_front();
+    running = true;
+    lock.unlock();
+    task.run();
+    lock.lock();
+    running = false;
   }
+}
+
+void Communicator::Impl::help(uint64_t seq) {
+  std::unique_lock lock(mu);
+  bool ran = false;
+  while (!running && !queue.empty() && queue.front().seq <= seq) {
+    Task task = std::move(queue.front());
+    queue.pop_front();
+    running = true;
+    lock.unlock();
+    task.run();
+    lock.lock();
+    running = false;
+    ran = true;
+  }
+  // Hand what is left to the worker; do not wake it for nothing.
+  const bool wake = ran && (!queue.empty() || stopping);
+  lock.unlock();
+  if (wake) cv.notify_all();
 }
 
 Work Communicator::Impl::submit(std::string op, std::string detail, size_t bytes, Duration timeout,
                                 std::function<void(Group&)> body) {
-  std::lock_guard lock(mu);
+  std::unique_lock lock(mu);
   const uint64_t seq = next_seq++;
   Work work(fmt::format("rank {} {} #{} ({}{})", rank, op, seq, human_bytes(bytes), detail));
-  queue.push_back([this, work, seq, op = std::move(op), timeout, body = std::move(body)] {
+  work.help_with([weak = weak_from_this(), seq](const Work&, Deadline) {
+    if (auto self = weak.lock()) self->help(seq);
+  });
+  queue.push_back({seq, [this, work, seq, op = std::move(op), timeout, body = std::move(body)] {
     arrivals.started(seq, op);
     const auto start = Clock::now();
     // Part of the timeout is kept for asking the other ranks where they are.
@@ -73,8 +105,12 @@ Work Communicator::Impl::submit(std::string op, std::string detail, size_t bytes
     } catch (...) {
       work.complete(std::current_exception());
     }
-  });
-  cv.notify_one();
+  }});
+  last_submit = Clock::now();
+  // A ticking worker finds a small collective by itself within kTick, unless
+  // the caller waits for it first and runs it (the usual case): waking the
+  // worker would cost more than the collective.
+  if (!ticking || bytes > kDeferBytes) cv.notify_one();
   return work;
 }
 

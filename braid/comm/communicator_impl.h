@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -35,7 +36,7 @@ inline uint64_t p2p_tag(uint32_t id, uint64_t user) {
   return kP2PBit | (static_cast<uint64_t>(id & kIdMask) << 40) | user;
 }
 
-struct Communicator::Impl {
+struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   Impl(std::shared_ptr<Transport> transport, CommOptions options, std::vector<int> members, int rank,
        uint32_t id);
   ~Impl();
@@ -66,15 +67,36 @@ struct Communicator::Impl {
   mutable std::mutex cost_mu;
   LinkCost cost, inter_cost;
 
+  // Collectives run one at a time, in submission order: on the worker thread,
+  // or on a thread that waits for one before the worker took it (help()), so
+  // a caller that waits at once pays no thread hand-off.
+  struct Task {
+    uint64_t seq;
+    std::function<void()> run;
+  };
+  //
+  // Waking the worker for every collective costs more than a small one takes,
+  // so while collectives keep coming (kStayAwake) the worker naps in kTick
+  // steps and submit() wakes it only for collectives over kDeferBytes; a small
+  // one not waited for still starts within kTick.
+  static constexpr size_t kDeferBytes = 64 << 10;
+  static constexpr Duration kTick = std::chrono::milliseconds(1);
+  static constexpr Duration kStayAwake = std::chrono::seconds(1);
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::function<void()>> queue;
+  std::deque<Task> queue;
+  bool running = false;  // a task is executing (on the worker or a helper)
+  bool ticking = false;  // the worker naps in kTick steps
+  Clock::time_point last_submit{};
   bool stopping = false;
   uint64_t next_seq = 1;
   std::thread worker;
 
  private:
   void run();
+  // Runs queued collectives up to `seq` in the calling thread, unless one is
+  // already running elsewhere.
+  void help(uint64_t seq);
 };
 
 }  // namespace braid::comm

@@ -1,5 +1,7 @@
 #include "braid/comm/work.h"
 
+#include <thread>
+
 #include "braid/base/error.h"
 
 namespace braid::comm {
@@ -18,6 +20,20 @@ bool Work::done() const {
 }
 
 void Work::wait(Deadline deadline) const {
+  Helper helper;
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->done) helper = state_->helper;
+  }
+  if (helper) helper(*this, deadline);
+  // Poll briefly before sleeping: the other side usually answers within
+  // microseconds, and a futex sleep/wake costs more than that.
+  const auto spin_until = Clock::now() + std::chrono::microseconds(20);
+  while (!done() && Clock::now() < spin_until) std::this_thread::yield();
+  sleep_until_done(deadline);
+}
+
+void Work::sleep_until_done(Deadline deadline) const {
   std::unique_lock lock(state_->mu);
   if (deadline.is_never()) {
     state_->cv.wait(lock, [&] { return state_->done; });
@@ -40,6 +56,11 @@ void Work::describe(std::string what) const {
   state_->what = std::move(what);
 }
 
+void Work::help_with(Helper helper) const {
+  std::lock_guard lock(state_->mu);
+  state_->helper = std::move(helper);
+}
+
 void Work::complete(std::exception_ptr error) const {
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
   {
@@ -48,6 +69,7 @@ void Work::complete(std::exception_ptr error) const {
     state_->done = true;
     state_->error = error;
     callbacks.swap(state_->callbacks);
+    state_->helper = nullptr;
   }
   state_->cv.notify_all();
   for (auto& fn : callbacks) fn(error);

@@ -36,6 +36,14 @@ class Work {
   void on_done(std::function<void(std::exception_ptr)> fn) const;
   // Replaces the description used in timeout messages.
   void describe(std::string what) const;
+  // wait() first calls helper(*this, deadline) in the waiting thread, so the
+  // waiter can do the work itself rather than sleep until another thread has
+  // (a communicator runs a queued collective there; a stream transport reads
+  // the peer's channel). The helper may return before the work is done.
+  using Helper = std::function<void(const Work&, Deadline)>;
+  void help_with(Helper helper) const;
+  // wait() without the helper (for helpers that end up sleeping).
+  void sleep_until_done(Deadline deadline) const;
 
  private:
   struct State {
@@ -45,6 +53,7 @@ class Work {
     std::exception_ptr error;
     std::string what;
     std::vector<std::function<void(std::exception_ptr)>> callbacks;
+    Helper helper;
   };
   std::shared_ptr<State> state_;
 };

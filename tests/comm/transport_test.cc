@@ -2,6 +2,7 @@
 // and real shared memory), through the registry.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "braid/base/error.h"
@@ -52,6 +53,44 @@ TEST_P(TransportTest, LargeMessageBothWays) {
   });
   EXPECT_EQ(in[0], out[1]);
   EXPECT_EQ(in[1], out[0]);
+}
+
+TEST_P(TransportTest, ManyThreadsWaitOnOnePeerAtOnce) {
+  // Four threads of rank 1 wait on receives from rank 0 at the same time, so
+  // they and the background reader contend for the channel; sizes include 0,
+  // and half of each tag's messages arrive before their receive is posted.
+  constexpr int kTags = 4, kPerTag = 200;
+  const size_t sizes[] = {0, 1, 1000, 70000};
+  auto fill = [](int tag, int i, size_t n) {
+    std::vector<std::byte> v(n);
+    for (size_t k = 0; k < n; ++k) v[k] = std::byte((tag * 31 + i * 7 + k) & 0xff);
+    return v;
+  };
+  auto g = make_group(2, "many");
+  std::vector<std::vector<std::byte>> out;
+  for (int i = 0; i < kPerTag; ++i)
+    for (int tag = 0; tag < kTags; ++tag) out.push_back(fill(tag, i, sizes[(tag + i) % 4]));
+  std::vector<Work> sends;
+  std::thread sender([&] {
+    for (int i = 0; i < kPerTag; ++i)
+      for (int tag = 0; tag < kTags; ++tag) sends.push_back(g[0]->send(1, tag, out[i * kTags + tag]));
+    for (auto& w : sends) w.wait(Deadline::after(30s));
+  });
+  std::atomic<int> bad{0};
+  std::vector<std::thread> receivers;
+  for (int tag = 0; tag < kTags; ++tag) {
+    receivers.emplace_back([&, tag] {
+      for (int i = 0; i < kPerTag; ++i) {
+        if (i == kPerTag / 2) std::this_thread::sleep_for(20ms);  // let messages pile up
+        std::vector<std::byte> in(sizes[(tag + i) % 4]);
+        g[1]->recv(0, tag, in).wait(Deadline::after(30s));
+        if (in != fill(tag, i, in.size())) ++bad;
+      }
+    });
+  }
+  sender.join();
+  for (auto& t : receivers) t.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST_P(TransportTest, SizeMismatchIsPeerError) {

@@ -1,7 +1,5 @@
 #include "braid/comm/algorithms/group.h"
 
-#include <thread>
-
 namespace braid::comm {
 
 std::span<std::byte> Scratch::get(size_t bytes) {
@@ -27,10 +25,6 @@ Work Group::recv(int peer, std::span<std::byte> data, uint16_t lane) {
 }
 
 void Group::wait(const Work& work, int peer) {
-  // Poll briefly before sleeping: a peer's message usually lands within
-  // microseconds, and a futex sleep/wake costs more than that.
-  const auto spin_until = Clock::now() + std::chrono::microseconds(20);
-  while (!work.done() && Clock::now() < spin_until) std::this_thread::yield();
   try {
     work.wait(deadline_);
   } catch (const TimeoutError&) {

@@ -3,10 +3,13 @@
 // (stream.h) turns one Channel per peer into the tagged, matched messages of
 // the Transport interface, so framing and matching are written once.
 //
-// Threads: one thread writes and one thread reads a Channel at a time;
-// shutdown() may be called from any thread.
+// Threads: one thread writes and one thread reads a Channel at a time (the
+// reader may change from call to call: StreamTransport lets a thread that
+// waits for a message read for itself); shutdown() may be called from any
+// thread.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 
@@ -23,13 +26,19 @@ class Channel {
   // Writes all of a then b; blocks. Throws PeerError when the peer is gone or
   // the channel was shut down.
   virtual void write(ConstBytes a, ConstBytes b) = 0;
-  // Fills `out`; blocks. Returns false on a clean end of stream before the
-  // first byte (peer closed its write side); throws PeerError on an error or
-  // an end of stream inside the buffer.
-  virtual bool read(std::span<std::byte> out) = 0;
-  // No more writes from us: the peer's read() then sees the end of stream.
+  // Copies up to out.size() bytes that have already arrived into `out`
+  // without blocking; returns how many (0: none yet), or kClosed once the peer
+  // closed its write side and every byte it sent has been read. Throws
+  // PeerError on an error.
+  static constexpr size_t kClosed = ~size_t{0};
+  virtual size_t try_read(std::span<std::byte> out) = 0;
+  // Blocks until try_read would return non-zero, or `timeout` passes (then
+  // returns false). Throws PeerError when the peer died or the channel was
+  // shut down.
+  virtual bool wait_readable(std::chrono::milliseconds timeout) = 0;
+  // No more writes from us: the peer's try_read() then sees kClosed.
   virtual void close_write() = 0;
-  // Unblocks read() and write() in other threads; they throw.
+  // Unblocks wait_readable() and write() in other threads; they throw.
   virtual void shutdown() = 0;
 };
 

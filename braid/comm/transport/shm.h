@@ -6,10 +6,11 @@
 // a Channel (channel.h) and StreamTransport does framing and matching, as for
 // tcp. A message costs two memcpys (into the ring, out of it into the posted
 // receive buffer) that overlap in time: the writer publishes every chunk as
-// soon as it is copied. Waiting spins briefly, then sleeps on a futex in the
-// segment, so idle ranks use no CPU; a sleeping reader also checks, every
-// 100 ms, that the peer process is alive, so a dead peer becomes a PeerError
-// naming its rank instead of a hang.
+// soon as it is copied. A rank waiting for a message reads the ring itself
+// (StreamTransport); otherwise a background reader spins briefly, then sleeps
+// on a futex in the segment, so idle ranks use no CPU; a sleeping side also
+// checks, every 100 ms, that the peer process is alive, so a dead peer
+// becomes a PeerError naming its rank instead of a hang.
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,8 @@ struct ShmOptions {
   std::string prefix = "braid";
   // Bytes per ring (one per direction per pair); a power of two.
   size_t ring_bytes = size_t{4} << 20;
-  // Spin iterations before a waiting side sleeps on the futex.
+  // Spin iterations before a blocked writer sleeps on the futex (the
+  // background reader spins a sixteenth of this).
   int spin = 20000;
   std::chrono::milliseconds connect_timeout{60000};
 };

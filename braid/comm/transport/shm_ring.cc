@@ -52,29 +52,31 @@ RingChannel::RingChannel(std::shared_ptr<void> mapping, RingControl* out, RingCo
       peer_pid_(peer_pid) {}
 
 template <class Pred>
-void RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping,
-                       const char* what) {
+bool RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping,
+                       const char* what, int spin, std::chrono::milliseconds timeout) {
   // Spin (the peer usually answers within microseconds), yielding the core
   // every 64 rounds so an oversubscribed host still runs the peer; then sleep.
-  for (int i = 0; i < spin_; ++i) {
-    if (pred()) return;
+  for (int i = 0; i < spin; ++i) {
+    if (pred()) return true;
     if ((i & 63) == 63) sched_yield();
     else cpu_relax();
   }
+  const auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
     if (stop_.load()) fail<PeerError>("shared-memory channel to rank {} shut down", peer_rank_);
     uint32_t s = seq.load(std::memory_order_seq_cst);
     sleeping.store(1, std::memory_order_seq_cst);
     if (pred()) {
       sleeping.store(0, std::memory_order_relaxed);
-      return;
+      return true;
     }
     futex_wait(seq, s, 100);
     sleeping.store(0, std::memory_order_relaxed);
-    if (pred()) return;
+    if (pred()) return true;
     if (::kill(peer_pid_, 0) != 0 && errno == ESRCH) {
       fail<PeerError>("rank {} (pid {}) died while we were {}", peer_rank_, peer_pid_, what);
     }
+    if (std::chrono::steady_clock::now() >= until) return false;
   }
 }
 
@@ -87,7 +89,7 @@ size_t RingChannel::put(ConstBytes src, bool block) {
     if (free_bytes == 0) {
       if (!block) return done;
       wait([&] { return out_->tail.load(std::memory_order_acquire) != tail; }, out_->space_seq,
-           out_->producer_sleeping, "writing");
+           out_->producer_sleeping, "writing", spin_);
       continue;
     }
     size_t at = static_cast<size_t>(head % capacity_);
@@ -115,32 +117,35 @@ void RingChannel::write(ConstBytes a, ConstBytes b) {
   put(b, true);
 }
 
-bool RingChannel::read(std::span<std::byte> out) {
-  size_t done = 0;
+size_t RingChannel::try_read(std::span<std::byte> out) {
   uint64_t tail = in_->tail.load(std::memory_order_relaxed);
-  while (done < out.size()) {
-    uint64_t head = in_->head.load(std::memory_order_acquire);
-    if (head == tail) {
-      if (in_->closed.load(std::memory_order_acquire) &&
-          in_->head.load(std::memory_order_acquire) == tail) {
-        if (done == 0) return false;
-        fail<PeerError>("rank {} hung up after {} of {} bytes", peer_rank_, done, out.size());
-      }
-      wait([&] {
-        return in_->head.load(std::memory_order_acquire) != tail ||
-               in_->closed.load(std::memory_order_acquire);
-      }, in_->data_seq, in_->consumer_sleeping, "reading");
-      continue;
-    }
-    size_t at = static_cast<size_t>(tail % capacity_);
-    size_t n = std::min({static_cast<size_t>(head - tail), out.size() - done, capacity_ - at, kChunk});
-    std::memcpy(out.data() + done, data(in_) + at, n);
-    tail += n;
-    done += n;
-    in_->tail.store(tail, std::memory_order_release);
-    signal(in_->space_seq, in_->producer_sleeping);
+  uint64_t head = in_->head.load(std::memory_order_acquire);
+  if (head == tail) {
+    if (stop_.load(std::memory_order_relaxed))
+      fail<PeerError>("shared-memory channel to rank {} shut down", peer_rank_);
+    // Re-read head after seeing `closed`: bytes published before the close count.
+    if (in_->closed.load(std::memory_order_acquire) && in_->head.load(std::memory_order_acquire) == tail)
+      return kClosed;
+    return 0;
   }
-  return true;
+  size_t n = std::min(static_cast<size_t>(head - tail), out.size());
+  size_t at = static_cast<size_t>(tail % capacity_);
+  size_t first = std::min(n, capacity_ - at);
+  std::memcpy(out.data(), data(in_) + at, first);
+  std::memcpy(out.data() + first, data(in_), n - first);
+  in_->tail.store(tail + n, std::memory_order_release);
+  signal(in_->space_seq, in_->producer_sleeping);
+  return n;
+}
+
+// Spins less than a writer does: a thread that waits for a particular message
+// polls for itself (StreamTransport::wait), so this wait is the background
+// reader's and should leave the core to the program.
+bool RingChannel::wait_readable(std::chrono::milliseconds timeout) {
+  const uint64_t tail = in_->tail.load(std::memory_order_relaxed);
+  return wait([&] {
+    return in_->head.load(std::memory_order_acquire) != tail || in_->closed.load(std::memory_order_acquire);
+  }, in_->data_seq, in_->consumer_sleeping, "waiting for data", spin_ / 16, timeout);
 }
 
 void RingChannel::close_write() {

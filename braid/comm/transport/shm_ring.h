@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,16 +40,19 @@ class RingChannel final : public Channel {
               int spin, int peer_rank, pid_t peer_pid);
   size_t try_write(ConstBytes a, ConstBytes b) override;
   void write(ConstBytes a, ConstBytes b) override;
-  bool read(std::span<std::byte> out) override;
+  size_t try_read(std::span<std::byte> out) override;
+  bool wait_readable(std::chrono::milliseconds timeout) override;
   void close_write() override;
   void shutdown() override;
 
  private:
   size_t put(ConstBytes src, bool block);
   std::byte* data(RingControl* r) const { return reinterpret_cast<std::byte*>(r + 1); }
-  // Waits until pred() holds; throws PeerError on shutdown or a dead peer.
+  // Waits until pred() holds (true) or `timeout` passes (false); throws
+  // PeerError on shutdown or a dead peer.
   template <class Pred>
-  void wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping, const char* what);
+  bool wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping, const char* what,
+            int spin, std::chrono::milliseconds timeout = std::chrono::hours(24 * 365));
 
   std::shared_ptr<void> mapping_;
   RingControl* out_;

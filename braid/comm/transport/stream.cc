@@ -1,5 +1,6 @@
 #include "braid/comm/transport/stream.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -16,13 +17,32 @@ namespace braid::comm {
 
 namespace {
 
-// Sends at most this large are tried inline from send() (bytes); larger ones
-// always go through the sender thread so send() never blocks on a copy.
-constexpr size_t kInlineSend = 64 << 10;
+// Sends at most this large are tried inline: send() copies what the channel
+// takes at once in the caller (no hand-off to the sender thread) and queues
+// the rest; larger ones always go to the sender thread, so send() never
+// spends long on a copy.
+constexpr size_t kInlineSend = 1 << 20;
 // How long the destructor waits for queued sends to leave, and then for the
 // peer to hang up too (a peer still busy computing just gets our end of stream).
 constexpr auto kFlushGrace = std::chrono::seconds(5);
 constexpr auto kHangupGrace = std::chrono::seconds(1);
+// A thread waiting for a transfer with a peer reads that peer's channel
+// itself for this long before it sleeps and leaves reading to the background
+// reader: a wake-up costs more than a short message takes to arrive.
+constexpr auto kPollFor = std::chrono::microseconds(100);
+// The background reader stays off a channel that was polled this recently, so
+// the peer's writes do not wake it while callers read for themselves.
+constexpr auto kStandAside = std::chrono::milliseconds(5);
+// How long the background reader blocks in one wait_readable() call.
+constexpr auto kReaderNap = std::chrono::milliseconds(1000);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+int64_t now_ns() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
 
 struct Header {
   uint64_t tag;
@@ -51,9 +71,23 @@ struct Unexpected {
   std::optional<PostedRecv> waiter;  // a recv that claimed it while it was still arriving
 };
 
+// The message being read from a channel, possibly over many partial reads by
+// different threads (whoever holds the reader role).
+struct Incoming {
+  Header header;
+  size_t header_got = 0;
+  bool in_body = false;
+  std::span<std::byte> body;  // where the payload goes
+  size_t body_got = 0;
+  // The payload's owner: a posted receive, or a message nobody asked for yet.
+  std::optional<PostedRecv> target;
+  std::shared_ptr<Unexpected> unexpected;
+  std::unique_ptr<std::byte[]> discard;  // payload of a size mismatch, read and dropped
+};
+
 }  // namespace
 
-struct StreamTransport::Peer {
+struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Peer> {
   int me = 0, rank = 0;
   std::unique_ptr<Channel> ch;
 
@@ -67,11 +101,18 @@ struct StreamTransport::Peer {
   std::condition_variable closed_cv;
   std::unordered_map<uint64_t, std::deque<PostedRecv>> posted;
   std::unordered_map<uint64_t, std::deque<std::shared_ptr<Unexpected>>> unexpected;
-  bool reader_done = false;
-  // What the reader thread is filling right now, failed if the channel breaks.
-  std::optional<PostedRecv> reading;
-  std::shared_ptr<Unexpected> inflight;
+  std::atomic<bool> reader_done{false};  // set under recv_mu
 
+  // The reader role: whoever holds it reads the channel into `in`. The
+  // background reader takes it when nobody else reads; threads waiting for a
+  // transfer with this peer take it to read for themselves (wait()).
+  std::mutex role;
+  Incoming in;
+  std::atomic<int> pollers{0};     // threads polling the channel now
+  std::atomic<int> sleepers{0};    // threads that stopped polling and sleep on a Work
+  std::atomic<int64_t> last_poll{0};  // now_ns() when a poller last stopped
+  std::mutex park_mu;
+  std::condition_variable park_cv;
   std::mutex err_mu;
   std::exception_ptr error;  // set once the channel broke; later ops fail with it
 
@@ -144,62 +185,183 @@ struct StreamTransport::Peer {
     }
   }
 
-  void run_reader() {
+  // --- reading (callers hold `role`) ---
+
+  // Reads whatever has arrived, completing the messages it finishes. Returns
+  // false once the channel is finished (closed or broken).
+  bool drain() {
+    if (reader_done) return false;
     try {
       while (true) {
-        Header h;
-        if (!ch->read({reinterpret_cast<std::byte*>(&h), sizeof h})) break;  // peer closed
-        std::unique_lock l(recv_mu);
-        auto& pq = posted[h.tag];
-        if (!pq.empty()) {
-          PostedRecv r = std::move(pq.front());
-          pq.pop_front();
-          reading = r;
-          l.unlock();
-          if (r.buf.size() == h.size) {
-            ch->read(r.buf);  // straight into the user's buffer
-            r.work.complete();
-          } else {
-            auto scratch = std::make_unique_for_overwrite<std::byte[]>(h.size);
-            ch->read({scratch.get(), h.size});
-            r.work.complete(size_mismatch(me, rank, h.tag, h.size, r.buf.size()));
+        if (!in.in_body) {
+          auto h = std::span(reinterpret_cast<std::byte*>(&in.header), sizeof(Header)).subspan(in.header_got);
+          size_t n = ch->try_read(h);
+          if (n == Channel::kClosed) {
+            if (in.header_got != 0) fail<PeerError>("rank {} hung up inside a message header", rank);
+            finish(set_error("the peer closed the connection"));
+            return false;
           }
-          l.lock();
-          reading.reset();
-          continue;
+          if (n == 0) return true;
+          in.header_got += n;
+          if (in.header_got == sizeof(Header)) start_body();
+        } else {
+          size_t n = ch->try_read(in.body.subspan(in.body_got));
+          if (n == Channel::kClosed) {
+            fail<PeerError>("rank {} hung up after {} of {} bytes", rank, in.body_got, in.body.size());
+          }
+          if (n == 0) return true;
+          in.body_got += n;
+          if (in.body_got == in.body.size()) finish_body();
         }
-        auto u = std::make_shared<Unexpected>();
-        u->size = h.size;
-        u->data = std::make_unique_for_overwrite<std::byte[]>(h.size);
-        unexpected[h.tag].push_back(u);
-        inflight = u;
-        l.unlock();
-        ch->read({u->data.get(), u->size});
-        l.lock();
-        inflight.reset();
-        u->complete = true;
-        auto waiter = std::move(u->waiter);
-        l.unlock();
-        if (waiter) deliver(*waiter, *u, h.tag);
       }
-      set_error("the peer closed the connection");
     } catch (const std::exception& e) {
-      set_error(e.what());
+      finish(set_error(e.what()));
+      return false;
     }
-    // Fail what can no longer arrive.
-    auto err = get_error();
+  }
+
+  // A header is complete: decide where its payload goes.
+  void start_body() {
+    const Header& h = in.header;
+    std::unique_lock l(recv_mu);
+    auto it = posted.find(h.tag);
+    if (it != posted.end() && !it->second.empty()) {
+      in.target = std::move(it->second.front());
+      it->second.pop_front();
+      l.unlock();
+      if (in.target->buf.size() == h.size) {
+        in.body = in.target->buf;  // straight into the user's buffer
+      } else {
+        in.discard = std::make_unique_for_overwrite<std::byte[]>(h.size);
+        in.body = {in.discard.get(), h.size};
+      }
+    } else {
+      auto u = std::make_shared<Unexpected>();
+      u->size = h.size;
+      u->data = std::make_unique_for_overwrite<std::byte[]>(h.size);
+      unexpected[h.tag].push_back(u);
+      l.unlock();
+      in.unexpected = u;
+      in.body = {u->data.get(), h.size};
+    }
+    in.in_body = true;
+    in.body_got = 0;
+    if (h.size == 0) finish_body();
+  }
+
+  void finish_body() {
+    in.in_body = false;
+    in.header_got = 0;
+    const uint64_t tag = in.header.tag;
+    if (in.target) {
+      PostedRecv r = std::move(*in.target);
+      in.target.reset();
+      if (in.discard) {
+        in.discard.reset();
+        r.work.complete(size_mismatch(me, rank, tag, in.header.size, r.buf.size()));
+      } else {
+        r.work.complete();
+      }
+      return;
+    }
+    auto u = std::move(in.unexpected);
+    std::optional<PostedRecv> waiter;
+    {
+      std::lock_guard l(recv_mu);
+      u->complete = true;
+      waiter = std::move(u->waiter);
+    }
+    if (waiter) deliver(*waiter, *u, tag);
+  }
+
+  // The channel is finished: fail what can no longer arrive.
+  void finish(std::exception_ptr err) {
     std::vector<Work> failed;
     {
       std::lock_guard l(recv_mu);
+      if (reader_done) return;
       for (auto& [tag, q] : posted)
         for (auto& r : q) failed.push_back(r.work);
       posted.clear();
-      if (reading) failed.push_back(reading->work);
-      if (inflight && inflight->waiter) failed.push_back(inflight->waiter->work);
+      if (in.target) failed.push_back(in.target->work);
+      if (in.unexpected && in.unexpected->waiter) failed.push_back(in.unexpected->waiter->work);
+      in.target.reset();
       reader_done = true;
     }
     closed_cv.notify_all();
+    park_cv.notify_all();
     for (auto& w : failed) w.complete(err);
+  }
+
+  // While threads poll this peer they read for themselves; the background
+  // reader parks so the peer's writes do not wake it for nothing. It comes
+  // back when polling stops for kStandAside or a poller gives up and sleeps.
+  bool stand_aside() {
+    auto aside = [&] {
+      return sleepers.load() == 0 &&
+             (pollers.load() > 0 || now_ns() - last_poll.load() < std::chrono::nanoseconds(kStandAside).count());
+    };
+    std::unique_lock l(park_mu);
+    if (!aside() || reader_done) return false;
+    park_cv.wait_for(l, kStandAside, [&] { return sleepers.load() > 0 || reader_done; });
+    return true;
+  }
+
+  void run_reader() {
+    while (!reader_done) {
+      if (stand_aside()) continue;
+      try {
+        if (!ch->wait_readable(kReaderNap)) continue;
+      } catch (const std::exception& e) {
+        std::lock_guard r(role);
+        finish(set_error(e.what()));
+        break;
+      }
+      std::unique_lock r(role, std::try_to_lock);
+      if (!r) {
+        if (sleepers.load() == 0) continue;  // a poller is reading; stand aside next round
+        r.lock();
+      }
+      drain();
+    }
+  }
+
+  // Waits for `work` (a transfer with this peer), reading the channel in this
+  // thread while that is likely to pay off. The helper of receive Works.
+  void poll_then_wait(const Work& work, Deadline deadline) {
+    if (!work.done()) {
+      pollers.fetch_add(1);
+      const auto until = Clock::now() + kPollFor;
+      for (unsigned i = 1; !work.done(); ++i) {
+        if (role.try_lock()) {
+          drain();
+          role.unlock();
+          if (work.done()) break;
+        }
+        if (i % 64 == 0) {
+          if (Clock::now() >= until) break;
+          std::this_thread::yield();
+        } else {
+          cpu_relax();
+        }
+      }
+      last_poll.store(now_ns());
+      if (!work.done()) {
+        {
+          std::lock_guard l(park_mu);
+          sleepers.fetch_add(1);
+        }
+        pollers.fetch_sub(1);
+        park_cv.notify_all();
+        struct Leave {
+          std::atomic<int>& n;
+          ~Leave() { n.fetch_sub(1); }
+        } leave{sleepers};
+        work.sleep_until_done(deadline);
+        return;
+      }
+      pollers.fetch_sub(1);
+    }
   }
 
   Work send(uint64_t tag, ConstBytes data) {
@@ -225,8 +387,12 @@ struct StreamTransport::Peer {
         return Work::completed(err);
       }
       if (n == sizeof(Header) + data.size()) {
+        // Wake the sender thread only if a send queued behind ours (or the
+        // closer waits for us): an idle wake-up per message costs more than
+        // the message.
+        const bool wake = !queue.empty() || stopping;
         l.unlock();
-        send_cv.notify_all();
+        if (wake) send_cv.notify_all();
         return Work::completed();
       }
       s.done = n;
@@ -241,6 +407,9 @@ struct StreamTransport::Peer {
 
   Work recv(uint64_t tag, std::span<std::byte> buf) {
     PostedRecv r{buf, Work(fmt::format("rank {} recv from rank {} (tag {}, {} bytes)", me, rank, tag, buf.size()))};
+    r.work.help_with([self = weak_from_this()](const Work& w, Deadline d) {
+      if (auto p = self.lock()) p->poll_then_wait(w, d);
+    });
     std::unique_lock l(recv_mu);
     auto it = unexpected.find(tag);
     if (it != unexpected.end() && !it->second.empty()) {
@@ -279,9 +448,10 @@ struct StreamTransport::Peer {
     {
       // Wait for the peer to close its side too, so nothing it sent is cut off.
       std::unique_lock l(recv_mu);
-      closed_cv.wait_until(l, by, [&] { return reader_done; });
+      closed_cv.wait_until(l, by, [&] { return reader_done.load(); });
     }
     ch->shutdown();
+    park_cv.notify_all();
     if (sender.joinable()) sender.join();
     if (reader.joinable()) reader.join();
   }
@@ -295,7 +465,7 @@ StreamTransport::StreamTransport(std::string name, int rank, int size,
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     BRAID_CHECK(channels[p] != nullptr, "no channel to rank {}", p);
-    auto peer = std::make_unique<Peer>();
+    auto peer = std::make_shared<Peer>();
     peer->me = rank;
     peer->rank = p;
     peer->ch = std::move(channels[p]);
@@ -334,5 +504,7 @@ Work StreamTransport::send(int p, uint64_t tag, std::span<const std::byte> data)
 Work StreamTransport::recv(int p, uint64_t tag, std::span<std::byte> data) {
   return peer(p, "recv").recv(tag, data);
 }
+
+
 
 }  // namespace braid::comm

@@ -3,11 +3,16 @@
 // Wire format per message: u64 tag | u64 size | size bytes (host order; both
 // ends are one build on one architecture). Per peer, a sender thread drains a
 // queue of posted sends (small sends go out inline from send() when the
-// channel takes them at once), and a reader thread reads each header, then the
-// payload straight into the matching posted receive; a message with no
-// receive posted yet goes to an "unexpected" buffer that a later recv() takes
-// (one extra copy). FIFO per (peer, tag) holds because one reader thread per
-// peer decides the match at header time.
+// channel takes them at once). Reading is a role: its holder reads whatever
+// has arrived, each header and then the payload straight into the matching
+// posted receive; a message with no receive posted yet goes to an
+// "unexpected" buffer that a later recv() takes (one extra copy). A thread
+// waiting for a receive (Work::wait) takes the role and reads for itself for a
+// short while (no thread hand-off on the latency path, as MPI progresses in
+// the caller); otherwise a background reader per peer holds it, and stands
+// aside while callers poll.
+// FIFO per (peer, tag) holds because one role holder at a time decides the
+// match at header time.
 //
 // A broken channel fails every pending and later operation with that peer
 // with a PeerError naming both ranks; operations with other peers go on.
@@ -42,7 +47,7 @@ class StreamTransport : public Transport {
   Peer& peer(int p, const char* op);
   std::string name_;
   int rank_, size_;
-  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::shared_ptr<Peer>> peers_;  // shared with the helpers of posted Works
 };
 
 }  // namespace braid::comm

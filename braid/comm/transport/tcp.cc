@@ -1,5 +1,6 @@
 #include "braid/comm/transport/tcp.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -64,21 +65,22 @@ class TcpChannel final : public Channel {
     }
   }
 
-  bool read(std::span<std::byte> out) override {
-    size_t got = 0;
-    while (got < out.size()) {
-      ssize_t n = ::recv(fd_.get(), out.data() + got, out.size() - got, MSG_WAITALL);
-      if (n == 0) {
-        if (got == 0) return false;
-        fail<PeerError>("connection closed after {} of {} bytes", got, out.size());
-      }
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail<PeerError>("recv: {}", std::strerror(errno));
-      }
-      got += static_cast<size_t>(n);
+  size_t try_read(std::span<std::byte> out) override {
+    while (true) {
+      ssize_t n = ::recv(fd_.get(), out.data(), out.size(), MSG_DONTWAIT);
+      if (n > 0) return static_cast<size_t>(n);
+      if (n == 0) return out.empty() ? 0 : kClosed;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      if (errno != EINTR) fail<PeerError>("recv: {}", std::strerror(errno));
     }
-    return true;
+  }
+
+  bool wait_readable(std::chrono::milliseconds timeout) override {
+    pollfd p{fd_.get(), POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n < 0 && errno != EINTR) fail<PeerError>("poll: {}", std::strerror(errno));
+    // POLLHUP/POLLERR count as readable: try_read then reports them.
+    return n > 0;
   }
 
   void close_write() override { ::shutdown(fd_.get(), SHUT_WR); }

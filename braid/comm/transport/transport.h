@@ -4,7 +4,9 @@
 // group. Messages between a (sender, receiver, tag) triple are matched in the
 // order they were posted; a receive must name exactly the size that was sent
 // (a mismatch completes the receive with PeerError). Buffers must stay valid
-// until the returned Work completes.
+// until the returned Work completes. A transport that can move data in the
+// thread that waits gives its Works a helper (Work::help_with), so waiting is
+// also progress (stream transports read the peer's channel in the waiter).
 #pragma once
 
 #include <cstddef>
