@@ -41,6 +41,30 @@ TEST_F(FaultyFixture, DelayedSendsArriveLateInOrder) {
   s2.wait(Deadline::after(5s));
 }
 
+TEST_F(FaultyFixture, BandwidthLimitQueuesSendsPerLink) {
+  // 1 MB/s: ten 50 kB sends to rank 1 take 0.5 s end to end; one to rank 2,
+  // posted after them, has its own link and arrives after ~50 ms. Only lower
+  // bounds and an ordering are asserted, with wide margins (loaded machines).
+  auto g = group(3, {.link_bytes_per_s = 1e6});
+  const size_t n = 50'000;
+  std::vector<std::vector<std::byte>> out(10, std::vector<std::byte>(n, std::byte{3})), in(10, std::vector<std::byte>(n));
+  std::vector<std::byte> side(n, std::byte{4}), side_in(n);
+  auto t0 = Clock::now();
+  std::vector<Work> sends, recvs;
+  for (int i = 0; i < 10; ++i) sends.push_back(g[0]->send(1, 9, out[i]));
+  sends.push_back(g[0]->send(2, 9, side));
+  for (int i = 0; i < 10; ++i) recvs.push_back(g[1]->recv(0, 9, in[i]));
+  g[2]->recv(0, 9, side_in).wait(Deadline::after(5s));
+  EXPECT_GE(seconds_since(t0), 0.045);
+  EXPECT_FALSE(recvs.back().done()) << "the link to rank 2 waited for the link to rank 1";
+  recvs.front().wait(Deadline::after(5s));
+  recvs.back().wait(Deadline::after(5s));
+  EXPECT_GE(seconds_since(t0), 0.495);
+  EXPECT_EQ(in.back(), out.back());
+  EXPECT_EQ(side_in, side);
+  for (auto& s : sends) s.wait(Deadline::after(5s));
+}
+
 TEST_F(FaultyFixture, CutPeerFailsAtOnceOthersUnaffected) {
   auto g = group(3, {.cut = {2}});
   std::vector<std::byte> buf(8), in(8);

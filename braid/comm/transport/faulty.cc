@@ -80,13 +80,26 @@ Work cut_error(int me, int peer, const char* op) {
 }  // namespace
 
 Work FaultyTransport::send(int peer, uint64_t tag, std::span<const std::byte> data) {
-  FaultPlan p = plan();
+  std::unique_lock l(mu_);
+  const FaultPlan& p = plan_;
   if (p.cut.contains(peer)) return cut_error(rank(), peer, "send");
   if (p.drop_to.contains(peer)) return Work::completed();
-  if (p.send_delay.count() == 0) return inner_->send(peer, tag, data);
+  if (p.send_delay.count() == 0 && p.link_bytes_per_s <= 0) {
+    l.unlock();
+    return inner_->send(peer, tag, data);
+  }
+  Clock::time_point at = Clock::now();
+  if (p.link_bytes_per_s > 0) {
+    Clock::time_point& idle = link_free_[peer];
+    idle = std::max(idle, at) + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(static_cast<double>(data.size()) / p.link_bytes_per_s));
+    at = idle;
+  }
+  at += p.send_delay;
   Work outer(fmt::format("rank {} delayed send to rank {} (tag {}, {} bytes)", rank(), peer, tag,
                          data.size()));
-  delayer_->post(Clock::now() + p.send_delay, [this, outer, peer, tag, data] {
+  // Posted under mu_, so sends to one peer reach the delayer in link order.
+  delayer_->post(at, [this, outer, peer, tag, data] {
     try {
       inner_->send(peer, tag, data).on_done([outer](std::exception_ptr e) { outer.complete(e); });
     } catch (...) {

@@ -1,5 +1,6 @@
 // faulty: a Transport wrapper that injects faults for tests (this kernel has
-// no netem): delay every send (a slow link or a slow rank), drop messages to
+// no netem): delay every send (a slow link or a slow rank), limit each link's
+// bandwidth (a shaped link: sends queue behind each other), drop messages to
 // some peers (a silent partition: the sender sees success, the receiver only
 // a timeout), or cut the link to some peers (both sides' operations with them
 // fail at once with PeerError). The plan can change while traffic flows, so
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -18,6 +20,11 @@ namespace braid::comm {
 struct FaultPlan {
   // Added before each send is handed to the inner transport (microseconds).
   std::chrono::microseconds send_delay{0};
+  // Bytes per second each link (this rank -> one peer) carries; 0: no limit.
+  // A send occupies its link for bytes / link_bytes_per_s after the sends
+  // queued before it, and is handed over when its last byte has gone (plus
+  // send_delay), like a store-and-forward hop behind a shaper.
+  double link_bytes_per_s = 0;
   // Sends to these peers complete at once and never arrive.
   std::set<int> drop_to{};
   // Every send to and receive from these peers fails with PeerError.
@@ -44,6 +51,7 @@ class FaultyTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
   mutable std::mutex mu_;
   FaultPlan plan_;
+  std::map<int, Clock::time_point> link_free_;  // peer -> when its link is idle again
   std::unique_ptr<Delayer> delayer_;
 };
 
