@@ -57,10 +57,11 @@ TEST_P(TransportTest, LargeMessageBothWays) {
 
 TEST_P(TransportTest, ManyThreadsWaitOnOnePeerAtOnce) {
   // Four threads of rank 1 wait on receives from rank 0 at the same time, so
-  // they and the background reader contend for the channel; sizes include 0,
+  // they and the background reader contend for the channel; sizes include 0
+  // and one large enough to be pulled over shm (cross-memory attach),
   // and half of each tag's messages arrive before their receive is posted.
   constexpr int kTags = 4, kPerTag = 200;
-  const size_t sizes[] = {0, 1, 1000, 70000};
+  const size_t sizes[] = {0, 1, 1000, 300000};  // 300000: pulled on shm
   auto fill = [](int tag, int i, size_t n) {
     std::vector<std::byte> v(n);
     for (size_t k = 0; k < n; ++k) v[k] = std::byte((tag * 31 + i * 7 + k) & 0xff);

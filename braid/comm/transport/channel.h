@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 namespace braid::comm {
@@ -36,6 +37,13 @@ class Channel {
   // returns false). Throws PeerError when the peer died or the channel was
   // shut down.
   virtual bool wait_readable(std::chrono::milliseconds timeout) = 0;
+  // Single-copy path for large payloads: the receiver copies them straight
+  // out of the sender's memory (shm: cross-memory attach), and only a header
+  // travels through the channel. Payloads of at least pull_min() bytes go
+  // this way; 0: never.
+  virtual size_t pull_min() const { return 0; }
+  // Copies dst.size() bytes from address `remote` in the peer's memory.
+  virtual void pull(std::span<std::byte> dst, uint64_t remote);
   // No more writes from us: the peer's try_read() then sees kClosed.
   virtual void close_write() = 0;
   // Unblocks wait_readable() and write() in other threads; they throw.

@@ -75,15 +75,22 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, const ShmOptions& o)
   Deadline d = Deadline::after(o.connect_timeout);
   const std::string prefix = o.prefix + "/shm";
 
+  // A word holding our pid, at an address the peers read to find out whether
+  // cross-memory attach works between us (it needs ptrace rights).
+  static uint64_t probe_word;
+  probe_word = static_cast<uint64_t>(::getpid());
   auto infos = exchange(store, prefix + "/info", o.rank, o.size,
-                        fmt::format("{} {}", host_identity(), ::getpid()), d);
+                        fmt::format("{} {} {}", host_identity(), ::getpid(),
+                                    reinterpret_cast<uintptr_t>(&probe_word)),
+                        d);
   std::vector<pid_t> pids(o.size);
+  std::vector<uint64_t> probes(o.size);
   std::vector<int> elsewhere;
   std::string my_host;
   for (int r = 0; r < o.size; ++r) {
     std::istringstream in(infos[r]);
     std::string host;
-    in >> host >> pids[r];
+    in >> host >> pids[r] >> probes[r];
     if (r == 0) my_host = host;
     if (host != my_host) elsewhere.push_back(r);
   }
@@ -92,6 +99,14 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, const ShmOptions& o)
                       "host {} (use tcp, or a hierarchical setup)",
                       fmt::join(elsewhere, ", "), my_host);
   }
+
+  // Which peers' memory we can read, published so that each sender knows
+  // whether its receiver can pull.
+  std::string readable(o.size, '0');
+  for (int p = 0; p < o.size; ++p) {
+    if (p != o.rank && o.pull_min > 0 && shm::can_read_memory_of(pids[p], probes[p], pids[p])) readable[p] = '1';
+  }
+  store.set(fmt::format("{}/cma/{}", prefix, o.rank), readable, d);
 
   const size_t seg_bytes = 2 * shm::ring_footprint(o.ring_bytes);
   std::vector<std::shared_ptr<Mapping>> maps(o.size);
@@ -128,6 +143,9 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, const ShmOptions& o)
   std::vector<std::unique_ptr<Channel>> channels(o.size);
   for (int p = 0; p < o.size; ++p) {
     if (p == o.rank) continue;
+    // Our payloads to p are pulled if p can read our memory (p's receive
+    // side decides nothing: the header says which way the payload comes).
+    const bool peer_reads_us = store.get(fmt::format("{}/cma/{}", prefix, p), d)[o.rank] == '1';
     auto* base = static_cast<std::byte*>(maps[p]->addr);
     // Ring 0 carries lower -> higher rank, ring 1 the other way.
     auto* low_to_high = reinterpret_cast<RingControl*>(base);
@@ -135,7 +153,7 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, const ShmOptions& o)
     bool lower = o.rank < p;
     channels[p] = std::make_unique<shm::RingChannel>(
         maps[p], lower ? low_to_high : high_to_low, lower ? high_to_low : low_to_high,
-        o.ring_bytes, o.spin, p, pids[p]);
+        o.ring_bytes, o.spin, p, pids[p], peer_reads_us ? o.pull_min : 0);
   }
   return std::make_unique<StreamTransport>("shm", o.rank, o.size, std::move(channels));
 }

@@ -6,7 +6,7 @@
 // a Channel (channel.h) and StreamTransport does framing and matching, as for
 // tcp. A message costs two memcpys (into the ring, out of it into the posted
 // receive buffer) that overlap in time: the writer publishes every chunk as
-// soon as it is copied. A rank waiting for a message reads the ring itself
+// soon as it is copied; large payloads skip the ring (pull_min below). A rank waiting for a message reads the ring itself
 // (StreamTransport); otherwise a background reader spins briefly, then sleeps
 // on a futex in the segment, so idle ranks use no CPU; a sleeping side also
 // checks, every 100 ms, that the peer process is alive, so a dead peer
@@ -33,6 +33,11 @@ struct ShmOptions {
   // Spin iterations before a blocked writer sleeps on the futex (the
   // background reader spins a sixteenth of this).
   int spin = 20000;
+  // Payloads of at least this many bytes are not copied through the ring:
+  // the receiver reads them straight from the sender's buffer with
+  // cross-memory attach (process_vm_readv), one copy instead of two, where
+  // the ranks may read each other's memory (checked at start-up). 0: never.
+  size_t pull_min = size_t{256} << 10;
   std::chrono::milliseconds connect_timeout{60000};
 };
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,10 +47,31 @@ void signal(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping) {
 }  // namespace
 
 RingChannel::RingChannel(std::shared_ptr<void> mapping, RingControl* out, RingControl* in,
-                         size_t capacity, int spin, int peer_rank, pid_t peer_pid)
+                         size_t capacity, int spin, int peer_rank, pid_t peer_pid, size_t pull_min)
     : mapping_(std::move(mapping)),
       out_(out), in_(in), capacity_(capacity), spin_(spin), peer_rank_(peer_rank),
-      peer_pid_(peer_pid) {}
+      peer_pid_(peer_pid), pull_min_(pull_min) {}
+
+bool can_read_memory_of(pid_t peer, uint64_t remote, uint64_t expect) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof got}, far{reinterpret_cast<void*>(remote), sizeof got};
+  return ::process_vm_readv(peer, &local, 1, &far, 1, 0) == sizeof got && got == expect;
+}
+
+void RingChannel::pull(std::span<std::byte> dst, uint64_t remote) {
+  size_t done = 0;
+  while (done < dst.size()) {
+    iovec local{dst.data() + done, dst.size() - done};
+    iovec far{reinterpret_cast<void*>(remote + done), dst.size() - done};
+    ssize_t n = ::process_vm_readv(peer_pid_, &local, 1, &far, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      fail<PeerError>("cannot read {} bytes from rank {} (pid {}): {}", dst.size() - done, peer_rank_,
+                      peer_pid_, n < 0 ? std::strerror(errno) : "nothing read");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
 
 template <class Pred>
 bool RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping,

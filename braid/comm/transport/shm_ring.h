@@ -28,6 +28,10 @@ struct alignas(64) RingControl {
   pid_t consumer_pid;
 };
 
+// Whether this process may read `peer`'s memory at `remote` (8 bytes that
+// hold `expect`): cross-memory attach needs ptrace rights over the peer.
+bool can_read_memory_of(pid_t peer, uint64_t remote, uint64_t expect);
+
 // Bytes a ring of `capacity` data bytes takes in the segment.
 constexpr size_t ring_footprint(size_t capacity) { return sizeof(RingControl) + capacity; }
 
@@ -36,12 +40,16 @@ constexpr size_t ring_footprint(size_t capacity) { return sizeof(RingControl) + 
 class RingChannel final : public Channel {
  public:
   // `mapping` keeps the shared segment mapped for as long as the channel lives.
+  // pull_min: payloads this large or larger are pulled with cross-memory
+  // attach (0: the peer's memory cannot be read, never).
   RingChannel(std::shared_ptr<void> mapping, RingControl* out, RingControl* in, size_t capacity,
-              int spin, int peer_rank, pid_t peer_pid);
+              int spin, int peer_rank, pid_t peer_pid, size_t pull_min);
   size_t try_write(ConstBytes a, ConstBytes b) override;
   void write(ConstBytes a, ConstBytes b) override;
   size_t try_read(std::span<std::byte> out) override;
   bool wait_readable(std::chrono::milliseconds timeout) override;
+  size_t pull_min() const override { return pull_min_; }
+  void pull(std::span<std::byte> dst, uint64_t remote) override;
   void close_write() override;
   void shutdown() override;
 
@@ -61,6 +69,7 @@ class RingChannel final : public Channel {
   int spin_;
   int peer_rank_;
   pid_t peer_pid_;
+  size_t pull_min_;
   std::atomic<bool> stop_{false};
 };
 

@@ -44,9 +44,15 @@ inline void cpu_relax() {
 
 int64_t now_ns() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
 
+// remote == 0, ack == 0: `size` payload bytes follow.
+// remote != 0: a pull; the payload is at `remote` in the sender, which waits
+//              for an ack carrying `ack` before it reuses the buffer.
+// remote == 0, ack != 0: the ack of the sender's pull `ack`.
 struct Header {
   uint64_t tag;
   uint64_t size;
+  uint64_t remote = 0;
+  uint64_t ack = 0;
 };
 
 ConstBytes header_bytes(const Header& h) { return {reinterpret_cast<const std::byte*>(&h), sizeof h}; }
@@ -67,6 +73,7 @@ struct PostedRecv {
 struct Unexpected {
   std::unique_ptr<std::byte[]> data;
   size_t size = 0;
+  Header pull{};  // pull.remote != 0: nothing was copied, the payload is still with the sender
   bool complete = false;
   std::optional<PostedRecv> waiter;  // a recv that claimed it while it was still arriving
 };
@@ -113,6 +120,11 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   std::atomic<int64_t> last_poll{0};  // now_ns() when a poller last stopped
   std::mutex park_mu;
   std::condition_variable park_cv;
+  // Pulled sends waiting for the peer's ack (their buffers are still in use).
+  std::mutex ack_mu;
+  std::unordered_map<uint64_t, Work> awaiting_ack;
+  uint64_t next_pull = 1;
+
   std::mutex err_mu;
   std::exception_ptr error;  // set once the channel broke; later ops fail with it
 
@@ -138,12 +150,53 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   }
 
   void deliver(PostedRecv& r, const Unexpected& u, uint64_t tag) {
+    if (u.pull.remote) {
+      take_pull(r, u.pull);
+      return;
+    }
     if (u.size != r.buf.size()) {
       r.work.complete(size_mismatch(me, rank, tag, u.size, r.buf.size()));
       return;
     }
     if (u.size) std::memcpy(r.buf.data(), u.data.get(), u.size);
     r.work.complete();
+  }
+
+  // Copies a pulled payload out of the sender's buffer, then lets the sender go.
+  void take_pull(PostedRecv& r, const Header& h) {
+    std::exception_ptr err;
+    if (h.size != r.buf.size()) {
+      err = size_mismatch(me, rank, h.tag, h.size, r.buf.size());
+    } else {
+      try {
+        ch->pull(r.buf, h.remote);
+      } catch (const std::exception& e) {
+        err = set_error(e.what());
+      }
+    }
+    if (!get_error()) post({0, 0, 0, h.ack}, {}, Work());
+    r.work.complete(err);
+  }
+
+  void acked(uint64_t id) {
+    Work w;
+    {
+      std::lock_guard l(ack_mu);
+      auto it = awaiting_ack.find(id);
+      if (it == awaiting_ack.end()) return;
+      w = it->second;
+      awaiting_ack.erase(it);
+    }
+    w.complete();
+  }
+
+  void fail_awaiting_acks(std::exception_ptr err) {
+    std::unordered_map<uint64_t, Work> failed;
+    {
+      std::lock_guard l(ack_mu);
+      failed.swap(awaiting_ack);
+    }
+    for (auto& [id, w] : failed) w.complete(err);
   }
 
   void run_sender() {
@@ -182,6 +235,7 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
       }
       send_cv.notify_all();
       for (auto& s : failed) s.work.complete(err);
+      fail_awaiting_acks(err);
     }
   }
 
@@ -223,6 +277,15 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   // A header is complete: decide where its payload goes.
   void start_body() {
     const Header& h = in.header;
+    if (h.remote == 0 && h.ack != 0) {  // the ack of one of our pulls
+      in.header_got = 0;
+      acked(h.ack);
+      return;
+    }
+    if (h.remote != 0) {  // a pull: no payload in the channel
+      start_pull(h);
+      return;
+    }
     std::unique_lock l(recv_mu);
     auto it = posted.find(h.tag);
     if (it != posted.end() && !it->second.empty()) {
@@ -247,6 +310,24 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
     in.in_body = true;
     in.body_got = 0;
     if (h.size == 0) finish_body();
+  }
+
+  void start_pull(const Header& h) {
+    in.header_got = 0;
+    std::unique_lock l(recv_mu);
+    auto it = posted.find(h.tag);
+    if (it != posted.end() && !it->second.empty()) {
+      PostedRecv r = std::move(it->second.front());
+      it->second.pop_front();
+      l.unlock();
+      take_pull(r, h);
+      return;
+    }
+    auto u = std::make_shared<Unexpected>();
+    u->size = h.size;
+    u->pull = h;
+    u->complete = true;
+    unexpected[h.tag].push_back(std::move(u));
   }
 
   void finish_body() {
@@ -291,6 +372,7 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
     closed_cv.notify_all();
     park_cv.notify_all();
     for (auto& w : failed) w.complete(err);
+    fail_awaiting_acks(err);
   }
 
   // While threads poll this peer they read for themselves; the background
@@ -365,10 +447,44 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   }
 
   Work send(uint64_t tag, ConstBytes data) {
-    if (auto err = get_error()) return Work::completed(err);
-    PendingSend s{{tag, data.size()}, data, 0, Work(fmt::format("rank {} send to rank {} (tag {}, {} bytes)", me, rank, tag, data.size()))};
+    Work work(fmt::format("rank {} send to rank {} (tag {}, {} bytes)", me, rank, tag, data.size()));
+    if (ch->pull_min() == 0 || data.size() < ch->pull_min()) return post({tag, data.size()}, data, work);
+    // Only a header goes out; the work completes when the peer has pulled
+    // the payload and acked, which we read like any message.
+    uint64_t id;
+    {
+      std::lock_guard l(ack_mu);
+      id = next_pull++;
+      awaiting_ack.emplace(id, work);
+    }
+    work.help_with([self = weak_from_this()](const Work& w, Deadline d) {
+      if (auto p = self.lock()) p->poll_then_wait(w, d);
+    });
+    Work header = post({tag, data.size(), reinterpret_cast<uintptr_t>(data.data()), id}, {}, Work());
+    if (header.done() && header.error()) {
+      {
+        std::lock_guard l(ack_mu);
+        awaiting_ack.erase(id);
+      }
+      work.complete(header.error());
+    }
+    return work;
+  }
+
+  // Writes header + data (inline when the channel takes it at once, else
+  // through the sender thread); `work` completes once it is written.
+  Work post(Header header, ConstBytes data, Work work) {
+    auto failed = [&](std::exception_ptr err) {
+      work.complete(err);
+      return work;
+    };
+    if (auto err = get_error()) return failed(err);
+    PendingSend s{header, data, 0, work};
     std::unique_lock l(send_mu);
-    if (stopping) return Work::completed(set_error("transport is closing"));
+    if (stopping) {
+      l.unlock();
+      return failed(set_error("transport is closing"));
+    }
     if (queue.empty() && !writing && data.size() <= kInlineSend) {
       writing = true;
       l.unlock();
@@ -384,7 +500,7 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
       if (err) {
         l.unlock();
         send_cv.notify_all();
-        return Work::completed(err);
+        return failed(err);
       }
       if (n == sizeof(Header) + data.size()) {
         // Wake the sender thread only if a send queued behind ours (or the
@@ -393,7 +509,8 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
         const bool wake = !queue.empty() || stopping;
         l.unlock();
         if (wake) send_cv.notify_all();
-        return Work::completed();
+        work.complete();
+        return work;
       }
       s.done = n;
       queue.push_front(s);  // sends posted meanwhile queue behind the remainder
@@ -402,7 +519,7 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
     }
     l.unlock();
     send_cv.notify_all();
-    return s.work;
+    return work;
   }
 
   Work recv(uint64_t tag, std::span<std::byte> buf) {
@@ -437,6 +554,14 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
       // Let queued sends reach the peer before we hang up.
       send_cv.wait_until(l, by, [&] { return queue.empty() && !writing; });
     }
+    // Peers may still be pulling from our buffers: wait for their acks.
+    while (Clock::now() < by && !get_error()) {
+      {
+        std::lock_guard l(ack_mu);
+        if (awaiting_ack.empty()) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     try {
       ch->close_write();
     } catch (const std::exception&) {
@@ -456,6 +581,10 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
     if (reader.joinable()) reader.join();
   }
 };
+
+void Channel::pull(std::span<std::byte>, uint64_t) {
+  fail<PeerError>("this channel cannot pull payloads from the peer's memory");
+}
 
 StreamTransport::StreamTransport(std::string name, int rank, int size,
                                  std::vector<std::unique_ptr<Channel>> channels)
