@@ -6,7 +6,8 @@
 // a Channel (channel.h) and StreamTransport does framing and matching, as for
 // tcp. A message costs two memcpys (into the ring, out of it into the posted
 // receive buffer) that overlap in time: the writer publishes every chunk as
-// soon as it is copied; large payloads skip the ring (pull_min below). A rank waiting for a message reads the ring itself
+// soon as it is copied. Large payloads skip the ring and cost one copy
+// (pull_min below). A rank waiting for a message reads the ring itself
 // (StreamTransport); otherwise a background reader spins briefly, then sleeps
 // on a futex in the segment, so idle ranks use no CPU; a sleeping side also
 // checks, every 100 ms, that the peer process is alive, so a dead peer
