@@ -124,11 +124,14 @@ void divide(T* buf, size_t n, int ranks) {
     const T d = static_cast<T>(ranks);
     for (size_t i = 0; i < n; ++i) buf[i] /= d;
   } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    const T d = static_cast<T>(ranks);
-    for (size_t i = 0; i < n; ++i) buf[i] /= d;
+    // A multiply by the reciprocal (within an ulp of dividing, exact for
+    // powers of two): a vector divide costs ~10x more, and this runs over
+    // every gradient of a data-parallel step.
+    const T scale = T(1) / static_cast<T>(ranks);
+    for (size_t i = 0; i < n; ++i) buf[i] *= scale;
   } else {
-    const float d = static_cast<float>(ranks);
-    for (size_t i = 0; i < n; ++i) buf[i] = T(static_cast<float>(buf[i]) / d);
+    const float scale = 1.0f / static_cast<float>(ranks);
+    for (size_t i = 0; i < n; ++i) buf[i] = T(static_cast<float>(buf[i]) * scale);
   }
 }
 }  // namespace
