@@ -27,9 +27,14 @@ double flat(Algorithm a, int p, double n, const LinkCost& c) {
   const double fold = pow2 ? 0 : 2 * (c.alpha + n * c.beta) + n * c.gamma;
   const double chunk = 256.0 * 1024;  // CommOptions::chunk_bytes default
   switch (a) {
-    case Algorithm::ring:
-      return 2 * (P - 1) * c.alpha + 2 * (P - 1) / P * n * c.beta + (P - 1) / P * n * c.gamma +
-             2 * (P - 1) * (std::max(1.0, std::ceil(n / P / chunk)) - 1) * c.alpha;
+    case Algorithm::ring: {
+      // k chunks per segment, pipelined: in the reduce-scatter, reducing
+      // chunk j overlaps moving chunk j+1, so a step costs the slower of the
+      // two plus one chunk of the faster.
+      const double k = std::max(1.0, std::ceil(n / P / chunk)), seg = n / P;
+      const double reduce_step = seg * std::max(c.beta, c.gamma) + seg / k * std::min(c.beta, c.gamma);
+      return 2 * (P - 1) * k * c.alpha + (P - 1) * (reduce_step + seg * c.beta);
+    }
     case Algorithm::recursive_doubling:
       return fold + std::log2(p2) * (c.alpha + n * c.beta + n * c.gamma);
     case Algorithm::halving_doubling:
