@@ -42,7 +42,7 @@ class AllreduceStrategy final : public Strategy {
   int data_world() const override { return comm_.size(); }
 
   size_t bucket_count() const { return buckets_.size(); }
-  // Buckets whose all-reduce started during backward in the last step.
+  // Bucket all-reduces started during backward, summed over all steps so far.
   size_t buckets_launched_early() const { return launched_early_; }
 
  private:
