@@ -85,13 +85,16 @@ class InprocTransport final : public Transport {
       auto& st = *world_->state_;
       std::lock_guard lock(st.mu);
       if (st.closed) return closed_work(st);
-      Channel& ch = st.channels[Key{rank_, peer, tag}];
+      auto it = st.channels.try_emplace(Key{rank_, peer, tag}).first;
+      Channel& ch = it->second;
       if (ch.recvs.empty()) {
         ch.sends.push_back({data, work});
         return work;
       }
       match = std::move(ch.recvs.front());
       ch.recvs.pop_front();
+      // Tags carry sequence numbers: drop drained channels or the map only grows.
+      if (ch.recvs.empty() && ch.sends.empty()) st.channels.erase(it);
     }
     deliver({data, work}, match, rank_, peer, tag);
     return work;
@@ -105,13 +108,15 @@ class InprocTransport final : public Transport {
       auto& st = *world_->state_;
       std::lock_guard lock(st.mu);
       if (st.closed) return closed_work(st);
-      Channel& ch = st.channels[Key{peer, rank_, tag}];
+      auto it = st.channels.try_emplace(Key{peer, rank_, tag}).first;
+      Channel& ch = it->second;
       if (ch.sends.empty()) {
         ch.recvs.push_back({data, work});
         return work;
       }
       match = std::move(ch.sends.front());
       ch.sends.pop_front();
+      if (ch.recvs.empty() && ch.sends.empty()) st.channels.erase(it);
     }
     deliver(match, {data, work}, peer, rank_, tag);
     return work;

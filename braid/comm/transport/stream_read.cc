@@ -88,6 +88,7 @@ void StreamTransport::Peer::start_body() {
   if (it != posted.end() && !it->second.empty()) {
     in.target = std::move(it->second.front());
     it->second.pop_front();
+    if (it->second.empty()) posted.erase(it);  // tags carry sequence numbers: keep the map small
     l.unlock();
     if (in.target->buf.size() == h.size) {
       in.body = in.target->buf;  // straight into the user's buffer
@@ -116,6 +117,7 @@ void StreamTransport::Peer::start_pull(const Header& h) {
   if (it != posted.end() && !it->second.empty()) {
     PostedRecv r = std::move(it->second.front());
     it->second.pop_front();
+    if (it->second.empty()) posted.erase(it);  // tags carry sequence numbers: keep the map small
     l.unlock();
     take_pull(r, h);
     return;
@@ -253,6 +255,7 @@ Work StreamTransport::Peer::recv(uint64_t tag, std::span<std::byte> buf) {
   if (it != unexpected.end() && !it->second.empty()) {
     auto u = it->second.front();
     it->second.pop_front();
+    if (it->second.empty()) unexpected.erase(it);
     if (!u->complete) {
       u->waiter = r;
       return r.work;
