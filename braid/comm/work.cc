@@ -8,16 +8,15 @@ namespace braid::comm {
 
 Work::Work(std::string what) : state_(std::make_shared<State>()) { state_->what = std::move(what); }
 
+Work::Work(Describe describe) : state_(std::make_shared<State>()) { state_->describe = std::move(describe); }
+
 Work Work::completed(std::exception_ptr error) {
   Work w;
   w.complete(std::move(error));
   return w;
 }
 
-bool Work::done() const {
-  std::lock_guard lock(state_->mu);
-  return state_->done;
-}
+bool Work::done() const { return state_->finished.load(std::memory_order_acquire); }
 
 void Work::wait(Deadline deadline) const {
   Helper helper;
@@ -38,8 +37,9 @@ void Work::sleep_until_done(Deadline deadline) const {
   if (deadline.is_never()) {
     state_->cv.wait(lock, [&] { return state_->done; });
   } else if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
-    throw TimeoutError(fmt::format("timed out waiting for {}",
-                                   state_->what.empty() ? "a communication" : state_->what));
+    lock.unlock();
+    const std::string& w = what();
+    throw TimeoutError(fmt::format("timed out waiting for {}", w.empty() ? "a communication" : w));
   }
   if (state_->error) std::rethrow_exception(state_->error);
 }
@@ -49,11 +49,19 @@ std::exception_ptr Work::error() const {
   return state_->error;
 }
 
-const std::string& Work::what() const { return state_->what; }
+const std::string& Work::what() const {
+  std::lock_guard lock(state_->mu);
+  if (state_->describe) {
+    state_->what = state_->describe();
+    state_->describe = nullptr;
+  }
+  return state_->what;
+}
 
 void Work::describe(std::string what) const {
   std::lock_guard lock(state_->mu);
   state_->what = std::move(what);
+  state_->describe = nullptr;
 }
 
 void Work::help_with(Helper helper) const {
@@ -67,6 +75,7 @@ void Work::complete(std::exception_ptr error) const {
     std::lock_guard lock(state_->mu);
     if (state_->done) return;
     state_->done = true;
+    state_->finished.store(true, std::memory_order_release);
     state_->error = error;
     callbacks.swap(state_->callbacks);
     state_->helper = nullptr;

@@ -2,6 +2,7 @@
 // parameter-server push/pull all return a Work. Copies share one completion.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -19,6 +20,11 @@ class Work {
   // A work that is not yet complete; `what` names it in timeout messages
   // ("rank 2 allreduce #17 (4 MiB) waiting for rank 3").
   explicit Work(std::string what = {});
+  // The same, with the description built only if it is ever needed (a
+  // transport posts millions of these; formatting each one costs more than
+  // moving a small message).
+  using Describe = std::function<std::string()>;
+  explicit Work(Describe describe);
   // A work that is already complete (successfully, or with `error`).
   static Work completed(std::exception_ptr error = nullptr);
 
@@ -50,8 +56,10 @@ class Work {
     mutable std::mutex mu;
     std::condition_variable cv;
     bool done = false;
+    std::atomic<bool> finished{false};  // `done`, readable without the lock (polling)
     std::exception_ptr error;
     std::string what;
+    Describe describe;  // builds `what` on first use
     std::vector<std::function<void(std::exception_ptr)>> callbacks;
     Helper helper;
   };

@@ -79,7 +79,9 @@ class InprocTransport final : public Transport {
 
   Work send(int peer, uint64_t tag, std::span<const std::byte> data) override {
     check_peer(peer, "send");
-    Work work(fmt::format("inproc rank {} send {} bytes to rank {} (tag {:#x})", rank_, data.size(), peer, tag));
+    Work work([me = rank_, peer, tag, n = data.size()] {
+      return fmt::format("inproc rank {} send {} bytes to rank {} (tag {:#x})", me, n, peer, tag);
+    });
     PendingRecv match;
     {
       auto& st = *world_->state_;
@@ -102,7 +104,9 @@ class InprocTransport final : public Transport {
 
   Work recv(int peer, uint64_t tag, std::span<std::byte> data) override {
     check_peer(peer, "recv");
-    Work work(fmt::format("inproc rank {} recv {} bytes from rank {} (tag {:#x})", rank_, data.size(), peer, tag));
+    Work work([me = rank_, peer, tag, n = data.size()] {
+      return fmt::format("inproc rank {} recv {} bytes from rank {} (tag {:#x})", me, n, peer, tag);
+    });
     PendingSend match;
     {
       auto& st = *world_->state_;

@@ -71,7 +71,9 @@ void StreamTransport::Peer::run_sender() {
 }
 
 Work StreamTransport::Peer::send(uint64_t tag, ConstBytes data) {
-  Work work(fmt::format("rank {} send to rank {} (tag {}, {} bytes)", me, rank, tag, data.size()));
+  Work work([me = me, to = rank, tag, n = data.size()] {
+    return fmt::format("rank {} send to rank {} (tag {}, {} bytes)", me, to, tag, n);
+  });
   if (ch->pull_min() == 0 || data.size() < ch->pull_min()) return post({tag, data.size()}, data, work);
   // Only a header goes out; the work completes when the peer has pulled
   // the payload and acked, which we read like any message.

@@ -246,7 +246,9 @@ void StreamTransport::Peer::poll_then_wait(const Work& work, Deadline deadline) 
 }
 
 Work StreamTransport::Peer::recv(uint64_t tag, std::span<std::byte> buf) {
-  PostedRecv r{buf, Work(fmt::format("rank {} recv from rank {} (tag {}, {} bytes)", me, rank, tag, buf.size()))};
+  PostedRecv r{buf, Work([me = me, from = rank, tag, n = buf.size()] {
+                  return fmt::format("rank {} recv from rank {} (tag {}, {} bytes)", me, from, tag, n);
+                })};
   r.work.help_with([self = weak_from_this()](const Work& w, Deadline d) {
     if (auto p = self.lock()) p->poll_then_wait(w, d);
   });
