@@ -13,7 +13,7 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.transport", .type = T::String, .default_value = std::string("auto"),
          .help = "how ranks talk: auto = shm when all ranks share this host, else tcp",
          .choices = {"auto", "tcp", "shm", "mpi"}, .env = "BRAID_TRANSPORT"});
-  s.add({.name = "parallel.bucket_kb", .type = T::Int, .default_value = int64_t{1024},
+  s.add({.name = "parallel.bucket_kb", .type = T::Int, .default_value = int64_t{256},
          .help = "gradient bucket size in KiB (allreduce)", .min = 1.0});
   s.add({.name = "parallel.overlap", .type = T::Bool, .default_value = true,
          .help = "start each bucket's all-reduce during backward (false: all after backward)"});
