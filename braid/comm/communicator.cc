@@ -50,27 +50,25 @@ void Communicator::Impl::run() {
       cv.wait(lock, ready);
     }
     if (queue.empty()) return;  // stopping, and everything queued has run
-    Task task = std::move(queue.front());
-    queue.pop_front();
-    running = true;
-    lock.unlock();
-    task.run();
-    lock.lock();
-    running = false;
+    run_front(lock);
   }
+}
+
+void Communicator::Impl::run_front(std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue.front());
+  queue.pop_front();
+  running = true;
+  lock.unlock();
+  task.run();
+  lock.lock();
+  running = false;
 }
 
 void Communicator::Impl::help(uint64_t seq) {
   std::unique_lock lock(mu);
   bool ran = false;
   while (!running && !queue.empty() && queue.front().seq <= seq) {
-    Task task = std::move(queue.front());
-    queue.pop_front();
-    running = true;
-    lock.unlock();
-    task.run();
-    lock.lock();
-    running = false;
+    run_front(lock);
     ran = true;
   }
   // Hand what is left to the worker; do not wake it for nothing.

@@ -94,6 +94,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
 
  private:
   void run();
+  // Runs the oldest queued collective with `lock` (on mu) released meanwhile.
+  void run_front(std::unique_lock<std::mutex>& lock);
   // Runs queued collectives up to `seq` in the calling thread, unless one is
   // already running elsewhere.
   void help(uint64_t seq);
