@@ -32,8 +32,6 @@ void futex_wake(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-inline void cpu_relax() { __builtin_ia32_pause(); }
-
 void signal(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping) {
   // seq_cst pairs with the sleeper's store of `sleeping` then re-check
   // (Dekker): either it sees our update or we see it asleep.

@@ -83,9 +83,7 @@ Work StreamTransport::Peer::send(uint64_t tag, ConstBytes data) {
     id = next_pull++;
     awaiting_ack.emplace(id, work);
   }
-  work.help_with([self = weak_from_this()](const Work& w, Deadline d) {
-    if (auto p = self.lock()) p->poll_then_wait(w, d);
-  });
+  poll_while_waiting(work);
   Work header = post({tag, data.size(), reinterpret_cast<uintptr_t>(data.data()), id}, {}, Work());
   if (header.done() && header.error()) {
     {

@@ -37,13 +37,20 @@ constexpr auto kStandAside = std::chrono::milliseconds(5);
 // How long the background reader blocks in one wait_readable() call.
 constexpr auto kReaderNap = std::chrono::milliseconds(1000);
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 inline int64_t now_ns() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
+
+// Removes and returns the oldest entry queued under `tag` in `queues`, if
+// any, and drops the tag's queue once it is empty: tags carry sequence
+// numbers, so otherwise the map grows with every collective.
+template <class Queues>
+std::optional<typename Queues::mapped_type::value_type> pop_oldest(Queues& queues, uint64_t tag) {
+  auto it = queues.find(tag);
+  if (it == queues.end() || it->second.empty()) return std::nullopt;
+  auto oldest = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) queues.erase(it);
+  return oldest;
+}
 
 // remote == 0, ack == 0: `size` payload bytes follow.
 // remote != 0: a pull; the payload is at `remote` in the sender, which waits
@@ -195,6 +202,8 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   // Waits for `work` (a transfer with this peer), reading the channel in this
   // thread while that is likely to pay off. The helper of receive Works.
   void poll_then_wait(const Work& work, Deadline deadline);
+  // Makes waiting for `work` read this peer's channel (poll_then_wait).
+  void poll_while_waiting(const Work& work);
 
   Work send(uint64_t tag, ConstBytes data);
 

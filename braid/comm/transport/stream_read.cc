@@ -84,11 +84,8 @@ void StreamTransport::Peer::start_body() {
     return;
   }
   std::unique_lock l(recv_mu);
-  auto it = posted.find(h.tag);
-  if (it != posted.end() && !it->second.empty()) {
-    in.target = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) posted.erase(it);  // tags carry sequence numbers: keep the map small
+  in.target = pop_oldest(posted, h.tag);
+  if (in.target) {
     l.unlock();
     if (in.target->buf.size() == h.size) {
       in.body = in.target->buf;  // straight into the user's buffer
@@ -113,13 +110,9 @@ void StreamTransport::Peer::start_body() {
 void StreamTransport::Peer::start_pull(const Header& h) {
   in.header_got = 0;
   std::unique_lock l(recv_mu);
-  auto it = posted.find(h.tag);
-  if (it != posted.end() && !it->second.empty()) {
-    PostedRecv r = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) posted.erase(it);  // tags carry sequence numbers: keep the map small
+  if (auto r = pop_oldest(posted, h.tag)) {
     l.unlock();
-    take_pull(r, h);
+    take_pull(*r, h);
     return;
   }
   auto u = std::make_shared<Unexpected>();
@@ -207,6 +200,12 @@ void StreamTransport::Peer::run_reader() {
   }
 }
 
+void StreamTransport::Peer::poll_while_waiting(const Work& work) {
+  work.help_with([self = weak_from_this()](const Work& w, Deadline d) {
+    if (auto p = self.lock()) p->poll_then_wait(w, d);
+  });
+}
+
 // Waits for `work` (a transfer with this peer), reading the channel in this
 // thread while that is likely to pay off. The helper of receive Works.
 void StreamTransport::Peer::poll_then_wait(const Work& work, Deadline deadline) {
@@ -249,15 +248,10 @@ Work StreamTransport::Peer::recv(uint64_t tag, std::span<std::byte> buf) {
   PostedRecv r{buf, Work([me = me, from = rank, tag, n = buf.size()] {
                   return fmt::format("rank {} recv from rank {} (tag {}, {} bytes)", me, from, tag, n);
                 })};
-  r.work.help_with([self = weak_from_this()](const Work& w, Deadline d) {
-    if (auto p = self.lock()) p->poll_then_wait(w, d);
-  });
+  poll_while_waiting(r.work);
   std::unique_lock l(recv_mu);
-  auto it = unexpected.find(tag);
-  if (it != unexpected.end() && !it->second.empty()) {
-    auto u = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) unexpected.erase(it);
+  if (auto found = pop_oldest(unexpected, tag)) {
+    auto u = *found;
     if (!u->complete) {
       u->waiter = r;
       return r.work;
