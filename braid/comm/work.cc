@@ -16,7 +16,7 @@ Work Work::completed(std::exception_ptr error) {
   return w;
 }
 
-bool Work::done() const { return state_->finished.load(std::memory_order_acquire); }
+bool Work::done() const { return state_->done.load(std::memory_order_acquire); }
 
 void Work::wait(Deadline deadline) const {
   Helper helper;
@@ -35,8 +35,8 @@ void Work::wait(Deadline deadline) const {
 void Work::sleep_until_done(Deadline deadline) const {
   std::unique_lock lock(state_->mu);
   if (deadline.is_never()) {
-    state_->cv.wait(lock, [&] { return state_->done; });
-  } else if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done; })) {
+    state_->cv.wait(lock, [&] { return state_->done.load(); });
+  } else if (!state_->cv.wait_until(lock, deadline.at(), [&] { return state_->done.load(); })) {
     lock.unlock();
     const std::string& w = what();
     throw TimeoutError(fmt::format("timed out waiting for {}", w.empty() ? "a communication" : w));
@@ -74,8 +74,7 @@ void Work::complete(std::exception_ptr error) const {
   {
     std::lock_guard lock(state_->mu);
     if (state_->done) return;
-    state_->done = true;
-    state_->finished.store(true, std::memory_order_release);
+    state_->done.store(true, std::memory_order_release);
     state_->error = error;
     callbacks.swap(state_->callbacks);
     state_->helper = nullptr;

@@ -55,8 +55,7 @@ class Work {
   struct State {
     mutable std::mutex mu;
     std::condition_variable cv;
-    bool done = false;
-    std::atomic<bool> finished{false};  // `done`, readable without the lock (polling)
+    std::atomic<bool> done{false};  // written under mu; read without it by pollers
     std::exception_ptr error;
     std::string what;
     Describe describe;  // builds `what` on first use
