@@ -2,32 +2,16 @@
 // how the process-level transports are tested inside one gtest binary.
 #pragma once
 
-#include <exception>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "braid/comm/transport/transport.h"
+#include "tests/testing/first_error.h"
 
 namespace braid::comm::testing {
 
-inline void on_threads(int n, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+inline void on_threads(int n, const std::function<void(int)>& fn) { test::run_threads_first_error(n, fn); }
 
 // The transports of one group; closed in parallel, as separate processes
 // would be (each close waits briefly for its peers to hang up too).
