@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from bench_util import git_commit
+from bench_util import write_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,13 +74,7 @@ def main():
             print(f"{run['servers']:>2} {r['keys']:>6} {r['push_s'] * 1e3:>9.2f} {r['pull_s'] * 1e3:>9.2f} "
                   f"{r['push_keys_per_s'] / 1e6:>12.2f} {r['pull_keys_per_s'] / 1e6:>12.2f} "
                   f"{r['push_GBps']:>10.3f} {r['pull_GBps']:>10.3f}")
-    result = {"bench": "ps_throughput", "commit": git_commit(ROOT), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": load_after,
-              "wall_s": time.time() - t0, "reps": args.reps, "runs": runs}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
+    write_result(args.out, "ps_throughput", ROOT, t0, load_before, load_after, {"reps": args.reps, "runs": runs})
 
 
 if __name__ == "__main__":

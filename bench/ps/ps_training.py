@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from bench_util import git_commit
+from bench_util import write_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCH = 64
@@ -162,15 +162,10 @@ def main():
           f"summed (estimate); x ar = global / all-reduce's at the same W and straggler; ms/step = worker 0's; "
           f"dropped = late gradients the server dropped; stale = the server's max staleness (updates between a "
           f"worker's pull and its push)")
-    out = {"bench": "ps_training", "commit": git_commit(ROOT), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": load_after,
-           "wall_s": time.time() - t0, "model": "fashion_mlp", "batch_per_worker": BATCH, "threads_per_worker": 1,
-           "steps_per_worker": args.steps, "reps": args.reps, "straggler_rank": 1, "straggler_ms": straggler_ms,
-           "rows": list(results.values())}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
+    write_result(args.out, "ps_training", ROOT, t0, load_before, load_after,
+                 {"model": "fashion_mlp", "batch_per_worker": BATCH, "threads_per_worker": 1,
+                  "steps_per_worker": args.steps, "reps": args.reps, "straggler_rank": 1,
+                  "straggler_ms": straggler_ms, "rows": list(results.values())})
 
 
 if __name__ == "__main__":
