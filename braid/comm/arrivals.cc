@@ -68,7 +68,7 @@ Arrivals::Arrivals(const std::shared_ptr<Transport>& transport, std::vector<int>
 
 Arrivals::~Arrivals() { state_->closed = true; }
 
-void Arrivals::started(uint64_t seq, const std::string& op) {
+void Arrivals::started(uint64_t seq, std::string_view op) {
   std::lock_guard lock(state_->mu);
   state_->last.seq = seq;
   std::memset(state_->last.op, 0, sizeof(state_->last.op));

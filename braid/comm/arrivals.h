@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/base/deadline.h"
@@ -27,7 +28,7 @@ class Arrivals {
   ~Arrivals();  // stops answering; posted receives stay with the transport
 
   // The worker began collective `seq` (named `op`).
-  void started(uint64_t seq, const std::string& op);
+  void started(uint64_t seq, std::string_view op);
   // "ranks that never arrived at #7: 3 (last started #6 allreduce), 5 (no answer)"
   // or "every rank arrived at #7". Waits up to `window`.
   std::string who_never_arrived(uint64_t seq, Duration window);

@@ -1,6 +1,7 @@
 #include "braid/comm/communicator.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "braid/base/error.h"
 #include "braid/comm/communicator_impl.h"
@@ -16,6 +17,18 @@ std::string human_bytes(size_t b) {
 }
 
 std::span<std::byte> bytes_of(BufferRef b) { return {b.data, b.bytes()}; }
+
+// The details that name a collective in timeout messages, formatted only then
+// (small captures: a std::function keeps them without allocating).
+Work::Describe reduction(DType d, Op op, std::optional<Algorithm> algorithm = {}) {
+  return [d, op, algorithm] {
+    return algorithm ? fmt::format(" {} {}, {}", name(d), name(op), name(*algorithm))
+                     : fmt::format(" {} {}", name(d), name(op));
+  };
+}
+Work::Describe at_root(int root) {
+  return [root] { return fmt::format(", root {}", root); };
+}
 
 }  // namespace
 
@@ -77,21 +90,23 @@ void Communicator::Impl::help(uint64_t seq) {
   if (wake) cv.notify_all();
 }
 
-Work Communicator::Impl::submit(std::string op, std::string detail, size_t bytes, Duration timeout,
+Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
                                 std::function<void(Group&)> body) {
   std::unique_lock lock(mu);
   const uint64_t seq = next_seq++;
-  Work work(fmt::format("rank {} {} #{} ({}{})", rank, op, seq, human_bytes(bytes), detail));
+  Work work([rank = rank, op, seq, bytes, detail = std::move(detail)] {
+    return fmt::format("rank {} {} #{} ({}{})", rank, op, seq, human_bytes(bytes), detail ? detail() : "");
+  });
   work.help_with([weak = weak_from_this(), seq](const Work&, Deadline) {
     if (auto self = weak.lock()) self->help(seq);
   });
-  queue.push_back({seq, [this, work, seq, op = std::move(op), timeout, body = std::move(body)] {
+  queue.push_back({seq, [this, work, seq, op, timeout, body = std::move(body)] {
     arrivals.started(seq, op);
     const auto start = Clock::now();
     // Part of the timeout is kept for asking the other ranks where they are.
     const Duration window = std::clamp<Duration>(timeout / 10, Duration(10ms), Duration(2s));
     Group g(*transport, members, rank, collective_tag(id, seq), Deadline::after(timeout - window), scratch,
-            work.what());
+            work);
     try {
       body(g);
       work.complete();
@@ -161,7 +176,7 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
   Impl& m = impl();
   check_reducible(buf.dtype);
   const int p = size();
-  return m.submit("allreduce", fmt::format(" {} {}, {}", name(buf.dtype), name(o.op), name(o.algorithm)),
+  return m.submit("allreduce", reduction(buf.dtype, o.op, o.algorithm),
                   buf.bytes(), m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
     const ReduceArgs a{buf.data, buf.count, buf.dtype, o.op, m.options.chunk_bytes};
     Algorithm alg = o.algorithm;
@@ -190,7 +205,10 @@ Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
   check_reducible(buf.dtype);
   check_root(o.root, size(), "reduce");
   const int p = size();
-  return m.submit("reduce", fmt::format(" {} {}, root {}", name(buf.dtype), name(o.op), o.root), buf.bytes(),
+  return m.submit("reduce",
+                  [d = buf.dtype, op = o.op, root = o.root] {
+                    return fmt::format(" {} {}, root {}", name(d), name(op), root);
+                  }, buf.bytes(),
                   m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
     const ReduceArgs a{buf.data, buf.count, buf.dtype, o.op, m.options.chunk_bytes};
     binomial_reduce(g, a, o.root);
@@ -201,7 +219,7 @@ Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
 Work Communicator::broadcast(BufferRef buf, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "broadcast");
-  return m.submit("broadcast", fmt::format(", root {}", o.root), buf.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit("broadcast", at_root(o.root), buf.bytes(), m.timeout_or_default(o.timeout),
                   [buf, o](Group& g) { binomial_broadcast(g, bytes_of(buf), o.root); });
 }
 
@@ -210,7 +228,7 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
   check_reducible(in.dtype);
   check_blocks(in, out, size(), "reduce_scatter");
   const int p = size();
-  return m.submit("reduce_scatter", fmt::format(" {} {}", name(in.dtype), name(o.op)), in.bytes(),
+  return m.submit("reduce_scatter", reduction(in.dtype, o.op), in.bytes(),
                   m.timeout_or_default(o.timeout), [&m, in, out, o, p](Group& g) {
     // The ring reduces in place; work on a copy so `in` survives.
     std::span<std::byte> work = m.staging.get(in.bytes());
@@ -225,7 +243,7 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
 Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   Impl& m = impl();
   check_blocks(out, in, size(), "allgather");
-  return m.submit("allgather", "", out.bytes(), m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
+  return m.submit("allgather", nullptr, out.bytes(), m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
     if (in.bytes()) std::copy_n(in.data, in.bytes(), out.data + g.rank() * in.bytes());
     ring_allgather(g, out.data, Partition{out.count, static_cast<size_t>(g.size())}, itemsize(in.dtype),
                    m.options.chunk_bytes);
@@ -236,7 +254,7 @@ Work Communicator::gather(BufferRef in, BufferRef out, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "gather");
   if (rank() == o.root) check_blocks(out, in, size(), "gather");
-  return m.submit("gather", fmt::format(", root {}", o.root), in.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit("gather", at_root(o.root), in.bytes(), m.timeout_or_default(o.timeout),
                   [in, out, o](Group& g) { direct_gather(g, bytes_of(in), bytes_of(out), o.root); });
 }
 
@@ -244,7 +262,7 @@ Work Communicator::scatter(BufferRef in, BufferRef out, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "scatter");
   if (rank() == o.root) check_blocks(in, out, size(), "scatter");
-  return m.submit("scatter", fmt::format(", root {}", o.root), out.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit("scatter", at_root(o.root), out.bytes(), m.timeout_or_default(o.timeout),
                   [in, out, o](Group& g) { direct_scatter(g, bytes_of(in), bytes_of(out), o.root); });
 }
 
@@ -253,13 +271,14 @@ Work Communicator::alltoall(BufferRef in, BufferRef out, TimeoutOptions o) {
   if (in.dtype != out.dtype || in.count != out.count || in.count % size() != 0)
     fail<ValueError>("alltoall: in ({} x {}) and out ({} x {}) must match and split into {} blocks", in.count,
                      name(in.dtype), out.count, name(out.dtype), size());
-  return m.submit("alltoall", "", in.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit("alltoall", nullptr, in.bytes(), m.timeout_or_default(o.timeout),
                   [in, out](Group& g) { pairwise_alltoall(g, bytes_of(in), bytes_of(out)); });
 }
 
 Work Communicator::barrier(TimeoutOptions o) {
   Impl& m = impl();
-  return m.submit("barrier", "", 0, m.timeout_or_default(o.timeout), [](Group& g) { dissemination_barrier(g); });
+  return m.submit("barrier", nullptr, 0, m.timeout_or_default(o.timeout),
+                  [](Group& g) { dissemination_barrier(g); });
 }
 
 Work Communicator::send(BufferRef buf, int peer, P2POptions o) {

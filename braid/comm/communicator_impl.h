@@ -42,8 +42,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   ~Impl();
 
   // Queues `body` on the worker as collective `op` moving `bytes`; the Work
-  // completes when body returns or throws.
-  Work submit(std::string op, std::string detail, size_t bytes, Duration timeout,
+  // completes when body returns or throws. `detail` (", root 2") is formatted
+  // only if a message needs it: a small collective takes less time than
+  // formatting its name.
+  Work submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
               std::function<void(Group&)> body);
   Duration timeout_or_default(Duration t) const { return t.count() > 0 ? t : options.timeout; }
 

@@ -66,7 +66,8 @@ Communicator Communicator::split(int color, int key) const {
   Impl& m = impl();
   auto result = std::make_shared<Communicator>();
   const Duration timeout = m.options.timeout;
-  Work w = m.submit("split", fmt::format(" color {} key {}", color, key), 16 * size(), timeout,
+  Work w = m.submit("split", [color, key] { return fmt::format(" color {} key {}", color, key); },
+                    16 * size(), timeout,
                     [&m, result, color, key](Group& g) { *result = m.split_now(g, color, key); });
   // The worker enforces the timeout; the extra second covers its diagnosis.
   w.wait(Deadline::after(timeout + std::chrono::seconds(3)));

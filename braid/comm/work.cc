@@ -19,12 +19,12 @@ Work Work::completed(std::exception_ptr error) {
 bool Work::done() const { return state_->done.load(std::memory_order_acquire); }
 
 void Work::wait(Deadline deadline) const {
-  Helper helper;
+  std::shared_ptr<const Helper> helper;
   {
     std::lock_guard lock(state_->mu);
     if (!state_->done) helper = state_->helper;
   }
-  if (helper) helper(*this, deadline);
+  if (helper) (*helper)(*this, deadline);
   // Poll briefly before sleeping: the other side usually answers within
   // microseconds, and a futex sleep/wake costs more than that.
   const auto spin_until = Clock::now() + std::chrono::microseconds(20);
@@ -65,8 +65,9 @@ void Work::describe(std::string what) const {
 }
 
 void Work::help_with(Helper helper) const {
+  auto shared = std::make_shared<const Helper>(std::move(helper));
   std::lock_guard lock(state_->mu);
-  state_->helper = std::move(helper);
+  state_->helper = std::move(shared);
 }
 
 void Work::complete(std::exception_ptr error) const {

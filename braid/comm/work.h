@@ -60,7 +60,9 @@ class Work {
     std::string what;
     Describe describe;  // builds `what` on first use
     std::vector<std::function<void(std::exception_ptr)>> callbacks;
-    Helper helper;
+    // Shared so wait() can take it out from under the lock without copying
+    // the function (and its heap-held captures) on every wait.
+    std::shared_ptr<const Helper> helper;
   };
   std::shared_ptr<State> state_;
 };

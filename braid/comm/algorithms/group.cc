@@ -12,9 +12,9 @@ std::span<std::byte> Scratch::get(size_t bytes) {
 }
 
 Group::Group(Transport& transport, std::span<const int> members, int me, uint64_t tag_base,
-             Deadline deadline, Scratch& scratch, std::string what)
+             Deadline deadline, Scratch& scratch, Work collective)
     : transport_(transport), members_(members), me_(me), tag_base_(tag_base), deadline_(deadline),
-      scratch_(scratch), what_(std::move(what)) {}
+      scratch_(scratch), collective_(std::move(collective)) {}
 
 Work Group::send(int peer, std::span<const std::byte> data, uint16_t lane) {
   return transport_.send(members_[peer], tag_base_ | lane, data);
@@ -28,7 +28,7 @@ void Group::wait(const Work& work, int peer) {
   try {
     work.wait(deadline_);
   } catch (const TimeoutError&) {
-    throw PeerTimeout(fmt::format("{}: no progress from rank {} ({})", what_, peer, work.what()),
+    throw PeerTimeout(fmt::format("{}: no progress from rank {} ({})", collective_.what(), peer, work.what()),
                       peer);
   }
 }

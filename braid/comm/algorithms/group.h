@@ -42,7 +42,7 @@ class Scratch {
 class Group {
  public:
   Group(Transport& transport, std::span<const int> members, int me, uint64_t tag_base,
-        Deadline deadline, Scratch& scratch, std::string what);
+        Deadline deadline, Scratch& scratch, Work collective);
 
   int rank() const { return me_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -64,7 +64,7 @@ class Group {
   uint64_t tag_base_;
   Deadline deadline_;
   Scratch& scratch_;
-  std::string what_;
+  Work collective_;  // names the collective in timeout messages (formatted only then)
 };
 
 // The elements and reduction of one reducing collective.
