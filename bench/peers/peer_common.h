@@ -57,6 +57,9 @@ inline std::vector<Row> measure(const Args& a, const std::function<void(size_t)>
     for (int i = 0; i < 3; ++i) run(bytes);
     const long iters = static_cast<long>(
         agree(std::clamp(a.seconds / ((now() - t0) / 3 + 1e-9), 3.0, 20000.0), false));
+    // A quarter as many again untimed, so the first size is measured warm
+    // too (caches, the CPU's clock, lazily started threads), then timed.
+    for (long i = 0; i < iters / 4; ++i) run(bytes);
     barrier();
     const double start = now();
     for (long i = 0; i < iters; ++i) run(bytes);

@@ -186,7 +186,7 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
       alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts.load());
     }
     switch (alg) {
-      case Algorithm::ring: ring_allreduce(g, a); break;
+      case Algorithm::ring: ring_allreduce(g, a, /*finish=*/true); return;
       case Algorithm::recursive_doubling: recursive_doubling_allreduce(g, a); break;
       case Algorithm::halving_doubling: halving_doubling_allreduce(g, a); break;
       case Algorithm::binary_tree: binary_tree_allreduce(g, a); break;
@@ -227,16 +227,14 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
   Impl& m = impl();
   check_reducible(in.dtype);
   check_blocks(in, out, size(), "reduce_scatter");
-  const int p = size();
   return m.submit("reduce_scatter", reduction(in.dtype, o.op), in.bytes(),
-                  m.timeout_or_default(o.timeout), [&m, in, out, o, p](Group& g) {
+                  m.timeout_or_default(o.timeout), [&m, in, out, o](Group& g) {
     // The ring reduces in place; work on a copy so `in` survives.
     std::span<std::byte> work = m.staging.get(in.bytes());
     if (in.bytes()) std::copy_n(in.data, in.bytes(), work.data());
     const ReduceArgs a{work.data(), in.count, in.dtype, o.op, m.options.chunk_bytes};
-    ring_reduce_scatter(g, a);
+    ring_reduce_scatter(g, a, /*finish=*/true);
     if (out.bytes()) std::copy_n(a.at(g.rank() * out.count), out.bytes(), out.data);
-    finish_reduction(out.dtype, o.op, out.data, out.count, p);
   });
 }
 

@@ -34,7 +34,10 @@ std::string_view name(Algorithm a);
 Algorithm parse_algorithm(std::string_view s);
 
 // ---- all-reduce (args.data holds the full vector on every rank) -------------
-void ring_allreduce(Group& g, const ReduceArgs& args);
+// finish: also apply finish_reduction (avg's division), chunk by chunk as
+// each is reduced for the last time and still in cache, instead of in a pass
+// over the whole result afterwards (the same rounding: one multiply each).
+void ring_allreduce(Group& g, const ReduceArgs& args, bool finish = false);
 void recursive_doubling_allreduce(Group& g, const ReduceArgs& args);
 void halving_doubling_allreduce(Group& g, const ReduceArgs& args);
 void binary_tree_allreduce(Group& g, const ReduceArgs& args);
@@ -44,8 +47,9 @@ void direct_allreduce(Group& g, const ReduceArgs& args);
 
 // ---- pieces ------------------------------------------------------------------
 // args.data is p segments (Partition{count, p}); afterwards segment rank() is
-// the reduction of everyone's segment rank(); other segments are clobbered.
-void ring_reduce_scatter(Group& g, const ReduceArgs& args);
+// the reduction of everyone's segment rank() (finished, as above, if
+// `finish`); other segments are clobbered.
+void ring_reduce_scatter(Group& g, const ReduceArgs& args, bool finish = false);
 // data is p segments of seg elements of `elem` bytes; segment rank() is
 // filled in; afterwards every segment holds its owner's data.
 void ring_allgather(Group& g, std::byte* data, Partition seg, size_t elem, size_t chunk_bytes);

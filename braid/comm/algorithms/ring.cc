@@ -40,9 +40,12 @@ size_t mod(long a, int p) { return static_cast<size_t>(((a % p) + p) % p); }
 
 }  // namespace
 
-void ring_reduce_scatter(Group& g, const ReduceArgs& a) {
+void ring_reduce_scatter(Group& g, const ReduceArgs& a, bool finish) {
   const int p = g.size(), r = g.rank();
-  if (p == 1) return;
+  if (p == 1) {
+    if (finish) finish_reduction(a.dtype, a.op, a.data, a.count, p);
+    return;
+  }
   const RingShape sh(a.count, p, itemsize(a.dtype), a.chunk_bytes);
   const int next = (r + 1) % p, prev = (r + p - 1) % p;
   const size_t seg_bytes = sh.seg.size(0) * sh.elem;
@@ -71,6 +74,7 @@ void ring_reduce_scatter(Group& g, const ReduceArgs& a) {
     for (size_t j = 0; j < sh.chunks; ++j) {
       g.wait(recvs[j], prev);
       reduce_into(a.dtype, a.op, a.at(sh.offset(i, j)), slot(s, j), sh.size(i, j));
+      if (finish && s + 2 == p) finish_reduction(a.dtype, a.op, a.at(sh.offset(i, j)), sh.size(i, j), p);
       if (s + 2 < p) {
         post_recv(s + 1, j);  // slot (s+1)%2 chunk j was consumed in step s-1
         post_send(s + 1, j);  // segment i is what step s+1 forwards
@@ -106,8 +110,8 @@ void ring_allgather(Group& g, std::byte* data, Partition seg, size_t elem, size_
   for (auto& w : sends) g.wait(w, next);
 }
 
-void ring_allreduce(Group& g, const ReduceArgs& a) {
-  ring_reduce_scatter(g, a);
+void ring_allreduce(Group& g, const ReduceArgs& a, bool finish) {
+  ring_reduce_scatter(g, a, finish);
   ring_allgather(g, a.data, Partition{a.count, static_cast<size_t>(g.size())}, itemsize(a.dtype),
                  a.chunk_bytes);
 }
