@@ -15,10 +15,10 @@ namespace {
 struct GradSum {
   Tensor sum;
   bool owned = false;
-  void add(const Tensor& g) {
+  void add(Tensor g) {
     if (!g.defined()) return;
     if (!sum.defined()) {
-      sum = g;
+      sum = std::move(g);
       return;
     }
     if (!owned) {
@@ -29,13 +29,23 @@ struct GradSum {
   }
 };
 
-void accumulate_leaf(const Tensor& leaf, const Tensor& g) {
+void accumulate_leaf(const Tensor& leaf, Tensor g) {
   GradMeta& meta = leaf.grad_meta();
   if (g.defined()) {
-    Tensor incoming = g.dtype() == leaf.dtype() ? g : g.to(leaf.dtype());
-    if (!meta.grad) {
-      // Own the buffer: the incoming tensor may be a view of something else.
-      leaf.set_grad(incoming.clone());
+    Tensor incoming = g.dtype() == leaf.dtype() ? std::move(g) : g.to(leaf.dtype());
+    if (!meta.grad || meta.grad_is_zero) {
+      // Keep the incoming buffer when nothing else can see it (a fresh
+      // product, as from a layer's weight gradient): no copy. Otherwise own a
+      // copy, written into the old buffer when there is one so views of it
+      // (a data-parallel bucket) stay valid.
+      if (incoming.sole_owner()) {
+        leaf.set_grad(incoming);
+      } else if (!meta.grad) {
+        leaf.set_grad(incoming.clone());
+      } else {
+        meta.grad->copy_from(incoming);
+        meta.grad_is_zero = false;
+      }
     } else {
       cpu::add_into(*meta.grad, incoming);
     }
@@ -97,17 +107,21 @@ void backward(const Tensor& root, const Tensor& grad_output) {
     Tensor g = std::move(grads[n].sum);
     grads.erase(n);
     std::vector<Tensor> input_grads = g.defined() ? n->apply(g) : std::vector<Tensor>(n->next().size());
+    g = Tensor();
+    // Handles move along (never copied), so a leaf can tell a gradient nobody
+    // else holds (Tensor::sole_owner) and keep it without a copy.
     for (size_t i = 0; i < n->next().size(); ++i) {
       const Edge& e = n->next()[i];
       if (e.node) {
-        grads[e.node.get()].add(input_grads[i]);
+        grads[e.node.get()].add(std::move(input_grads[i]));
         if (--pending[e.node.get()] == 0) ready.push(e.node.get());
       } else if (e.leaf.defined()) {
         const GradMeta* key = &e.leaf.grad_meta();
-        leaf_grads[key].add(input_grads[i]);
+        leaf_grads[key].add(std::move(input_grads[i]));
         if (--leaf_pending[key] == 0) {
-          accumulate_leaf(e.leaf, leaf_grads[key].sum);
+          Tensor sum = std::move(leaf_grads[key].sum);
           leaf_grads.erase(key);
+          accumulate_leaf(e.leaf, std::move(sum));
         }
       }
     }

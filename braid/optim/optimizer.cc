@@ -19,8 +19,8 @@ void Optimizer::zero_grad(bool set_to_none) {
   for (const Tensor& p : params_) {
     if (set_to_none) {
       p.set_grad(Tensor());
-    } else if (Tensor g = p.grad(); g.defined()) {
-      g.fill(0.0);
+    } else {
+      p.zero_grad();
     }
   }
 }

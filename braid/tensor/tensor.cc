@@ -178,9 +178,27 @@ const Tensor& Tensor::set_requires_grad(bool on) const {
   return *this;
 }
 
-Tensor Tensor::grad() const { return impl()->grad.grad ? *impl()->grad.grad : Tensor(); }
+Tensor Tensor::grad() const {
+  GradMeta& m = impl()->grad;
+  if (!m.grad) return Tensor();
+  if (m.grad_is_zero) {
+    m.grad->fill(0.0);
+    m.grad_is_zero = false;
+  }
+  return *m.grad;
+}
+
+bool Tensor::sole_owner() const {
+  return impl_.use_count() == 1 && impl()->storage.use_count() == 1 && impl()->offset == 0 &&
+         is_contiguous() && nbytes() == impl()->storage->nbytes();
+}
+
+void Tensor::zero_grad() const {
+  if (impl()->grad.grad) impl()->grad.grad_is_zero = true;
+}
 
 void Tensor::set_grad(const Tensor& g) const {
+  impl()->grad.grad_is_zero = false;
   if (!g.defined()) {
     impl()->grad.grad.reset();
     return;

@@ -45,6 +45,10 @@ class Storage {
 struct GradMeta {
   bool requires_grad = false;
   std::shared_ptr<Tensor> grad;                // accumulated gradient of a leaf
+  // `grad` holds stale values that count as zeros (zero_grad() keeps the
+  // buffer): the next backward overwrites it instead of adding, which saves
+  // a fill and a read per step; grad() zero-fills it if read before that.
+  bool grad_is_zero = false;
   std::shared_ptr<autograd::Node> grad_fn;     // producer of a non-leaf
   // Hooks that fire once this leaf's gradient is final for the current
   // backward pass (data parallelism starts communication from them).
@@ -114,7 +118,13 @@ class Tensor {
   // The accumulated gradient (undefined before the first backward).
   Tensor grad() const;
   void set_grad(const Tensor& g) const;
+  // Makes the gradient zero while keeping its buffer (and views of it, such
+  // as a data-parallel bucket); the memory is not touched until needed.
+  void zero_grad() const;
   GradMeta& grad_meta() const { return impl()->grad; }
+  // No other handle or view reaches this tensor's memory, and the tensor is
+  // all of it: whoever holds this handle may keep the buffer as its own.
+  bool sole_owner() const;
   bool is_leaf() const { return !impl()->grad.grad_fn; }
 
  private:

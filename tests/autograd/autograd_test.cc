@@ -46,6 +46,28 @@ TEST(Engine, AccumulatesAcrossBackwardCalls) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 6}));
 }
 
+TEST(Engine, ZeroGradKeepsTheBufferAndTheNextBackwardOverwritesIt) {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2});
+  x.set_requires_grad();
+  backward(scale(x, 3), Tensor::ones({2}, DType::f64));
+  x.zero_grad();
+  backward(scale(x, 5), Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{5, 5}));  // not 8: the 3s were zeroed
+  // A gradient someone else can see is copied into the kept buffer, so views
+  // of it (a data-parallel bucket) stay valid.
+  const void* buffer = x.grad().raw_data();
+  x.zero_grad();
+  Tensor held = Tensor::ones({2}, DType::f64);
+  backward(x, held);  // x is a leaf: its gradient is `held` itself, still held here
+  EXPECT_EQ(x.grad().raw_data(), buffer);
+  EXPECT_NE(x.grad().raw_data(), held.raw_data());
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+  x.zero_grad();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 0}));  // read before any backward
+  backward(scale(x, 2), Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+}
+
 TEST(Engine, NoGradRecordsNothing) {
   Tensor x = Tensor::from_vector<double>({1}, {1});
   x.set_requires_grad();
