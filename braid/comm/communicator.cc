@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "braid/base/error.h"
+#include "braid/base/thread_name.h"
 #include "braid/comm/communicator_impl.h"
 
 namespace braid::comm {
@@ -37,7 +38,10 @@ Communicator::Impl::Impl(std::shared_ptr<Transport> t, CommOptions o, std::vecto
       arrivals(transport, members, rank, p2p_tag(id, kMaxUserTag), p2p_tag(id, kMaxUserTag + 1)) {
   cost = options.cost.value_or(default_link_cost(transport->name()));
   inter_cost = options.inter_host_cost.value_or(default_link_cost("tcp"));
-  worker = std::thread([this] { run(); });
+  worker = std::thread([this] {
+    name_this_thread("comm-worker");
+    run();
+  });
 }
 
 Communicator::Impl::~Impl() {

@@ -1,6 +1,7 @@
 #include "braid/data/loader.h"
 
 #include "braid/base/rng.h"
+#include "braid/base/thread_name.h"
 
 namespace braid::data {
 
@@ -47,7 +48,12 @@ void Loader::start_epoch(int64_t epoch) {
     ready_.clear();
     error_ = nullptr;
   }
-  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  for (int i = 0; i < options_.workers; ++i) {
+    threads_.emplace_back([this, i] {
+      name_this_thread(fmt::format("loader:{}", i));
+      worker_loop();
+    });
+  }
 }
 
 size_t Loader::acquire_buffer() {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "braid/base/log.h"
+#include "braid/base/thread_name.h"
 #include "braid/ps/keyspace.h"
 #include "braid/ps/server_impl.h"
 
@@ -242,7 +243,12 @@ Server::~Server() = default;
 void Server::run() {
   Impl& s = *impl_;
   std::vector<std::thread> threads;
-  for (int w = 0; w < s.o.workers; ++w) threads.emplace_back([&s, w] { s.serve(w); });
+  for (int w = 0; w < s.o.workers; ++w) {
+    threads.emplace_back([&s, w] {
+      name_this_thread(fmt::format("ps-serve:{}", w));
+      s.serve(w);
+    });
+  }
   for (auto& th : threads) th.join();
   std::lock_guard lock(s.mu);
   if (s.fatal) std::rethrow_exception(s.fatal);

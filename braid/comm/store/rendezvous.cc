@@ -4,6 +4,7 @@
 
 #include "braid/base/error.h"
 #include "braid/base/log.h"
+#include "braid/base/thread_name.h"
 
 namespace braid::comm {
 
@@ -60,6 +61,7 @@ Heartbeat::Heartbeat(const Store& store, std::string prefix, int rank,
   auto key = fmt::format("{}/hb/{}", prefix, rank);
   Store own = store.clone();
   thread_ = std::thread([this, key, interval, own = std::move(own)]() mutable {
+    name_this_thread("heartbeat");
     while (!stop_.load()) {
       try {
         own.add(key, 1, Deadline::after(interval * 4));

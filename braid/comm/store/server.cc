@@ -12,6 +12,7 @@
 #include "braid/base/digest.h"
 #include "braid/base/error.h"
 #include "braid/base/log.h"
+#include "braid/base/thread_name.h"
 #include "braid/comm/store/protocol.h"
 
 namespace braid::comm {
@@ -318,6 +319,7 @@ StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Im
   }
   impl_->accept();
   impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("store-server");
     try {
       impl->io.run();
     } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braid/base/error.h"
+#include "braid/base/thread_name.h"
 
 namespace braid::comm {
 
@@ -35,7 +36,10 @@ class MpiTransport final : public Transport {
     int flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     tag_modulus_ = flag && ub ? static_cast<uint64_t>(*ub) + 1 : 32768;
-    progress_ = std::thread([this] { run(); });
+    progress_ = std::thread([this] {
+      name_this_thread("mpi-progress");
+      run();
+    });
   }
 
   ~MpiTransport() override {

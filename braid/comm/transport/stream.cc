@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "braid/base/log.h"
+#include "braid/base/thread_name.h"
 #include "braid/comm/transport/stream_peer.h"
 
 namespace braid::comm {
@@ -201,8 +202,14 @@ StreamTransport::StreamTransport(std::string name, int rank, int size,
   }
   for (auto& p : peers_) {
     if (!p) continue;
-    p->sender = std::thread([q = p.get()] { q->run_sender(); });
-    p->reader = std::thread([q = p.get()] { q->run_reader(); });
+    p->sender = std::thread([q = p.get(), n = fmt::format("{}-send:{}", name_, p->rank)] {
+      name_this_thread(n);
+      q->run_sender();
+    });
+    p->reader = std::thread([q = p.get(), n = fmt::format("{}-read:{}", name_, p->rank)] {
+      name_this_thread(n);
+      q->run_reader();
+    });
   }
 }
 
