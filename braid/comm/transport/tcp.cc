@@ -1,5 +1,6 @@
 #include "braid/comm/transport/tcp.h"
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -10,26 +11,64 @@
 #include "braid/comm/store/rendezvous.h"
 #include "braid/comm/transport/socket_util.h"
 #include "braid/comm/transport/stream.h"
+#include "braid/comm/transport/striped_channel.h"
 #include "braid/comm/transport/tcp_channel.h"
 
 namespace braid::comm {
 
 namespace {
 
-std::array<std::byte, 4> rank_bytes(int r) { return store::length_prefix(static_cast<uint32_t>(r)); }
+std::array<std::byte, 4> u32_bytes(int v) { return store::length_prefix(static_cast<uint32_t>(v)); }
 
-Sha256 hello_mac(const std::string& token, std::span<const std::byte> nonce, int rank) {
-  auto rb = rank_bytes(rank);
+// Proof that the connecting rank knows the token, bound to this connection
+// (the acceptor's fresh nonce) and to the slot it claims (rank, stream index),
+// so a recorded hello can neither be replayed nor moved to another stream.
+Sha256 hello_mac(const std::string& token, std::span<const std::byte> nonce, int rank, int index) {
+  auto rb = u32_bytes(rank), ib = u32_bytes(index);
   std::vector<std::byte> msg(nonce.begin(), nonce.end());
   msg.insert(msg.end(), rb.begin(), rb.end());
+  msg.insert(msg.end(), ib.begin(), ib.end());
   return store::auth_mac(token, "braid-tcp", msg);
 }
 
-// Accepts connections from ranks above ours until all have arrived. A
-// connection that fails the handshake is logged and dropped; accepting goes on.
-std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline d) {
-  std::vector<net::Fd> fds(o.size);
-  int missing = o.size - 1 - o.rank;
+// hello = u32 rank | u32 stream index | HMAC (32 bytes)
+constexpr size_t kHelloBytes = 4 + 4 + 32;
+
+// What each rank publishes: "host:port/streams".
+std::string advert(const std::string& host, int port, int streams) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}/{}", host, port, streams)
+                                             : fmt::format("{}:{}/{}", host, port, streams);
+}
+
+// Splits the adverts into addresses; every rank must open as many streams
+// per peer as we do, or the set-up would only time out.
+std::vector<std::string> check_adverts(const std::vector<std::string>& adverts, const TcpOptions& o) {
+  std::vector<std::string> addrs;
+  std::vector<std::string> streams;
+  bool differ = false;
+  for (const auto& a : adverts) {
+    auto slash = a.rfind('/');
+    BRAID_CHECK(slash != std::string::npos, "tcp advert '{}'", a);
+    addrs.push_back(a.substr(0, slash));
+    streams.push_back(a.substr(slash + 1));
+    differ |= streams.back() != std::to_string(o.streams);
+  }
+  if (differ) {
+    std::vector<std::string> each;
+    for (size_t r = 0; r < streams.size(); ++r) each.push_back(fmt::format("rank {}: {}", r, streams[r]));
+    fail<ConfigError>("rank {}: tcp: the ranks disagree on the streams per peer ({}); set the same "
+                      "BRAID_TCP_STREAMS on every rank", o.rank, fmt::join(each, ", "));
+  }
+  return addrs;
+}
+
+// Accepts o.streams connections from each rank above ours. A connection that
+// fails the handshake (bad MAC, rank or stream index, or a slot already
+// taken) is logged and dropped; accepting goes on. Result: [peer][index].
+std::vector<std::vector<net::Fd>> accept_higher(int listen_fd, const TcpOptions& o, Deadline d) {
+  std::vector<std::vector<net::Fd>> fds(o.size);
+  for (auto& f : fds) f.resize(o.streams);
+  int missing = (o.size - 1 - o.rank) * o.streams;
   std::string who = fmt::format("rank {}: tcp accept", o.rank);
   while (missing > 0) {
     net::Fd fd;
@@ -38,9 +77,9 @@ std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline 
     } catch (const TimeoutError&) {
       std::vector<int> absent;
       for (int p = o.rank + 1; p < o.size; ++p)
-        if (!fds[p]) absent.push_back(p);
-      fail<TimeoutError>("rank {}: tcp set-up: ranks [{}] never connected within the deadline",
-                         o.rank, fmt::join(absent, ", "));
+        if (std::ranges::any_of(fds[p], [](const net::Fd& f) { return !f; })) absent.push_back(p);
+      fail<TimeoutError>("rank {}: tcp set-up: ranks [{}] never connected (all {} streams) within the deadline",
+                         o.rank, fmt::join(absent, ", "), o.streams);
     }
     try {
       std::array<std::byte, store::kNonceBytes> nonce;
@@ -49,21 +88,22 @@ std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline 
       // hold up the others.
       Deadline hd = d.min(Deadline::after(std::chrono::seconds(10)));
       net::write_exact(fd.get(), nonce, hd, who);
-      std::array<std::byte, 4 + 32> hello;
+      std::array<std::byte, kHelloBytes> hello;
       net::read_exact(fd.get(), hello, hd, who);
       int peer = static_cast<int>(store::read_length(std::span<const std::byte, 4>(hello.data(), 4)));
+      int index = static_cast<int>(store::read_length(std::span<const std::byte, 4>(hello.data() + 4, 4)));
       Sha256 mac;
-      std::memcpy(mac.data(), hello.data() + 4, 32);
-      bool ok = peer > o.rank && peer < o.size && !fds[peer] &&
-                equal_digests(mac, hello_mac(o.token, nonce, peer));
+      std::memcpy(mac.data(), hello.data() + 8, 32);
+      bool ok = peer > o.rank && peer < o.size && index >= 0 && index < o.streams && !fds[peer][index] &&
+                equal_digests(mac, hello_mac(o.token, nonce, peer, index));
       std::array<std::byte, 1> reply{std::byte{ok ? store::kAuthOk : store::kAuthRejected}};
       net::write_exact(fd.get(), reply, hd, who);
       if (!ok) {
-        log::warn("rank {}: tcp: rejected a connection claiming rank {} (bad token, rank or duplicate)",
-                  o.rank, peer);
+        log::warn("rank {}: tcp: rejected a connection claiming rank {} stream {} (bad token, rank, stream "
+                  "or duplicate)", o.rank, peer, index);
         continue;
       }
-      fds[peer] = std::move(fd);
+      fds[peer][index] = std::move(fd);
       --missing;
     } catch (const Error& e) {
       log::warn("rank {}: tcp: dropped a connection during the handshake: {}", o.rank, e.what());
@@ -72,17 +112,18 @@ std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline 
   return fds;
 }
 
-net::Fd connect_lower(int peer, const std::string& addr, const TcpOptions& o, Deadline d) {
+net::Fd connect_lower(int peer, int index, const std::string& addr, const TcpOptions& o, Deadline d) {
   auto [host, port] = net::split_host_port(addr);
-  std::string who = fmt::format("rank {}: tcp connect to rank {} at {}", o.rank, peer, addr);
+  std::string who = fmt::format("rank {}: tcp connect to rank {} at {} (stream {})", o.rank, peer, addr, index);
   net::Fd fd = net::connect_to(host, port, d, who);
   std::array<std::byte, store::kNonceBytes> nonce;
   net::read_exact(fd.get(), nonce, d, who);
-  auto rb = rank_bytes(o.rank);
-  Sha256 mac = hello_mac(o.token, nonce, o.rank);
-  std::array<std::byte, 36> hello;
+  auto rb = u32_bytes(o.rank), ib = u32_bytes(index);
+  Sha256 mac = hello_mac(o.token, nonce, o.rank, index);
+  std::array<std::byte, kHelloBytes> hello;
   std::memcpy(hello.data(), rb.data(), 4);
-  std::memcpy(hello.data() + 4, mac.data(), 32);
+  std::memcpy(hello.data() + 4, ib.data(), 4);
+  std::memcpy(hello.data() + 8, mac.data(), 32);
   net::write_exact(fd.get(), hello, d, who);
   std::array<std::byte, 1> reply;
   net::read_exact(fd.get(), reply, d, who);
@@ -91,31 +132,40 @@ net::Fd connect_lower(int peer, const std::string& addr, const TcpOptions& o, De
   return fd;
 }
 
+// One stream: the plain socket channel, so the default costs nothing extra.
+std::unique_ptr<Channel> peer_channel(std::vector<net::Fd> fds) {
+  if (fds.size() == 1) return make_tcp_channel(std::move(fds[0]));
+  std::vector<std::unique_ptr<Channel>> subs;
+  for (auto& fd : fds) subs.push_back(make_tcp_channel(std::move(fd)));
+  return std::make_unique<StripedChannel>(std::move(subs));
+}
+
 }  // namespace
 
 std::unique_ptr<Transport> make_tcp_transport(Store& store, const TcpOptions& o) {
   BRAID_CHECK(o.rank >= 0 && o.rank < o.size, "rank {} of {}", o.rank, o.size);
   if (o.token.empty()) fail<ConfigError>("tcp transport: empty token (set BRAID_TOKEN)");
+  if (o.streams < 1 || o.streams > kMaxTcpStreams)
+    fail<ConfigError>("tcp transport: {} streams per peer (allowed: 1..{})", o.streams, kMaxTcpStreams);
   Deadline d = Deadline::after(o.connect_timeout);
   int port = 0;
   net::Fd listener = net::listen_on(o.host, 0, &port);
-  std::string mine = o.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", o.host, port)
-                                                           : fmt::format("{}:{}", o.host, port);
-  auto addrs = exchange(store, o.prefix + "/tcp", o.rank, o.size, mine, d);
+  auto addrs = check_adverts(exchange(store, o.prefix + "/tcp", o.rank, o.size, advert(o.host, port, o.streams), d), o);
 
   auto accepted = std::async(std::launch::async, [&] { return accept_higher(listener.get(), o, d); });
-  std::vector<std::unique_ptr<Channel>> channels(o.size);
+  std::vector<std::vector<net::Fd>> lower(o.rank);
   std::exception_ptr connect_error;
   try {
     for (int p = 0; p < o.rank; ++p)
-      channels[p] = make_tcp_channel(connect_lower(p, addrs[p], o, d));
+      for (int i = 0; i < o.streams; ++i) lower[p].push_back(connect_lower(p, i, addrs[p], o, d));
   } catch (...) {
     connect_error = std::current_exception();
   }
   auto higher = accepted.get();  // rethrows the accept side's error
   if (connect_error) std::rethrow_exception(connect_error);
-  for (int p = o.rank + 1; p < o.size; ++p)
-    channels[p] = make_tcp_channel(std::move(higher[p]));
+  std::vector<std::unique_ptr<Channel>> channels(o.size);
+  for (int p = 0; p < o.rank; ++p) channels[p] = peer_channel(std::move(lower[p]));
+  for (int p = o.rank + 1; p < o.size; ++p) channels[p] = peer_channel(std::move(higher[p]));
   return std::make_unique<StreamTransport>("tcp", o.rank, o.size, std::move(channels));
 }
 
