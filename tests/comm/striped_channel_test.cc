@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -13,7 +14,6 @@
 #include "braid/base/deadline.h"
 #include "braid/base/error.h"
 #include "braid/comm/transport/striped_channel.h"
-#include "braid/comm/transport/tcp_channel.h"
 #include "tests/testing/first_error.h"
 
 namespace braid::comm {
@@ -29,7 +29,7 @@ struct Pair {
 // K socketpairs; a and b see the sub-channels in the same order.
 Pair make_pair(int k, size_t slice, int sockbuf = 4096) {
   Pair p;
-  std::vector<std::unique_ptr<Channel>> as, bs;
+  std::vector<std::unique_ptr<TcpChannel>> as, bs;
   for (int i = 0; i < k; ++i) {
     int sv[2];
     BRAID_CHECK_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -38,8 +38,8 @@ Pair make_pair(int k, size_t slice, int sockbuf = 4096) {
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sockbuf, sizeof sockbuf);
     }
     p.a_fds.emplace_back(::dup(sv[0]));
-    as.push_back(make_tcp_channel(net::Fd(sv[0])));
-    bs.push_back(make_tcp_channel(net::Fd(sv[1])));
+    as.push_back(std::make_unique<TcpChannel>(net::Fd(sv[0])));
+    bs.push_back(std::make_unique<TcpChannel>(net::Fd(sv[1])));
   }
   p.a = std::make_unique<StripedChannel>(std::move(as), slice);
   p.b = std::make_unique<StripedChannel>(std::move(bs), slice);
@@ -168,6 +168,43 @@ TEST(StripedChannel, ShutdownWakesAWaitingReader) {
   std::byte one[1];
   EXPECT_EQ(p.b->try_read(one), Channel::kClosed);
   closer.join();
+}
+
+TEST(StripedChannel, AWaiterFollowsTheReaderToTheNextSubChannel) {
+  // StreamTransport's background reader waits while callers read: here W
+  // waits, R reads slice 0 (the next byte is then on sub-channel 1), and the
+  // peer writes slice 1. W must see it at once, not sleep on sub-channel 0
+  // until its timeout.
+  auto p = make_pair(3, 7);
+  std::atomic<int> phase{1};
+  std::atomic<double> seen_after{-1};
+  Clock::time_point written;
+  std::thread w([&] {
+    const Deadline d = Deadline::after(5s);
+    while (!d.expired()) {
+      if (p.b->wait_readable(5000ms) && phase.load() == 2) {
+        seen_after = seconds_since(written);
+        return;
+      }
+    }
+  });
+  std::this_thread::sleep_for(50ms);  // W waits on sub-channel 0
+  std::thread r([&] {
+    std::byte buf[7];
+    size_t got = 0;
+    const Deadline d = Deadline::after(5s);
+    while (got < 7 && !d.expired()) got += p.b->try_read(std::span(buf).subspan(got));  // spins, as a poller
+  });
+  std::vector<std::byte> slice(7);
+  p.a->write({}, slice);
+  r.join();
+  std::this_thread::sleep_for(50ms);
+  written = Clock::now();
+  phase = 2;
+  p.a->write({}, slice);
+  w.join();
+  EXPECT_GE(seen_after.load(), 0.0) << "the waiter never saw slice 1";
+  EXPECT_LT(seen_after.load(), 1.0);
 }
 
 TEST(StripedChannel, ABrokenSubChannelBreaksTheWholeStream) {

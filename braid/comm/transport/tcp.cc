@@ -134,9 +134,9 @@ net::Fd connect_lower(int peer, int index, const std::string& addr, const TcpOpt
 
 // One stream: the plain socket channel, so the default costs nothing extra.
 std::unique_ptr<Channel> peer_channel(std::vector<net::Fd> fds) {
-  if (fds.size() == 1) return make_tcp_channel(std::move(fds[0]));
-  std::vector<std::unique_ptr<Channel>> subs;
-  for (auto& fd : fds) subs.push_back(make_tcp_channel(std::move(fd)));
+  if (fds.size() == 1) return std::make_unique<TcpChannel>(std::move(fds[0]));
+  std::vector<std::unique_ptr<TcpChannel>> subs;
+  for (auto& fd : fds) subs.push_back(std::make_unique<TcpChannel>(std::move(fd)));
   return std::make_unique<StripedChannel>(std::move(subs));
 }
 

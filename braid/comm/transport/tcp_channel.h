@@ -4,14 +4,28 @@
 // the caller's buffers, and reads land straight in the caller's buffer.
 #pragma once
 
-#include <memory>
-
 #include "braid/comm/transport/channel.h"
 #include "braid/comm/transport/socket_util.h"
 
 namespace braid::comm {
 
-// Takes ownership of `fd` (blocking mode; non-blocking calls use MSG_DONTWAIT).
-std::unique_ptr<Channel> make_tcp_channel(net::Fd fd);
+class TcpChannel final : public Channel {
+ public:
+  // Takes ownership of `fd` (blocking mode; non-blocking calls use MSG_DONTWAIT).
+  explicit TcpChannel(net::Fd fd);
+
+  size_t try_write(ConstBytes a, ConstBytes b) override;
+  void write(ConstBytes a, ConstBytes b) override;
+  size_t try_read(std::span<std::byte> out) override;
+  bool wait_readable(std::chrono::milliseconds timeout) override;
+  void close_write() override;
+  void shutdown() override;
+
+  // The socket, for waiting on several channels at once (striped_channel.h).
+  int fd() const { return fd_.get(); }
+
+ private:
+  net::Fd fd_;
+};
 
 }  // namespace braid::comm
