@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "braid/base/error.h"
+#include "braid/comm/transport/tcp.h"
 
 namespace braid::comm {
 
@@ -57,6 +58,10 @@ Env read_env() {
     fail<ConfigError>("MASTER_PORT={} is not a TCP port", e.master_port);
   if (const char* t = get("BRAID_TOKEN")) e.token = t;
   if (const char* h = get("BRAID_HOST")) e.host = h;
+  e.tcp_streams = get_int("BRAID_TCP_STREAMS", 1);
+  if (e.tcp_streams < 1 || e.tcp_streams > kMaxTcpStreams)
+    fail<ConfigError>("BRAID_TCP_STREAMS={} is outside 1..{} (tcp connections per peer)", e.tcp_streams,
+                      kMaxTcpStreams);
   e.restart = get_int("BRAID_RESTART", 0);
   e.ps_servers = get_int("BRAID_PS_SERVERS", 0);
   if (e.ps_servers < 0 || (e.ps_servers > 0 && e.ps_servers >= e.size))
@@ -71,7 +76,8 @@ StoreOptions store_options(const Env& env) {
 
 TransportOptions transport_options(const Env& env) {
   return {.rank = env.rank, .size = env.size, .token = env.token,
-          .prefix = fmt::format("braid/restart{}", env.restart), .host = env.host};
+          .prefix = fmt::format("braid/restart{}", env.restart), .host = env.host,
+          .tcp_streams = env.tcp_streams};
 }
 
 }  // namespace braid::comm

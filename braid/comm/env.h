@@ -3,8 +3,9 @@
 // MASTER_PORT), Open MPI's OMPI_COMM_WORLD_*, or Slurm's SLURM_*, in that
 // order, so one program runs unchanged under `braid launch`, `mpirun` or
 // `srun`. braid's own knobs: BRAID_TOKEN (shared secret), BRAID_HOST (address
-// this rank's tcp transport listens on), BRAID_RESTART (restart count, set by
-// `braid launch`), BRAID_PS_SERVERS (servers in a parameter-server job).
+// this rank's tcp transport listens on), BRAID_TCP_STREAMS (tcp connections
+// per peer, 1..16), BRAID_RESTART (restart count, set by `braid launch`),
+// BRAID_PS_SERVERS (servers in a parameter-server job).
 #pragma once
 
 #include <string>
@@ -23,6 +24,7 @@ struct Env {
   int master_port = 29500;
   std::string token{};
   std::string host = "127.0.0.1";
+  int tcp_streams = 1;
   int restart = 0;
   // Parameter-server jobs (`braid launch --servers S`): ranks 0..S-1 are
   // servers, the rest workers. 0 in other jobs.

@@ -17,7 +17,7 @@ class ScopedEnv {
  public:
   explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
     for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                          "MASTER_PORT", "BRAID_TOKEN", "BRAID_HOST", "BRAID_RESTART",
+                          "MASTER_PORT", "BRAID_TOKEN", "BRAID_HOST", "BRAID_TCP_STREAMS", "BRAID_RESTART",
                           "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                           "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
                           "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}) {
@@ -93,6 +93,26 @@ TEST(Env, MalformedValuesNameTheVariable) {
   }
   ScopedEnv e(std::vector<std::pair<std::string, std::string>>{{"MASTER_PORT", "70000"}});
   EXPECT_THROW(read_env(), ConfigError);
+}
+
+TEST(Env, TcpStreams) {
+  {
+    ScopedEnv e(std::vector<std::pair<std::string, std::string>>{{"BRAID_TCP_STREAMS", "4"}});
+    EXPECT_EQ(transport_options(read_env()).tcp_streams, 4);
+  }
+  {
+    ScopedEnv e({});
+    EXPECT_EQ(transport_options(read_env()).tcp_streams, 1);
+  }
+  for (const char* bad : {"0", "17", "two"}) {
+    ScopedEnv e(std::vector<std::pair<std::string, std::string>>{{"BRAID_TCP_STREAMS", bad}});
+    try {
+      read_env();
+      FAIL() << bad;
+    } catch (const ConfigError& err) {
+      EXPECT_NE(std::string(err.what()).find("BRAID_TCP_STREAMS"), std::string::npos) << err.what();
+    }
+  }
 }
 
 }  // namespace

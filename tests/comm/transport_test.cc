@@ -1,5 +1,6 @@
 // tcp and shm transports with ranks as threads in one process (real sockets
-// and real shared memory), through the registry.
+// and real shared memory), through the registry. "tcp3" is tcp with 3
+// streams per peer (striped_channel.h).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,11 +21,14 @@ using namespace std::chrono_literals;
 class TransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   StoreServer server{{.token = "tok"}};
+  // "tcp3" -> the registry name "tcp"; 3 tcp streams.
+  std::string transport_name() const { return GetParam() == "tcp3" ? "tcp" : GetParam(); }
   testing::Group make_group(int n, std::string prefix) {
+    const int streams = GetParam() == "tcp3" ? 3 : 1;
     return testing::make_thread_group(n, [&](int r) {
       Store store({.port = server.port(), .token = "tok", .who = fmt::format("rank {}", r)});
-      return make_transport(GetParam(), &store,
-                            {.rank = r, .size = n, .token = "tok", .prefix = prefix,
+      return make_transport(transport_name(), &store,
+                            {.rank = r, .size = n, .token = "tok", .prefix = prefix, .tcp_streams = streams,
                              .shm_ring_bytes = 1 << 16, .connect_timeout = 10000ms});
     });
   }
@@ -33,7 +37,7 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
 TEST_P(TransportTest, ConformanceTwoToFourRanks) {
   for (int n : {2, 3, 4}) {
     auto group = make_group(n, fmt::format("c{}", n));
-    EXPECT_EQ(group[0]->name(), GetParam());
+    EXPECT_EQ(group[0]->name(), transport_name());
     testing::run_on_ranks(group, [](Transport& t) { testing::run_p2p_checks(t, Deadline::after(30s)); });
   }
 }
@@ -137,7 +141,7 @@ TEST_P(TransportTest, RecvWithNoSenderTimesOut) {
   EXPECT_LT(seconds_since(t0), 1.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("tcp", "shm"),
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("tcp", "tcp3", "shm"),
                          [](const auto& info) { return info.param; });
 
 TEST(Registry, UnknownNameListsKnownOnes) {
@@ -150,23 +154,26 @@ TEST(Registry, UnknownNameListsKnownOnes) {
 }
 
 TEST(Tcp, WrongTokenPeerIsRejected) {
-  StoreServer server({.token = "tok"});
-  std::exception_ptr err0, err1;
-  auto run = [&](int rank, std::string token, std::exception_ptr& err) {
-    try {
-      Store s({.port = server.port(), .token = "tok"});
-      make_tcp_transport(s, {.rank = rank, .size = 2, .token = token, .prefix = "w",
-                             .connect_timeout = 1500ms});
-    } catch (...) {
-      err = std::current_exception();
-    }
-  };
-  std::thread t0(run, 0, "tok", std::ref(err0));
-  std::thread t1(run, 1, "forged", std::ref(err1));
-  t0.join();
-  t1.join();
-  EXPECT_THROW(std::rethrow_exception(err0), TimeoutError);  // rank 1 never got in
-  EXPECT_THROW(std::rethrow_exception(err1), PeerError);     // and was told why
+  for (int streams : {1, 3}) {
+    SCOPED_TRACE(fmt::format("{} streams", streams));
+    StoreServer server({.token = "tok"});
+    std::exception_ptr err0, err1;
+    auto run = [&](int rank, std::string token, std::exception_ptr& err) {
+      try {
+        Store s({.port = server.port(), .token = "tok"});
+        make_tcp_transport(s, {.rank = rank, .size = 2, .token = token, .prefix = "w",
+                               .connect_timeout = 1500ms, .streams = streams});
+      } catch (...) {
+        err = std::current_exception();
+      }
+    };
+    std::thread t0(run, 0, "tok", std::ref(err0));
+    std::thread t1(run, 1, "forged", std::ref(err1));
+    t0.join();
+    t1.join();
+    EXPECT_THROW(std::rethrow_exception(err0), TimeoutError);  // rank 1 never got in
+    EXPECT_THROW(std::rethrow_exception(err1), PeerError);     // and was told why
+  }
 }
 
 }  // namespace

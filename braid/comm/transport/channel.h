@@ -5,8 +5,9 @@
 //
 // Threads: one thread writes and one thread reads a Channel at a time (the
 // reader may change from call to call: StreamTransport lets a thread that
-// waits for a message read for itself); shutdown() may be called from any
-// thread.
+// waits for a message read for itself). wait_readable() may run in another
+// thread while one reads (StreamTransport's background reader waits while
+// callers read for themselves), and shutdown() may be called from any thread.
 #pragma once
 
 #include <chrono>

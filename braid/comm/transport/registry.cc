@@ -18,7 +18,8 @@ std::unique_ptr<Transport> make_transport(std::string_view name, Store* store,
   if (name == "tcp") {
     return make_tcp_transport(*need_store(), {.rank = o.rank, .size = o.size, .host = o.host,
                                               .token = o.token, .prefix = o.prefix,
-                                              .connect_timeout = o.connect_timeout});
+                                              .connect_timeout = o.connect_timeout,
+                                              .streams = o.tcp_streams});
   }
   if (name == "shm") {
     return make_shm_transport(*need_store(), {.rank = o.rank, .size = o.size, .prefix = o.prefix,

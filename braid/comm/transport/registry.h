@@ -22,6 +22,7 @@ struct TransportOptions {
   std::string token{};               // BRAID_TOKEN; tcp authenticates with it
   std::string prefix = "braid";    // store key namespace
   std::string host = "127.0.0.1";  // tcp: address to listen on and advertise
+  int tcp_streams = 1;              // tcp: connections per peer (BRAID_TCP_STREAMS)
   size_t shm_ring_bytes = size_t{4} << 20;
   std::chrono::milliseconds connect_timeout{60000};
 };

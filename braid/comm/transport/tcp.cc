@@ -1,10 +1,6 @@
 #include "braid/comm/transport/tcp.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -15,95 +11,64 @@
 #include "braid/comm/store/rendezvous.h"
 #include "braid/comm/transport/socket_util.h"
 #include "braid/comm/transport/stream.h"
+#include "braid/comm/transport/striped_channel.h"
+#include "braid/comm/transport/tcp_channel.h"
 
 namespace braid::comm {
 
 namespace {
 
-class TcpChannel final : public Channel {
- public:
-  explicit TcpChannel(net::Fd fd) : fd_(std::move(fd)) { net::tune_for_throughput(fd_.get()); }
+std::array<std::byte, 4> u32_bytes(int v) { return store::length_prefix(static_cast<uint32_t>(v)); }
 
-  size_t try_write(ConstBytes a, ConstBytes b) override {
-    iovec iov[2] = {{const_cast<std::byte*>(a.data()), a.size()},
-                    {const_cast<std::byte*>(b.data()), b.size()}};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 2;
-    while (true) {
-      ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n >= 0) return static_cast<size_t>(n);
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      if (errno != EINTR) fail<PeerError>("send: {}", std::strerror(errno));
-    }
-  }
-
-  void write(ConstBytes a, ConstBytes b) override {
-    iovec iov[2] = {{const_cast<std::byte*>(a.data()), a.size()},
-                    {const_cast<std::byte*>(b.data()), b.size()}};
-    int first = 0;
-    while (first < 2) {
-      if (iov[first].iov_len == 0) {
-        ++first;
-        continue;
-      }
-      msghdr msg{};
-      msg.msg_iov = iov + first;
-      msg.msg_iovlen = 2 - first;
-      ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail<PeerError>("send: {}", std::strerror(errno));
-      }
-      size_t left = static_cast<size_t>(n);
-      for (int i = first; i < 2 && left > 0; ++i) {
-        size_t take = std::min(left, iov[i].iov_len);
-        iov[i].iov_base = static_cast<std::byte*>(iov[i].iov_base) + take;
-        iov[i].iov_len -= take;
-        left -= take;
-      }
-    }
-  }
-
-  size_t try_read(std::span<std::byte> out) override {
-    while (true) {
-      ssize_t n = ::recv(fd_.get(), out.data(), out.size(), MSG_DONTWAIT);
-      if (n > 0) return static_cast<size_t>(n);
-      if (n == 0) return out.empty() ? 0 : kClosed;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      if (errno != EINTR) fail<PeerError>("recv: {}", std::strerror(errno));
-    }
-  }
-
-  bool wait_readable(std::chrono::milliseconds timeout) override {
-    pollfd p{fd_.get(), POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    if (n < 0 && errno != EINTR) fail<PeerError>("poll: {}", std::strerror(errno));
-    // POLLHUP/POLLERR count as readable: try_read then reports them.
-    return n > 0;
-  }
-
-  void close_write() override { ::shutdown(fd_.get(), SHUT_WR); }
-  void shutdown() override { ::shutdown(fd_.get(), SHUT_RDWR); }
-
- private:
-  net::Fd fd_;
-};
-
-std::array<std::byte, 4> rank_bytes(int r) { return store::length_prefix(static_cast<uint32_t>(r)); }
-
-Sha256 hello_mac(const std::string& token, std::span<const std::byte> nonce, int rank) {
-  auto rb = rank_bytes(rank);
+// Proof that the connecting rank knows the token, bound to this connection
+// (the acceptor's fresh nonce) and to the slot it claims (rank, stream index),
+// so a recorded hello can neither be replayed nor moved to another stream.
+Sha256 hello_mac(const std::string& token, std::span<const std::byte> nonce, int rank, int index) {
+  auto rb = u32_bytes(rank), ib = u32_bytes(index);
   std::vector<std::byte> msg(nonce.begin(), nonce.end());
   msg.insert(msg.end(), rb.begin(), rb.end());
+  msg.insert(msg.end(), ib.begin(), ib.end());
   return store::auth_mac(token, "braid-tcp", msg);
 }
 
-// Accepts connections from ranks above ours until all have arrived. A
-// connection that fails the handshake is logged and dropped; accepting goes on.
-std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline d) {
-  std::vector<net::Fd> fds(o.size);
-  int missing = o.size - 1 - o.rank;
+// hello = u32 rank | u32 stream index | HMAC (32 bytes)
+constexpr size_t kHelloBytes = 4 + 4 + 32;
+
+// What each rank publishes: "host:port/streams".
+std::string advert(const std::string& host, int port, int streams) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}/{}", host, port, streams)
+                                             : fmt::format("{}:{}/{}", host, port, streams);
+}
+
+// Splits the adverts into addresses; every rank must open as many streams
+// per peer as we do, or the set-up would only time out.
+std::vector<std::string> check_adverts(const std::vector<std::string>& adverts, const TcpOptions& o) {
+  std::vector<std::string> addrs;
+  std::vector<std::string> streams;
+  bool differ = false;
+  for (const auto& a : adverts) {
+    auto slash = a.rfind('/');
+    BRAID_CHECK(slash != std::string::npos, "tcp advert '{}'", a);
+    addrs.push_back(a.substr(0, slash));
+    streams.push_back(a.substr(slash + 1));
+    differ |= streams.back() != std::to_string(o.streams);
+  }
+  if (differ) {
+    std::vector<std::string> each;
+    for (size_t r = 0; r < streams.size(); ++r) each.push_back(fmt::format("rank {}: {}", r, streams[r]));
+    fail<ConfigError>("rank {}: tcp: the ranks disagree on the streams per peer ({}); set the same "
+                      "BRAID_TCP_STREAMS on every rank", o.rank, fmt::join(each, ", "));
+  }
+  return addrs;
+}
+
+// Accepts o.streams connections from each rank above ours. A connection that
+// fails the handshake (bad MAC, rank or stream index, or a slot already
+// taken) is logged and dropped; accepting goes on. Result: [peer][index].
+std::vector<std::vector<net::Fd>> accept_higher(int listen_fd, const TcpOptions& o, Deadline d) {
+  std::vector<std::vector<net::Fd>> fds(o.size);
+  for (auto& f : fds) f.resize(o.streams);
+  int missing = (o.size - 1 - o.rank) * o.streams;
   std::string who = fmt::format("rank {}: tcp accept", o.rank);
   while (missing > 0) {
     net::Fd fd;
@@ -112,9 +77,9 @@ std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline 
     } catch (const TimeoutError&) {
       std::vector<int> absent;
       for (int p = o.rank + 1; p < o.size; ++p)
-        if (!fds[p]) absent.push_back(p);
-      fail<TimeoutError>("rank {}: tcp set-up: ranks [{}] never connected within the deadline",
-                         o.rank, fmt::join(absent, ", "));
+        if (std::ranges::any_of(fds[p], [](const net::Fd& f) { return !f; })) absent.push_back(p);
+      fail<TimeoutError>("rank {}: tcp set-up: ranks [{}] never connected (all {} streams) within the deadline",
+                         o.rank, fmt::join(absent, ", "), o.streams);
     }
     try {
       std::array<std::byte, store::kNonceBytes> nonce;
@@ -123,21 +88,22 @@ std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline 
       // hold up the others.
       Deadline hd = d.min(Deadline::after(std::chrono::seconds(10)));
       net::write_exact(fd.get(), nonce, hd, who);
-      std::array<std::byte, 4 + 32> hello;
+      std::array<std::byte, kHelloBytes> hello;
       net::read_exact(fd.get(), hello, hd, who);
       int peer = static_cast<int>(store::read_length(std::span<const std::byte, 4>(hello.data(), 4)));
+      int index = static_cast<int>(store::read_length(std::span<const std::byte, 4>(hello.data() + 4, 4)));
       Sha256 mac;
-      std::memcpy(mac.data(), hello.data() + 4, 32);
-      bool ok = peer > o.rank && peer < o.size && !fds[peer] &&
-                equal_digests(mac, hello_mac(o.token, nonce, peer));
+      std::memcpy(mac.data(), hello.data() + 8, 32);
+      bool ok = peer > o.rank && peer < o.size && index >= 0 && index < o.streams && !fds[peer][index] &&
+                equal_digests(mac, hello_mac(o.token, nonce, peer, index));
       std::array<std::byte, 1> reply{std::byte{ok ? store::kAuthOk : store::kAuthRejected}};
       net::write_exact(fd.get(), reply, hd, who);
       if (!ok) {
-        log::warn("rank {}: tcp: rejected a connection claiming rank {} (bad token, rank or duplicate)",
-                  o.rank, peer);
+        log::warn("rank {}: tcp: rejected a connection claiming rank {} stream {} (bad token, rank, stream "
+                  "or duplicate)", o.rank, peer, index);
         continue;
       }
-      fds[peer] = std::move(fd);
+      fds[peer][index] = std::move(fd);
       --missing;
     } catch (const Error& e) {
       log::warn("rank {}: tcp: dropped a connection during the handshake: {}", o.rank, e.what());
@@ -146,17 +112,18 @@ std::vector<net::Fd> accept_higher(int listen_fd, const TcpOptions& o, Deadline 
   return fds;
 }
 
-net::Fd connect_lower(int peer, const std::string& addr, const TcpOptions& o, Deadline d) {
+net::Fd connect_lower(int peer, int index, const std::string& addr, const TcpOptions& o, Deadline d) {
   auto [host, port] = net::split_host_port(addr);
-  std::string who = fmt::format("rank {}: tcp connect to rank {} at {}", o.rank, peer, addr);
+  std::string who = fmt::format("rank {}: tcp connect to rank {} at {} (stream {})", o.rank, peer, addr, index);
   net::Fd fd = net::connect_to(host, port, d, who);
   std::array<std::byte, store::kNonceBytes> nonce;
   net::read_exact(fd.get(), nonce, d, who);
-  auto rb = rank_bytes(o.rank);
-  Sha256 mac = hello_mac(o.token, nonce, o.rank);
-  std::array<std::byte, 36> hello;
+  auto rb = u32_bytes(o.rank), ib = u32_bytes(index);
+  Sha256 mac = hello_mac(o.token, nonce, o.rank, index);
+  std::array<std::byte, kHelloBytes> hello;
   std::memcpy(hello.data(), rb.data(), 4);
-  std::memcpy(hello.data() + 4, mac.data(), 32);
+  std::memcpy(hello.data() + 4, ib.data(), 4);
+  std::memcpy(hello.data() + 8, mac.data(), 32);
   net::write_exact(fd.get(), hello, d, who);
   std::array<std::byte, 1> reply;
   net::read_exact(fd.get(), reply, d, who);
@@ -165,31 +132,40 @@ net::Fd connect_lower(int peer, const std::string& addr, const TcpOptions& o, De
   return fd;
 }
 
+// One stream: the plain socket channel, so the default costs nothing extra.
+std::unique_ptr<Channel> peer_channel(std::vector<net::Fd> fds) {
+  if (fds.size() == 1) return std::make_unique<TcpChannel>(std::move(fds[0]));
+  std::vector<std::unique_ptr<TcpChannel>> subs;
+  for (auto& fd : fds) subs.push_back(std::make_unique<TcpChannel>(std::move(fd)));
+  return std::make_unique<StripedChannel>(std::move(subs));
+}
+
 }  // namespace
 
 std::unique_ptr<Transport> make_tcp_transport(Store& store, const TcpOptions& o) {
   BRAID_CHECK(o.rank >= 0 && o.rank < o.size, "rank {} of {}", o.rank, o.size);
   if (o.token.empty()) fail<ConfigError>("tcp transport: empty token (set BRAID_TOKEN)");
+  if (o.streams < 1 || o.streams > kMaxTcpStreams)
+    fail<ConfigError>("tcp transport: {} streams per peer (allowed: 1..{})", o.streams, kMaxTcpStreams);
   Deadline d = Deadline::after(o.connect_timeout);
   int port = 0;
   net::Fd listener = net::listen_on(o.host, 0, &port);
-  std::string mine = o.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", o.host, port)
-                                                           : fmt::format("{}:{}", o.host, port);
-  auto addrs = exchange(store, o.prefix + "/tcp", o.rank, o.size, mine, d);
+  auto addrs = check_adverts(exchange(store, o.prefix + "/tcp", o.rank, o.size, advert(o.host, port, o.streams), d), o);
 
   auto accepted = std::async(std::launch::async, [&] { return accept_higher(listener.get(), o, d); });
-  std::vector<std::unique_ptr<Channel>> channels(o.size);
+  std::vector<std::vector<net::Fd>> lower(o.rank);
   std::exception_ptr connect_error;
   try {
     for (int p = 0; p < o.rank; ++p)
-      channels[p] = std::make_unique<TcpChannel>(connect_lower(p, addrs[p], o, d));
+      for (int i = 0; i < o.streams; ++i) lower[p].push_back(connect_lower(p, i, addrs[p], o, d));
   } catch (...) {
     connect_error = std::current_exception();
   }
   auto higher = accepted.get();  // rethrows the accept side's error
   if (connect_error) std::rethrow_exception(connect_error);
-  for (int p = o.rank + 1; p < o.size; ++p)
-    channels[p] = std::make_unique<TcpChannel>(std::move(higher[p]));
+  std::vector<std::unique_ptr<Channel>> channels(o.size);
+  for (int p = 0; p < o.rank; ++p) channels[p] = peer_channel(std::move(lower[p]));
+  for (int p = o.rank + 1; p < o.size; ++p) channels[p] = peer_channel(std::move(higher[p]));
   return std::make_unique<StreamTransport>("tcp", o.rank, o.size, std::move(channels));
 }
 
