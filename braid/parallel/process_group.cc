@@ -35,7 +35,9 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const ProcessGroupOptions& opti
     }
     group->store_ = std::make_unique<comm::Store>(comm::store_options(env));
   }
-  auto transport = comm::make_transport(name, group->store_.get(), comm::transport_options(env));
+  comm::TransportOptions to = comm::transport_options(env);
+  if (options.tcp_streams > 0) to.tcp_streams = options.tcp_streams;
+  auto transport = comm::make_transport(name, group->store_.get(), to);
   group->transport_ = std::move(transport);
   group->comm_ = comm::Communicator(group->transport_, comm_options);
   log::info("joined a group of {} ranks over {}", env.size, name);

@@ -14,6 +14,8 @@ namespace braid::parallel {
 struct ProcessGroupOptions {
   // "auto" (shm when every rank is on this host, else tcp), "tcp", "shm", "mpi".
   std::string transport = "auto";
+  // tcp connections per peer; 0: BRAID_TCP_STREAMS, else 1.
+  int tcp_streams = 0;
   Duration timeout = std::chrono::seconds(300);  // per collective
   Duration join_timeout = std::chrono::seconds(60);
 };

@@ -13,6 +13,10 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.transport", .type = T::String, .default_value = std::string("auto"),
          .help = "how ranks talk: auto = shm when all ranks share this host, else tcp",
          .choices = {"auto", "tcp", "shm", "mpi"}, .env = "BRAID_TRANSPORT"});
+  s.add({.name = "parallel.tcp_streams", .type = T::Int, .default_value = int64_t{1},
+         .help = "tcp connections per peer, one byte stream striped over them in 256 KiB slices; more can help "
+                 "where one flow cannot fill the path (docs/communication.md)",
+         .min = 1.0, .max = 16.0, .env = "BRAID_TCP_STREAMS"});
   s.add({.name = "parallel.bucket_kb", .type = T::Int, .default_value = int64_t{256},
          .help = "gradient bucket size in KiB (allreduce)", .min = 1.0});
   s.add({.name = "parallel.overlap", .type = T::Bool, .default_value = true,

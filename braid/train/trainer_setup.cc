@@ -168,7 +168,9 @@ TrainingRun make_training_run(const Config& c) {
       std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
   int rank = 0, world = 1;
   if (strategy != "none") {
-    run.group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"), .timeout = timeout});
+    run.group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"),
+                                             .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
+                                             .timeout = timeout});
     const int servers = strategy == "ps" ? run.group->env().ps_servers : 0;
     if (strategy == "ps" && servers == 0) {
       fail<ConfigError>("parallel.strategy = ps needs parameter servers: start the job with "
