@@ -1,4 +1,5 @@
 // [parallel]: how training is distributed.
+#include "braid/comm/transport/tcp.h"
 #include "braid/train/schema.h"
 
 namespace braid::train {
@@ -16,7 +17,7 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.tcp_streams", .type = T::Int, .default_value = int64_t{1},
          .help = "tcp connections per peer, one byte stream striped over them in 256 KiB slices; more can help "
                  "where one flow cannot fill the path (docs/communication.md)",
-         .min = 1.0, .max = 16.0, .env = "BRAID_TCP_STREAMS"});
+         .min = 1.0, .max = static_cast<double>(comm::kMaxTcpStreams), .env = "BRAID_TCP_STREAMS"});
   s.add({.name = "parallel.bucket_kb", .type = T::Int, .default_value = int64_t{256},
          .help = "gradient bucket size in KiB (allreduce)", .min = 1.0});
   s.add({.name = "parallel.overlap", .type = T::Bool, .default_value = true,

@@ -54,11 +54,9 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
                       c.get_string("data.name"));
   const int64_t threads = c.get_int("train.threads");
   set_num_threads(threads > 0 ? static_cast<int>(threads) : 1);
-  const Duration timeout =
-      std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
-  auto group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"),
-                                             .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
-                                             .timeout = timeout});
+  const parallel::ProcessGroupOptions group_options = process_group_options(c);
+  const Duration timeout = group_options.timeout;
+  auto group = parallel::ProcessGroup::join(group_options);
   const int servers = group->env().ps_servers;
   if (servers < 1) fail<ConfigError>("parallel.strategy = ps needs parameter servers (braid launch --servers S)");
   const parallel::PsStrategyOptions po = ps_strategy_options(c, servers, timeout);

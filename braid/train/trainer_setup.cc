@@ -116,6 +116,13 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Te
                     "library API)", name);
 }
 
+parallel::ProcessGroupOptions process_group_options(const Config& c) {
+  const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
+  return {.transport = c.get_string("parallel.transport"),
+          .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
+          .timeout = std::chrono::duration_cast<Duration>(timeout)};
+}
+
 parallel::PsStrategyOptions ps_strategy_options(const Config& c, int servers, Duration timeout) {
   std::string dir = c.get_string("ps.checkpoint_dir");
   if (dir.empty()) dir = c.get_string("train.out_dir") + "/ps";
@@ -164,13 +171,11 @@ TrainingRun make_training_run(const Config& c) {
   const int workers = static_cast<int>(c.get_int("data.workers"));
   // Distributed: join the job first, so every rank reads its own shard.
   const std::string strategy = c.get_string("parallel.strategy");
-  const Duration timeout =
-      std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
+  const parallel::ProcessGroupOptions group_options = process_group_options(c);
+  const Duration timeout = group_options.timeout;
   int rank = 0, world = 1;
   if (strategy != "none") {
-    run.group = parallel::ProcessGroup::join({.transport = c.get_string("parallel.transport"),
-                                             .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
-                                             .timeout = timeout});
+    run.group = parallel::ProcessGroup::join(group_options);
     const int servers = strategy == "ps" ? run.group->env().ps_servers : 0;
     if (strategy == "ps" && servers == 0) {
       fail<ConfigError>("parallel.strategy = ps needs parameter servers: start the job with "

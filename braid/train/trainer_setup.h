@@ -28,6 +28,10 @@ struct TrainingRun {
 // a full-batch closure, not a minibatch loop).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
 
+// How to join the job's process group, from parallel.* (transport, tcp
+// streams, collective timeout).
+parallel::ProcessGroupOptions process_group_options(const Config& config);
+
 // The ps strategy's options from parallel.*, ps.* and optim.* (the servers'
 // updater takes its hyper-parameters from optim.*).
 parallel::PsStrategyOptions ps_strategy_options(const Config& config, int servers, Duration timeout);
