@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "braid/base/copy_bytes.h"
 #include "braid/base/error.h"
 #include "braid/base/thread_name.h"
 #include "braid/comm/communicator_impl.h"
@@ -37,6 +38,9 @@ Communicator::Impl::Impl(std::shared_ptr<Transport> t, CommOptions o, std::vecto
     : transport(std::move(t)), options(std::move(o)), members(std::move(m)), rank(r), id(i),
       arrivals(transport, members, rank, p2p_tag(id, kMaxUserTag), p2p_tag(id, kMaxUserTag + 1)) {
   cost = options.cost.value_or(default_link_cost(transport->name()));
+  // Wrappers ("faulty+shm") do not move ranks: judge the innermost transport.
+  const std::string kind = transport->name().substr(transport->name().rfind('+') + 1);
+  arena_by_default = kind == "shm" || kind == "inproc";
   inter_cost = options.inter_host_cost.value_or(default_link_cost("tcp"));
   worker = std::thread([this] {
     name_this_thread("comm-worker");
@@ -51,6 +55,14 @@ Communicator::Impl::~Impl() {
   }
   cv.notify_all();
   worker.join();
+}
+
+SharedArena* Communicator::Impl::arena(Group& g) {
+  if (!arena_tried_) {
+    arena_tried_ = true;
+    arena_ = SharedArena::create(g, options.chunk_bytes);
+  }
+  return arena_ && !arena_->broken() ? arena_.get() : nullptr;
 }
 
 void Communicator::Impl::run() {
@@ -186,10 +198,22 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
     Algorithm alg = o.algorithm;
     if (alg == Algorithm::automatic) {
       if (m.hosts == 0) m.discover_hosts(g);
-      std::lock_guard lock(m.cost_mu);
-      alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts.load());
+      if (m.hosts == 1 && m.arena_by_default && m.arena(g)) {
+        alg = Algorithm::shared_memory;
+      } else {
+        std::lock_guard lock(m.cost_mu);
+        alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts.load());
+      }
     }
     switch (alg) {
+      case Algorithm::shared_memory: {
+        SharedArena* arena = m.arena(g);
+        if (!arena)
+          fail<ConfigError>("rank {}: the shared_memory all-reduce needs every rank on one host, able to map "
+                            "the same /dev/shm segment", g.rank());
+        shared_memory_allreduce(g, *arena, a, /*finish=*/true);
+        return;
+      }
       case Algorithm::ring: ring_allreduce(g, a, /*finish=*/true); return;
       case Algorithm::recursive_doubling: recursive_doubling_allreduce(g, a); break;
       case Algorithm::halving_doubling: halving_doubling_allreduce(g, a); break;
@@ -235,10 +259,10 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
                   m.timeout_or_default(o.timeout), [&m, in, out, o](Group& g) {
     // The ring reduces in place; work on a copy so `in` survives.
     std::span<std::byte> work = m.staging.get(in.bytes());
-    if (in.bytes()) std::copy_n(in.data, in.bytes(), work.data());
+    if (in.bytes()) copy_bytes(work.data(), in.data, in.bytes());
     const ReduceArgs a{work.data(), in.count, in.dtype, o.op, m.options.chunk_bytes};
     ring_reduce_scatter(g, a, /*finish=*/true);
-    if (out.bytes()) std::copy_n(a.at(g.rank() * out.count), out.bytes(), out.data);
+    if (out.bytes()) copy_bytes(out.data, a.at(g.rank() * out.count), out.bytes());
   });
 }
 
@@ -246,7 +270,7 @@ Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   Impl& m = impl();
   check_blocks(out, in, size(), "allgather");
   return m.submit("allgather", nullptr, out.bytes(), m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
-    if (in.bytes()) std::copy_n(in.data, in.bytes(), out.data + g.rank() * in.bytes());
+    if (in.bytes()) copy_bytes(out.data + g.rank() * in.bytes(), in.data, in.bytes());
     ring_allgather(g, out.data, Partition{out.count, static_cast<size_t>(g.size())}, itemsize(in.dtype),
                    m.options.chunk_bytes);
   });

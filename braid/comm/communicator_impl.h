@@ -20,6 +20,7 @@
 
 #include "braid/comm/arrivals.h"
 #include "braid/comm/communicator.h"
+#include "braid/comm/shared_arena.h"
 
 namespace braid::comm {
 
@@ -55,6 +56,17 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void hierarchical_allreduce(Group& g, const ReduceArgs& a);
   std::atomic<int> hosts{0};  // distinct hosts in the group; 0 until discovered (set by the worker)
   Communicator local, leaders;
+
+  // The shared-memory arena (shared_arena.h), set up by the first collective
+  // that wants it; null when the ranks cannot share memory (worker only).
+  SharedArena* arena(Group& g);
+  // Whether `automatic` may pick shared_memory: the group is known to be on
+  // one host (shm and inproc transports, a hierarchical all-reduce's host
+  // group). Over tcp or mpi on one host braid keeps to the named transport
+  // unless the caller names shared_memory.
+  bool arena_by_default = false;
+  std::unique_ptr<SharedArena> arena_;
+  bool arena_tried_ = false;
 
   std::shared_ptr<Transport> transport;
   CommOptions options;

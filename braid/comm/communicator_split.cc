@@ -89,6 +89,7 @@ void Communicator::Impl::discover_hosts(Group& g) {
   local = split_now(g, color, rank);
   leaders = split_now(g, local.rank() == 0 ? 0 : -1, rank);
   local.impl_->hosts = 1;
+  local.impl_->arena_by_default = true;
   if (leaders.valid()) leaders.impl_->hosts = leaders.size();  // one rank per host: never hierarchical again
 }
 

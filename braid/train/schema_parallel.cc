@@ -25,7 +25,7 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.algorithm", .type = T::String, .default_value = std::string("auto"),
          .help = "all-reduce algorithm; auto picks by the alpha-beta cost model",
          .choices = {"auto", "ring", "recursive_doubling", "halving_doubling", "binary_tree", "double_binary_tree",
-                     "binary_blocks", "direct", "hierarchical"}});
+                     "binary_blocks", "direct", "hierarchical", "shared_memory"}});
   s.add({.name = "parallel.timeout_s", .type = T::Float, .default_value = 300.0,
          .help = "seconds any collective may wait for a peer before failing with the missing rank's name",
          .min = 0.1});

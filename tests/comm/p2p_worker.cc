@@ -5,6 +5,9 @@
 //   p2p_worker check --transport tcp|shm|mpi   conformance checks (p2p_check.h)
 //   p2p_worker die   --transport tcp|shm       the last rank vanishes; the others
 //                                              must get a PeerError naming it
+//   p2p_worker die_in_allreduce --transport shm
+//                                              the same, while the others wait in a
+//                                              shared-memory all-reduce
 //   p2p_worker bench --transport ... [--iters-scale F]
 //                                              ranks 0 and 1 ping-pong; prints
 //                                              one-way latency and bandwidth
@@ -18,6 +21,7 @@
 
 #include "braid/base/error.h"
 #include "braid/base/log.h"
+#include "braid/comm/communicator.h"
 #include "braid/comm/env.h"
 #include "braid/comm/transport/registry.h"
 #include "tests/comm/p2p_check.h"
@@ -47,6 +51,32 @@ int die(Transport& t) {
     return 1;
   }
   std::printf("rank %d: FAILED, recv from a dead rank completed\n", t.rank());
+  return 1;
+}
+
+// The arena's waits read no channel: a dead rank must still be named at once.
+int die_in_allreduce(std::shared_ptr<Transport> t) {
+  const int victim = t->size() - 1, me = t->rank();
+  Communicator comm(t);
+  std::vector<float> buf(1 << 16, 1.0f);
+  const AllreduceOptions shared{.algorithm = Algorithm::shared_memory, .timeout = 20s};
+  comm.allreduce(buf, shared).wait(Deadline::after(30s));  // sets the arena up
+  if (me == victim) {
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  const auto t0 = Clock::now();
+  try {
+    comm.allreduce(buf, shared).wait(Deadline::after(30s));
+  } catch (const PeerError& e) {
+    const bool named = std::string(e.what()).find(fmt::format("rank {}", victim)) != std::string::npos;
+    std::printf("rank %d: peer loss reported after %.2f s: %s\n", me, seconds_since(t0), e.what());
+    return named && seconds_since(t0) < 5 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::printf("rank %d: FAILED, not a peer error: %s\n", me, e.what());
+    return 1;
+  }
+  std::printf("rank %d: FAILED, all-reduce with a dead rank completed\n", me);
   return 1;
 }
 
@@ -96,13 +126,15 @@ int main(int argc, char** argv) {
     log::init(env.rank);
     std::unique_ptr<Store> store;
     if (transport != "mpi") store = std::make_unique<Store>(store_options(env));
-    auto t = make_transport(transport, store.get(), transport_options(env));
+    std::shared_ptr<Transport> t = make_transport(transport, store.get(), transport_options(env));
     int rc = 0;
     if (mode == "check") {
       testing::run_p2p_checks(*t, Deadline::after(60s));
       std::printf("rank %d/%d: %s point-to-point checks passed\n", t->rank(), t->size(), transport.c_str());
     } else if (mode == "die") {
       rc = die(*t);
+    } else if (mode == "die_in_allreduce") {
+      rc = die_in_allreduce(t);
     } else if (mode == "bench") {
       rc = bench(*t, scale);
     } else {

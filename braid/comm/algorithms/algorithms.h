@@ -12,6 +12,8 @@
 
 namespace braid::comm {
 
+class SharedArena;
+
 enum class Algorithm : uint8_t {
   automatic,           // chosen by the cost model
   ring,                // 2(p-1) alpha + 2(p-1)/p n beta
@@ -22,12 +24,13 @@ enum class Algorithm : uint8_t {
   binary_blocks,       // halving-doubling inside power-of-two blocks, blocks chained
   direct,              // star through rank 0: 2 (p-1) (alpha + n beta) at the root
   hierarchical,        // intra-host reduce, inter-host all-reduce, intra-host broadcast
+  shared_memory,       // ranks of one host, through a shared arena: 2 n/c syncs + memory copies
 };
 
 inline constexpr Algorithm kAllreduceAlgorithms[] = {
     Algorithm::ring, Algorithm::recursive_doubling, Algorithm::halving_doubling,
     Algorithm::binary_tree, Algorithm::double_binary_tree, Algorithm::binary_blocks,
-    Algorithm::direct, Algorithm::hierarchical};
+    Algorithm::direct, Algorithm::hierarchical, Algorithm::shared_memory};
 
 std::string_view name(Algorithm a);
 // "auto", "ring", "recursive_doubling", ...; throws ValueError otherwise.
@@ -44,6 +47,8 @@ void binary_tree_allreduce(Group& g, const ReduceArgs& args);
 void double_binary_tree_allreduce(Group& g, const ReduceArgs& args);
 void binary_blocks_allreduce(Group& g, const ReduceArgs& args);
 void direct_allreduce(Group& g, const ReduceArgs& args);
+// Through memory every rank of the group maps (ranks of one host); finish as above.
+void shared_memory_allreduce(Group& g, SharedArena& arena, const ReduceArgs& args, bool finish);
 
 // ---- pieces ------------------------------------------------------------------
 // args.data is p segments (Partition{count, p}); afterwards segment rank() is

@@ -48,6 +48,8 @@ class Group {
   int size() const { return static_cast<int>(members_.size()); }
   Deadline deadline() const { return deadline_; }
   Scratch& scratch() { return scratch_; }
+  // "rank 0 allreduce #7 (1 MiB f32 sum, ring)": the collective, for error messages.
+  const std::string& what() const { return collective_.what(); }
 
   Work send(int peer, std::span<const std::byte> data, uint16_t lane = 0);
   Work recv(int peer, std::span<std::byte> data, uint16_t lane = 0);

@@ -13,6 +13,7 @@ std::string_view name(Algorithm a) {
     case Algorithm::binary_blocks: return "binary_blocks";
     case Algorithm::direct: return "direct";
     case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::shared_memory: return "shared_memory";
   }
   return "?";
 }
@@ -22,7 +23,7 @@ Algorithm parse_algorithm(std::string_view s) {
   for (Algorithm a : kAllreduceAlgorithms)
     if (name(a) == s) return a;
   fail<ValueError>("unknown algorithm '{}' (auto, ring, recursive_doubling, halving_doubling, binary_tree, "
-                   "double_binary_tree, binary_blocks, direct, hierarchical)", s);
+                   "double_binary_tree, binary_blocks, direct, hierarchical, shared_memory)", s);
 }
 
 }  // namespace braid::comm

@@ -15,16 +15,11 @@
 #include <cstdint>
 #include <span>
 
+#include "braid/base/futex.h"
+
 namespace braid::comm {
 
 using ConstBytes = std::span<const std::byte>;
-
-// What a thread spinning on a channel does between two looks.
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 class Channel {
  public:

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "braid/base/copy_bytes.h"
 #include "braid/base/error.h"
 
 namespace braid::comm {
@@ -62,7 +63,7 @@ void deliver(const PendingSend& s, const PendingRecv& r, int src, int dst, uint6
     s.work.complete(err);
     return;
   }
-  if (!s.data.empty()) std::memcpy(r.data.data(), s.data.data(), s.data.size());
+  if (!s.data.empty()) copy_bytes(r.data.data(), s.data.data(), s.data.size());
   r.work.complete();
   s.work.complete();
 }

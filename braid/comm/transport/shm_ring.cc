@@ -1,17 +1,15 @@
 #include "braid/comm/transport/shm_ring.h"
 
-#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 
+#include "braid/base/copy_bytes.h"
 #include "braid/base/error.h"
 
 namespace braid::comm::shm {
@@ -21,16 +19,6 @@ namespace {
 // Copies are published in pieces of at most this many bytes so the reader
 // starts copying out while the writer is still copying in.
 constexpr size_t kChunk = 128 << 10;
-
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int ms) {
-  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-  // Not FUTEX_PRIVATE: the word is shared between processes.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futex_wake(std::atomic<uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
 
 void signal(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping) {
   // seq_cst pairs with the sleeper's store of `sleeping` then re-check
@@ -90,7 +78,7 @@ bool RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32
       sleeping.store(0, std::memory_order_relaxed);
       return true;
     }
-    futex_wait(seq, s, 100);
+    futex_wait(seq, s, std::chrono::milliseconds(100));
     sleeping.store(0, std::memory_order_relaxed);
     if (pred()) return true;
     if (::kill(peer_pid_, 0) != 0 && errno == ESRCH) {
@@ -114,7 +102,7 @@ size_t RingChannel::put(ConstBytes src, bool block) {
     }
     size_t at = static_cast<size_t>(head % capacity_);
     size_t n = std::min({free_bytes, src.size() - done, capacity_ - at, kChunk});
-    std::memcpy(data(out_) + at, src.data() + done, n);
+    copy_bytes(data(out_) + at, src.data() + done, n);
     head += n;
     done += n;
     out_->head.store(head, std::memory_order_release);
@@ -151,8 +139,8 @@ size_t RingChannel::try_read(std::span<std::byte> out) {
   size_t n = std::min(static_cast<size_t>(head - tail), out.size());
   size_t at = static_cast<size_t>(tail % capacity_);
   size_t first = std::min(n, capacity_ - at);
-  std::memcpy(out.data(), data(in_) + at, first);
-  std::memcpy(out.data() + first, data(in_), n - first);
+  copy_bytes(out.data(), data(in_) + at, first);
+  copy_bytes(out.data() + first, data(in_), n - first);
   in_->tail.store(tail + n, std::memory_order_release);
   signal(in_->space_seq, in_->producer_sleeping);
   return n;

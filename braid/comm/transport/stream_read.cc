@@ -3,6 +3,7 @@
 // reader, and the waiting thread that reads for itself.
 #include <cstring>
 
+#include "braid/base/copy_bytes.h"
 #include "braid/comm/transport/stream_peer.h"
 
 namespace braid::comm {
@@ -18,7 +19,7 @@ void StreamTransport::Peer::deliver(PostedRecv& r, const Unexpected& u, uint64_t
     r.work.complete(size_mismatch(me, rank, tag, u.size, r.buf.size()));
     return;
   }
-  if (u.size) std::memcpy(r.buf.data(), u.data.get(), u.size);
+  if (u.size) copy_bytes(r.buf.data(), u.data.get(), u.size);
   r.work.complete();
 }
 
