@@ -136,10 +136,9 @@ Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t by
     }
   }});
   last_submit = Clock::now();
-  // A ticking worker finds a small collective by itself within kTick, unless
-  // the caller waits for it first and runs it (the usual case): waking the
-  // worker would cost more than the collective.
-  if (!ticking || bytes > kDeferBytes) cv.notify_one();
+  // A ticking worker finds the collective by itself within kTick, unless the
+  // caller waits for it first and runs it (the usual case).
+  if (!ticking) cv.notify_one();
   return work;
 }
 

@@ -89,11 +89,12 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
     std::function<void()> run;
   };
   //
-  // Waking the worker for every collective costs more than a small one takes,
-  // so while collectives keep coming (kStayAwake) the worker naps in kTick
-  // steps and submit() wakes it only for collectives over kDeferBytes; a small
-  // one not waited for still starts within kTick.
-  static constexpr size_t kDeferBytes = 64 << 10;
+  // Waking the worker costs more than many collectives take, and on a full
+  // machine the woken worker takes a core from a rank that is inside a
+  // collective (measured: 256 KiB shm all-reduces 50 -> 28 us median without
+  // the wake). So while collectives keep coming (kStayAwake) the worker naps
+  // in kTick steps and submit() does not wake it: a caller that waits runs the
+  // collective itself, and one not waited for starts within kTick.
   static constexpr Duration kTick = std::chrono::milliseconds(1);
   static constexpr Duration kStayAwake = std::chrono::seconds(1);
   std::mutex mu;
