@@ -107,7 +107,7 @@ void Communicator::Impl::help(uint64_t seq) {
 }
 
 Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
-                                std::function<void(Group&)> body) {
+                                std::function<void(Group&)> body, bool background) {
   std::unique_lock lock(mu);
   const uint64_t seq = next_seq++;
   Work work([rank = rank, op, seq, bytes, detail = std::move(detail)] {
@@ -138,7 +138,7 @@ Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t by
   last_submit = Clock::now();
   // A ticking worker finds the collective by itself within kTick, unless the
   // caller waits for it first and runs it (the usual case).
-  if (!ticking) cv.notify_one();
+  if (!ticking || background) cv.notify_one();
   return work;
 }
 
@@ -224,7 +224,7 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
       case Algorithm::automatic: break;
     }
     finish_reduction(a.dtype, a.op, a.data, a.count, p);
-  });
+  }, o.background && !m.memory_path(o.algorithm));
 }
 
 Work Communicator::reduce(BufferRef buf, ReduceOptions o) {

@@ -69,6 +69,12 @@ struct AllreduceOptions {
   Op op = Op::sum;
   Algorithm algorithm = Algorithm::automatic;
   Duration timeout{};  // zero: CommOptions::timeout
+  // Start at once on the communicator's thread, for a collective meant to run
+  // while the caller computes (a data-parallel bucket during backward), unless
+  // it goes through shared memory (see Impl::memory_path). Otherwise it runs in
+  // the first thread that waits for it, or on the communicator's thread within
+  // 10 ms if nobody waits.
+  bool background = false;
 };
 struct ReduceOptions {
   int root = 0;

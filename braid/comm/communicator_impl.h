@@ -47,7 +47,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // only if a message needs it: a small collective takes less time than
   // formatting its name.
   Work submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
-              std::function<void(Group&)> body);
+              std::function<void(Group&)> body, bool background = false);
   Duration timeout_or_default(Duration t) const { return t.count() > 0 ? t : options.timeout; }
 
   // Worker-side helpers (communicator_split.cc).
@@ -65,6 +65,15 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // group). Over tcp or mpi on one host braid keeps to the named transport
   // unless the caller names shared_memory.
   bool arena_by_default = false;
+  // Whether an all-reduce with `a` will go through the arena. Such a
+  // collective is memory copies on every rank's own cores: started early on
+  // the worker it competes with the computation it was meant to overlap (two
+  // ranks on two cores trained the MLP 6-34 % slower that way), so
+  // `background` is not honoured for it. (Network transfers, by contrast, need
+  // little CPU and gain from starting early.)
+  bool memory_path(Algorithm a) const {
+    return a == Algorithm::shared_memory || (a == Algorithm::automatic && arena_by_default && hosts.load() <= 1);
+  }
   std::unique_ptr<SharedArena> arena_;
   bool arena_tried_ = false;
 
@@ -89,13 +98,16 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
     std::function<void()> run;
   };
   //
-  // Waking the worker costs more than many collectives take, and on a full
-  // machine the woken worker takes a core from a rank that is inside a
-  // collective (measured: 256 KiB shm all-reduces 50 -> 28 us median without
-  // the wake). So while collectives keep coming (kStayAwake) the worker naps
-  // in kTick steps and submit() does not wake it: a caller that waits runs the
-  // collective itself, and one not waited for starts within kTick.
-  static constexpr Duration kTick = std::chrono::milliseconds(1);
+  // Waking the worker costs more than many collectives take, and on a machine
+  // whose cores are all busy the woken worker takes a core from a rank inside
+  // a collective (measured: 256 KiB shm all-reduces 50 -> 28 us median without
+  // the wake). So submit() wakes it only for `background` collectives (or when
+  // it sleeps for good, below); a caller that waits runs the collective
+  // itself. While collectives keep coming (kStayAwake) the worker naps in
+  // kTick steps and starts, within kTick, any that nobody waits for. The tick
+  // is coarse because each nap costs a wake-up: at 1 ms (30 per step of the
+  // CNN) two data-parallel ranks on two cores trained 6-12 % slower.
+  static constexpr Duration kTick = std::chrono::milliseconds(10);
   static constexpr Duration kStayAwake = std::chrono::seconds(1);
   std::mutex mu;
   std::condition_variable cv;

@@ -84,14 +84,15 @@ void AllreduceStrategy::on_grad_ready(size_t index, Tensor& grad) {
 
 void AllreduceStrategy::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
-    launch(buckets_[next_launch_++]);
+    launch(buckets_[next_launch_++], /*background=*/true);  // runs while backward goes on
     launched_early_++;
   }
 }
 
-void AllreduceStrategy::launch(Bucket& b) {
+void AllreduceStrategy::launch(Bucket& b, bool background) {
   b.work = comm_.allreduce({b.flat.raw_data(), static_cast<size_t>(b.flat.numel()), b.flat.dtype()},
-                           {.op = comm::Op::avg, .algorithm = options_.algorithm, .timeout = options_.timeout});
+                           {.op = comm::Op::avg, .algorithm = options_.algorithm, .timeout = options_.timeout,
+                            .background = background});
   b.launched = true;
 }
 
@@ -131,7 +132,7 @@ void AllreduceStrategy::before_step() {
       ready_[k] = true;
     }
   }
-  while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++]);
+  while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++], /*background=*/false);  // waited for below
   const Deadline deadline = Deadline::after(options_.timeout);
   for (Bucket& b : buckets_) {
     try {

@@ -56,7 +56,7 @@ class AllreduceStrategy final : public Strategy {
   void launch_ready_buckets();
   void broadcast_from_rank0(const std::vector<NamedParameter>& tensors);
   void broadcast_buffers();
-  void launch(Bucket& b);
+  void launch(Bucket& b, bool background);
 
   comm::Communicator comm_;
   DataParallelOptions options_;

@@ -4,7 +4,10 @@
 // some peers (a silent partition: the sender sees success, the receiver only
 // a timeout), or cut the link to some peers (both sides' operations with them
 // fail at once with PeerError). The plan can change while traffic flows, so
-// a test can cut a link in the middle of a collective.
+// a test can cut a link in the middle of a collective. An all-reduce that
+// takes the shared-memory path (`auto` with every rank on one host) never
+// touches the transport: name a message-passing algorithm to put it under the
+// plan.
 #pragma once
 
 #include <chrono>
