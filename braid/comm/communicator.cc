@@ -207,6 +207,9 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
     switch (alg) {
       case Algorithm::shared_memory: {
         SharedArena* arena = m.arena(g);
+        if (!arena && m.arena_)
+          fail<PeerError>("rank {}: the shared-memory arena is unusable after an earlier collective failed in it",
+                          g.rank());
         if (!arena)
           fail<ConfigError>("rank {}: the shared_memory all-reduce needs every rank on one host, able to map "
                             "the same /dev/shm segment", g.rank());

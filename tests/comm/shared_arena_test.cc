@@ -3,6 +3,7 @@
 // about the buffer, a rank that stops coming, and the automatic choice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <latch>
 
 #include "braid/comm/transport/faulty.h"
@@ -26,6 +27,11 @@ TEST(SharedMemoryAllreduce, RanksThatDisagreeAboutTheSizeGetAnErrorNotAHang) {
       errors[r] = e.what();
     }
     EXPECT_LT(seconds_since(t0), 5.0);
+    // The arena is off from now on: named, it refuses; `auto` falls back to messages.
+    EXPECT_THROW(comm.allreduce(ok, kShared).wait(Deadline::after(20s)), PeerError);
+    std::fill(ok.begin(), ok.end(), 1.0f);
+    comm.allreduce(ok, {.timeout = 10s}).wait(Deadline::after(20s));
+    EXPECT_EQ(ok[999], 3.0f);
   });
   for (int r = 0; r < 3; ++r) {
     SCOPED_TRACE(errors[r]);
