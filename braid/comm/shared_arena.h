@@ -19,9 +19,6 @@
 // a killed peer fails the collective at once instead of at the deadline.
 #pragma once
 
-#include <sys/types.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,7 +40,6 @@ class SharedArena {
   // One rank's control block in the segment.
   struct Control;
 
-  int ranks() const { return ranks_; }
   size_t chunk() const { return chunk_; }
   // Half `half` (0 or 1) of rank r's slot: chunk() bytes.
   std::byte* slot(int r, int half) const;

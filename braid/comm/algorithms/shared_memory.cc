@@ -13,7 +13,6 @@
 // (copy out), where a sync is one cache-line transfer between cores (~0.1-1
 // us) when the peers are already waiting.
 #include <algorithm>
-#include <cstring>
 
 #include "braid/base/copy_bytes.h"
 #include "braid/comm/algorithms/algorithms.h"
