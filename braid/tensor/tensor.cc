@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "braid/base/copy_bytes.h"
 #include "braid/tensor/allocator.h"
 #include "braid/tensor/cpu/loops.h"
 
@@ -130,7 +131,14 @@ void Tensor::copy_from(const Tensor& src) const {
                      braid::to_string(src.shape()), braid::to_string(shape()));
   }
   if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
-    if (raw_data() != src.raw_data()) std::memmove(raw_data(), src.raw_data(), nbytes());
+    auto* d = static_cast<std::byte*>(raw_data());
+    const auto* s = static_cast<const std::byte*>(src.raw_data());
+    const size_t n = nbytes();
+    if (d + n <= s || s + n <= d) {
+      copy_bytes(d, s, n);  // also the gradient into its data-parallel bucket, every step
+    } else if (d != s) {
+      std::memmove(d, s, n);
+    }
     return;
   }
   visit_dtype(dtype(), [&](auto dzero) {

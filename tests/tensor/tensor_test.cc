@@ -69,6 +69,26 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_THROW(t.as_strided({4}, {1}, 10), IndexError);
 }
 
+TEST(Tensor, CopyBetweenOverlappingViewsMovesLikeMemmove) {
+  // Large enough for the non-overlapping path's vector copy, and views of one
+  // storage 4 bytes apart: the copy must read every source element before
+  // overwriting it, in either direction.
+  const int64_t n = 5000;
+  Tensor t = Tensor::arange(n + 1);
+  t.as_strided({n}, {1}, 1).copy_from(t.as_strided({n}, {1}, 0));  // shift up
+  std::vector<float> v = t.to_vector<float>();
+  EXPECT_EQ(v[0], 0.0f);
+  for (int64_t i = 1; i <= n; ++i) ASSERT_EQ(v[i], static_cast<float>(i - 1)) << i;
+  t.as_strided({n}, {1}, 0).copy_from(t.as_strided({n}, {1}, 1));  // and back down
+  v = t.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[i], static_cast<float>(i)) << i;
+  // Disjoint views 4 bytes apart modulo 4 KiB take copy_bytes's backward path.
+  Tensor big = Tensor::arange(2 * 4096);
+  big.as_strided({4000}, {1}, 4097).copy_from(big.as_strided({4000}, {1}, 0));
+  v = big.to_vector<float>();
+  for (int64_t i = 0; i < 4000; ++i) ASSERT_EQ(v[4097 + i], static_cast<float>(i)) << i;
+}
+
 TEST(Tensor, LongRowsAreSplitAcrossThreadsCorrectly) {
   // 3 rows of 100003 elements, each a strided row of a wider buffer: fewer
   // rows than threads, so strided_loop splits inside the rows.
