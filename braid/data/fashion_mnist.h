@@ -6,7 +6,6 @@
 // normalising), target i64 class in [0, 10).
 #pragma once
 
-#include <array>
 #include <string>
 #include <vector>
 
@@ -43,7 +42,7 @@ class FashionMnist final : public Dataset {
   int64_t n_ = 0;
   std::vector<uint8_t> pixels_;  // [n, 28, 28] raw bytes
   std::vector<uint8_t> labels_;  // [n]
-  std::array<float, 256> lut_{};  // byte -> input value (scale and normalise in one lookup)
+  float scale_ = 1, shift_ = 0;  // input value = byte * scale_ + shift_ (scale and normalise at once)
 };
 
 }  // namespace braid::data
