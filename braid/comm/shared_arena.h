@@ -14,7 +14,7 @@
 // memory (different hosts, a different /dev/shm) get no arena; callers fall
 // back to message-passing algorithms.
 //
-// Waiting: spin briefly, then sleep on the counter's futex; a sleeping rank
+// Waiting: spin (up to 1 ms when each rank has a core), then sleep on the counter's futex; a sleeping rank
 // checks that the rank it waits for is alive (its pid is in the segment), so
 // a killed peer fails the collective at once instead of at the deadline.
 #pragma once
@@ -73,6 +73,7 @@ class SharedArena {
   size_t bytes_;
   int ranks_, me_;
   size_t chunk_;
+  Duration spin_;  // before sleeping on a futex (see kSpinOwnCore)
   uint32_t phase_ = 0;
   bool broken_ = false;
 };
