@@ -79,16 +79,16 @@ void Communicator::Impl::run() {
       cv.wait(lock, ready);
     }
     if (queue.empty()) return;  // stopping, and everything queued has run
-    run_front(lock);
+    run_front(lock, /*on_worker=*/true);
   }
 }
 
-void Communicator::Impl::run_front(std::unique_lock<std::mutex>& lock) {
+void Communicator::Impl::run_front(std::unique_lock<std::mutex>& lock, bool on_worker) {
   Task task = std::move(queue.front());
   queue.pop_front();
   running = true;
   lock.unlock();
-  task.run();
+  task.run(on_worker);
   lock.lock();
   running = false;
 }
@@ -97,7 +97,7 @@ void Communicator::Impl::help(uint64_t seq) {
   std::unique_lock lock(mu);
   bool ran = false;
   while (!running && !queue.empty() && queue.front().seq <= seq) {
-    run_front(lock);
+    run_front(lock, /*on_worker=*/false);
     ran = true;
   }
   // Hand what is left to the worker; do not wake it for nothing.
@@ -116,13 +116,14 @@ Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t by
   work.help_with([weak = weak_from_this(), seq](const Work&, Deadline) {
     if (auto self = weak.lock()) self->help(seq);
   });
-  queue.push_back({seq, [this, work, seq, op, timeout, body = std::move(body)] {
+  queue.push_back({seq, [this, work, seq, op, timeout, body = std::move(body)](bool on_worker) {
     arrivals.started(seq, op);
     const auto start = Clock::now();
     // Part of the timeout is kept for asking the other ranks where they are.
     const Duration window = std::clamp<Duration>(timeout / 10, Duration(10ms), Duration(2s));
     Group g(*transport, members, rank, collective_tag(id, seq), Deadline::after(timeout - window), scratch,
             work);
+    g.set_on_worker(on_worker);
     try {
       body(g);
       work.complete();

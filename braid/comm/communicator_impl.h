@@ -95,7 +95,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // a caller that waits at once pays no thread hand-off.
   struct Task {
     uint64_t seq;
-    std::function<void()> run;
+    std::function<void(bool on_worker)> run;
   };
   //
   // Waking the worker costs more than many collectives take, and on a machine
@@ -122,7 +122,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
  private:
   void run();
   // Runs the oldest queued collective with `lock` (on mu) released meanwhile.
-  void run_front(std::unique_lock<std::mutex>& lock);
+  void run_front(std::unique_lock<std::mutex>& lock, bool on_worker);
   // Runs queued collectives up to `seq` in the calling thread, unless one is
   // already running elsewhere.
   void help(uint64_t seq);

@@ -50,6 +50,11 @@ class Group {
   Scratch& scratch() { return scratch_; }
   // "rank 0 allreduce #7 (1 MiB f32 sum, ring)": the collective, for error messages.
   const std::string& what() const { return collective_.what(); }
+  // True when the communicator's worker thread runs the collective (nobody was
+  // waiting for it yet), beside the program's own threads: its waits must not
+  // hold a core long.
+  bool on_worker() const { return on_worker_; }
+  void set_on_worker(bool on) { on_worker_ = on; }
 
   Work send(int peer, std::span<const std::byte> data, uint16_t lane = 0);
   Work recv(int peer, std::span<std::byte> data, uint16_t lane = 0);
@@ -67,6 +72,7 @@ class Group {
   Deadline deadline_;
   Scratch& scratch_;
   Work collective_;  // names the collective in timeout messages (formatted only then)
+  bool on_worker_ = false;
 };
 
 // The elements and reduction of one reducing collective.
