@@ -5,7 +5,13 @@ For each model (MLP, CNN) at batch 64 per worker, 1 thread per worker:
   braid:   1 process            vs  braid launch -n 2 ... parallel.strategy=allreduce (shm)
   PyTorch: 1 process            vs  2 processes under DDP (gloo)
 and prints samples/s and the scaling 2-process / 1-process for both.
-Median of --reps runs. JSON to bench/results/dp_vs_pytorch.json.
+
+This machine's speed drifts by tens of percent over tens of seconds (other
+tenants of the host), so each repetition runs the four measurements of a model
+back to back (braid 1, braid 2, PyTorch 1, PyTorch 2, and in the reverse order
+every other repetition, so a steady drift favours neither) and the scaling is the median over repetitions of
+each repetition's own 2-process / 1-process ratio; the samples/s columns are
+medians too. JSON (every run's figures) to bench/results/dp_vs_pytorch.json.
 
     /usr/bin/python3 bench/dp/dp_vs_pytorch.py --build build --steps 300 --reps 3
 """
@@ -47,16 +53,26 @@ def main():
     p.add_argument("--models", default="mlp,cnn")
     args = p.parse_args()
     results = []
-    print(f"{'model':5} {'peer':8} {'1 proc':>10} {'2 procs':>10} {'scaling':>8}")
+    print(f"{'model':5} {'peer':8} {'1 proc':>10} {'2 procs':>10} {'scaling':>8}  (per repetition)")
     for model in args.models.split(","):
         steps = args.steps if model == "mlp" else max(50, args.steps // 3)
-        row = {"model": model, "batch_per_worker": 64, "threads_per_worker": 1}
-        for peer, fn in (("braid", lambda w: braid_rate(args.build, model, w, steps)),
-                         ("pytorch", lambda w: torch_rate(model, w, steps))):
-            one = statistics.median(fn(1) for _ in range(args.reps))
-            two = statistics.median(fn(2) for _ in range(args.reps))
-            row[peer] = {"one": one, "two": two, "scaling": two / one}
-            print(f"{model:5} {peer:8} {one:10.0f} {two:10.0f} {two / one:7.2f}x", flush=True)
+        runs = [("braid", 1, lambda: braid_rate(args.build, model, 1, steps)),
+                ("braid", 2, lambda: braid_rate(args.build, model, 2, steps)),
+                ("pytorch", 1, lambda: torch_rate(model, 1, steps)),
+                ("pytorch", 2, lambda: torch_rate(model, 2, steps))]
+        rates = {(peer, world): [] for peer, world, _ in runs}
+        for rep in range(args.reps):
+            for peer, world, fn in (runs if rep % 2 == 0 else runs[::-1]):
+                rates[(peer, world)].append(fn())
+        row = {"model": model, "batch_per_worker": 64, "threads_per_worker": 1, "steps": steps}
+        for peer in ("braid", "pytorch"):
+            one, two = rates[(peer, 1)], rates[(peer, 2)]
+            ratios = [b / a for a, b in zip(one, two)]
+            row[peer] = {"one": statistics.median(one), "two": statistics.median(two),
+                         "scaling": statistics.median(ratios), "one_runs": one, "two_runs": two,
+                         "scaling_runs": ratios}
+            print(f"{model:5} {peer:8} {row[peer]['one']:10.0f} {row[peer]['two']:10.0f} "
+                  f"{row[peer]['scaling']:7.2f}x  ({' '.join(f'{r:.2f}' for r in ratios)})", flush=True)
         results.append(row)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", "dp_vs_pytorch.json"), "w") as f:
