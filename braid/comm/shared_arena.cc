@@ -186,26 +186,20 @@ void SharedArena::wait_for(Group& g, int r, uint32_t phase) {
     if (reached(c.phase.load(std::memory_order_acquire))) return;
     if (i % 64 == 0 && Clock::now() >= spin_until) break;
   }
-  const Deadline deadline = g.deadline();
-  while (true) {
-    c.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t seen = c.phase.load(std::memory_order_seq_cst);
-    if (!reached(seen)) {
-      const auto nap = std::min<Duration>(kLivenessCheck, deadline.remaining());
-      futex_wait(c.phase, seen, std::chrono::duration_cast<std::chrono::microseconds>(nap));
-    }
-    c.sleepers.fetch_sub(1, std::memory_order_relaxed);
-    if (reached(c.phase.load(std::memory_order_acquire))) return;
-    if (c.pid != ::getpid() && ::kill(c.pid, 0) != 0 && errno == ESRCH) {
-      broken_ = true;
-      fail<PeerError>("{}: rank {} (pid {}) died during the collective", g.what(), r, c.pid);
-    }
-    if (deadline.expired()) {
-      broken_ = true;
-      throw PeerTimeout(fmt::format("rank {} never reached step {} of the shared-memory collective (it is at {})",
-                                    r, phase, c.phase.load()),
-                        r);
-    }
+  const bool arrived = futex_sleep_until(
+      c.phase, c.sleepers, [&] { return reached(c.phase.load(std::memory_order_acquire)); },
+      [&] {
+        if (c.pid != ::getpid() && ::kill(c.pid, 0) != 0 && errno == ESRCH) {
+          broken_ = true;
+          fail<PeerError>("{}: rank {} (pid {}) died during the collective", g.what(), r, c.pid);
+        }
+      },
+      g.deadline().at(), kLivenessCheck);
+  if (!arrived) {
+    broken_ = true;
+    throw PeerTimeout(fmt::format("rank {} never reached step {} of the shared-memory collective (it is at {})", r,
+                                  phase, c.phase.load()),
+                      r);
   }
 }
 

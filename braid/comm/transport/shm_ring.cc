@@ -69,23 +69,12 @@ bool RingChannel::wait(Pred pred, std::atomic<uint32_t>& seq, std::atomic<uint32
     if ((i & 63) == 63) sched_yield();
     else cpu_relax();
   }
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (true) {
+  return futex_sleep_until(seq, sleeping, pred, [&] {
     if (stop_.load()) fail<PeerError>("shared-memory channel to rank {} shut down", peer_rank_);
-    uint32_t s = seq.load(std::memory_order_seq_cst);
-    sleeping.store(1, std::memory_order_seq_cst);
-    if (pred()) {
-      sleeping.store(0, std::memory_order_relaxed);
-      return true;
-    }
-    futex_wait(seq, s, std::chrono::milliseconds(100));
-    sleeping.store(0, std::memory_order_relaxed);
-    if (pred()) return true;
     if (::kill(peer_pid_, 0) != 0 && errno == ESRCH) {
       fail<PeerError>("rank {} (pid {}) died while we were {}", peer_rank_, peer_pid_, what);
     }
-    if (std::chrono::steady_clock::now() >= until) return false;
-  }
+  }, std::chrono::steady_clock::now() + timeout, std::chrono::milliseconds(100));
 }
 
 size_t RingChannel::put(ConstBytes src, bool block) {
