@@ -62,7 +62,9 @@ SharedArena* Communicator::Impl::arena(Group& g) {
     arena_tried_ = true;
     arena_ = SharedArena::create(g, options.chunk_bytes);
   }
-  return arena_ && !arena_->broken() ? arena_.get() : nullptr;
+  const bool usable = arena_ && !arena_->broken();
+  arena_usable_.store(usable, std::memory_order_relaxed);
+  return usable ? arena_.get() : nullptr;
 }
 
 void Communicator::Impl::run() {
@@ -170,6 +172,9 @@ LinkCost Communicator::link_cost() const {
 
 Algorithm Communicator::choose_allreduce(size_t bytes) const {
   Impl& m = impl();
+  if (m.hosts.load() == 1 && m.arena_by_default && m.arena_usable_.load(std::memory_order_relaxed)) {
+    return Algorithm::shared_memory;
+  }
   std::lock_guard lock(m.cost_mu);
   return comm::choose_allreduce(size(), bytes, m.cost, m.inter_cost, std::max(1, m.hosts.load()));
 }

@@ -142,7 +142,8 @@ class Communicator {
   // and shares rank 0's figures, so every rank's chooser agrees.
   Work calibrate(TimeoutOptions o = {});
   LinkCost link_cost() const;
-  // The algorithm `allreduce` would use for `bytes` with Algorithm::automatic.
+  // The algorithm `allreduce` would use for `bytes` with Algorithm::automatic
+  // (shared_memory once an all-reduce has set up the arena).
   Algorithm choose_allreduce(size_t bytes) const;
 
   struct Impl;

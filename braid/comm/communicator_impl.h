@@ -76,6 +76,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   }
   std::unique_ptr<SharedArena> arena_;
   bool arena_tried_ = false;
+  // Whether the last look at the arena found it usable (for choose_allreduce,
+  // which other threads call).
+  std::atomic<bool> arena_usable_{false};
 
   std::shared_ptr<Transport> transport;
   CommOptions options;

@@ -32,6 +32,7 @@ TEST(SharedMemoryAllreduce, RanksThatDisagreeAboutTheSizeGetAnErrorNotAHang) {
     std::fill(ok.begin(), ok.end(), 1.0f);
     comm.allreduce(ok, {.timeout = 10s}).wait(Deadline::after(20s));
     EXPECT_EQ(ok[999], 3.0f);
+    EXPECT_NE(comm.choose_allreduce(4000), Algorithm::shared_memory);  // what auto now does
   });
   for (int r = 0; r < 3; ++r) {
     SCOPED_TRACE(errors[r]);
@@ -84,7 +85,9 @@ TEST(SharedMemoryAllreduce, AutoUsesTheArenaOnOneHost) {
   }
   on_threads(p, [&](int r) {
     std::vector<float> buf(100000, static_cast<float>(r + 1));
+    EXPECT_NE(comms[r].choose_allreduce(buf.size() * 4), Algorithm::shared_memory);  // no arena yet
     comms[r].allreduce(buf, {.op = Op::avg}).wait(Deadline::after(20s));  // sets the arena up
+    EXPECT_EQ(comms[r].choose_allreduce(buf.size() * 4), Algorithm::shared_memory);
     faulty[r]->set_plan({.cut = {0, 1, 2}});
     comms[r].allreduce(buf, {.op = Op::sum}).wait(Deadline::after(20s));
     for (float v : buf) ASSERT_EQ(v, 6.0f);
