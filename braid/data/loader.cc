@@ -1,5 +1,7 @@
 #include "braid/data/loader.h"
 
+#include <algorithm>
+
 #include "braid/base/rng.h"
 #include "braid/base/thread_name.h"
 
@@ -12,8 +14,15 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sam
   if (!dataset_ || !sampler_) fail<ValueError>("Loader: dataset and sampler are required");
   if (options_.batch_size < 1) fail<ValueError>("Loader: batch_size must be >= 1, got {}", options_.batch_size);
   if (options_.workers < 0) fail<ValueError>("Loader: workers must be >= 0, got {}", options_.workers);
-  if (options_.prefetch < 1) fail<ValueError>("Loader: prefetch must be >= 1, got {}", options_.prefetch);
+  if (options_.prefetch < 0) fail<ValueError>("Loader: prefetch must be >= 0, got {}", options_.prefetch);
   spec_ = dataset_->spec();
+  if (options_.prefetch == 0) {
+    const int64_t batch_bytes =
+        options_.batch_size * static_cast<int64_t>(spec_.input_bytes() + spec_.target_bytes());
+    options_.prefetch = static_cast<int>(std::clamp<int64_t>((int64_t{4} << 20) / std::max<int64_t>(batch_bytes, 1), 2, 16));
+  }
+  ahead_ = static_cast<int64_t>(options_.workers) * options_.prefetch;
+  refill_ = std::max<int64_t>(1, ahead_ / 2);
   if (!transforms_.empty() && spec_.input_dtype != DType::f32) {
     fail<ValueError>("Loader: transforms need f32 inputs, the dataset gives {}", name(spec_.input_dtype));
   }
@@ -114,13 +123,12 @@ Batch Loader::fill(int64_t b) {
 }
 
 void Loader::worker_loop() {
-  const int64_t ahead = static_cast<int64_t>(options_.workers) * options_.prefetch;
   while (true) {
     int64_t b;
     {
       std::unique_lock lock(mu_);
       // Waits for the consumer to make room; stop_workers() wakes it to exit.
-      cv_.wait(lock, [&] { return stop_ || error_ || claimed_ >= num_batches_ || claimed_ < consumed_ + ahead; });
+      cv_.wait(lock, [&] { return stop_ || error_ || claimed_ >= num_batches_ || claimed_ < consumed_ + ahead_; });
       if (stop_ || error_ || claimed_ >= num_batches_) return;
       b = claimed_++;
     }
@@ -155,8 +163,12 @@ std::optional<Batch> Loader::next() {
   Batch batch = std::move(it->second);
   ready_.erase(it);
   ++consumed_;
+  const bool wake = claimed_ < num_batches_ && consumed_ + ahead_ - claimed_ >= refill_;
   lock.unlock();
-  cv_.notify_all();
+  // A worker sleeps only when all ahead_ batches are claimed, so whenever a
+  // batch is missing some worker is still awake filling it: skipping this wake
+  // until refill_ slots are free never leaves next() waiting on a sleeper.
+  if (wake) cv_.notify_all();
   return batch;
 }
 

@@ -74,6 +74,30 @@ TEST(Loader, SameSeedSameBatchesWhateverTheThreadCount) {
   EXPECT_NE(epoch_inputs(other_seed, 5), runs[0]);  // augmentation follows the seed
 }
 
+// Workers sleep once their room is full and next() wakes them only when half
+// of it is free again: whatever the pace on either side, every batch arrives,
+// in order, and no next() waits for a sleeping worker (it would time out).
+TEST(Loader, RefillsInRunsWithoutEverStarvingTheConsumer) {
+  auto ds = std::make_shared<CountingDataset>(203);
+  for (int workers : {1, 2, 3}) {
+    for (int prefetch : {0, 1, 2, 5}) {
+      Loader loader(ds, std::make_shared<SequentialSampler>(203),
+                    {.batch_size = 2, .workers = workers, .prefetch = prefetch, .timeout = std::chrono::seconds(5)});
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        loader.start_epoch(epoch);
+        int64_t expect = 0;
+        while (auto b = loader.next()) {
+          ASSERT_EQ(b->index, expect) << workers << " workers, prefetch " << prefetch;
+          ASSERT_EQ(b->target.to_vector<int64_t>()[0], 2 * expect);
+          if (expect % 7 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a slow step now and then
+          ++expect;
+        }
+        EXPECT_EQ(expect, 102);
+      }
+    }
+  }
+}
+
 TEST(Loader, ReusesBuffersButNeverOverwritesAHeldBatch) {
   auto ds = std::make_shared<CountingDataset>(64);
   Loader loader(ds, std::make_shared<SequentialSampler>(64), {.batch_size = 4, .workers = 1, .prefetch = 1});
