@@ -9,9 +9,9 @@ and prints samples/s and the scaling 2-process / 1-process for both.
 This machine's speed drifts by tens of percent over tens of seconds (other
 tenants of the host), so each repetition runs the four measurements of a model
 back to back (braid 1, braid 2, PyTorch 1, PyTorch 2, and in the reverse order
-every other repetition, so a steady drift favours neither) and the scaling is the median over repetitions of
-each repetition's own 2-process / 1-process ratio; the samples/s columns are
-medians too. JSON (every run's figures) to bench/results/dp_vs_pytorch.json.
+every other repetition, so a steady drift favours neither) and the scaling is
+the median over repetitions of each repetition's own 2-process / 1-process
+ratio; the samples/s columns are medians too. JSON (every run's figures) to bench/results/dp_vs_pytorch.json.
 
     /usr/bin/python3 bench/dp/dp_vs_pytorch.py --build build --steps 300 --reps 3
 """

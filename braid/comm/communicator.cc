@@ -170,14 +170,15 @@ LinkCost Communicator::link_cost() const {
   return impl().cost;
 }
 
-Algorithm Communicator::choose_allreduce(size_t bytes) const {
-  Impl& m = impl();
-  if (m.hosts.load() == 1 && m.arena_by_default && m.arena_usable_.load(std::memory_order_relaxed)) {
+Algorithm Communicator::Impl::automatic_allreduce(size_t bytes) const {
+  if (hosts.load() == 1 && arena_by_default && arena_usable_.load(std::memory_order_relaxed)) {
     return Algorithm::shared_memory;
   }
-  std::lock_guard lock(m.cost_mu);
-  return comm::choose_allreduce(size(), bytes, m.cost, m.inter_cost, std::max(1, m.hosts.load()));
+  std::lock_guard lock(cost_mu);
+  return comm::choose_allreduce(static_cast<int>(members.size()), bytes, cost, inter_cost, std::max(1, hosts.load()));
 }
+
+Algorithm Communicator::choose_allreduce(size_t bytes) const { return impl().automatic_allreduce(bytes); }
 
 namespace {
 
@@ -203,12 +204,8 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
     Algorithm alg = o.algorithm;
     if (alg == Algorithm::automatic) {
       if (m.hosts == 0) m.discover_hosts(g);
-      if (m.hosts == 1 && m.arena_by_default && m.arena(g)) {
-        alg = Algorithm::shared_memory;
-      } else {
-        std::lock_guard lock(m.cost_mu);
-        alg = comm::choose_allreduce(p, a.bytes(), m.cost, m.inter_cost, m.hosts.load());
-      }
+      if (m.hosts == 1 && m.arena_by_default) m.arena(g);  // set up on first use; arena_usable_ says how it went
+      alg = m.automatic_allreduce(a.bytes());
     }
     switch (alg) {
       case Algorithm::shared_memory: {

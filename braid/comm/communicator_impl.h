@@ -76,9 +76,12 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   }
   std::unique_ptr<SharedArena> arena_;
   bool arena_tried_ = false;
-  // Whether the last look at the arena found it usable (for choose_allreduce,
-  // which other threads call).
+  // Whether the last look at the arena found it usable (read by
+  // automatic_allreduce, which other threads call through choose_allreduce).
   std::atomic<bool> arena_usable_{false};
+  // What Algorithm::automatic means for an all-reduce of `bytes`: the arena
+  // when the group is on one host and it is up, else the cost model's pick.
+  Algorithm automatic_allreduce(size_t bytes) const;
 
   std::shared_ptr<Transport> transport;
   CommOptions options;

@@ -14,9 +14,10 @@
 // memory (different hosts, a different /dev/shm) get no arena; callers fall
 // back to message-passing algorithms.
 //
-// Waiting: spin (up to 1 ms when each rank has a core), then sleep on the counter's futex; a sleeping rank
-// checks that the rank it waits for is alive (its pid is in the segment), so
-// a killed peer fails the collective at once instead of at the deadline.
+// Waiting: spin (up to 1 ms when each rank has a core), then sleep on the
+// counter's futex; a sleeping rank checks that the rank it waits for is alive
+// (its pid is in the segment), so a killed peer fails the collective at once
+// instead of at the deadline.
 #pragma once
 
 #include <cstddef>

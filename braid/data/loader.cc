@@ -19,7 +19,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sam
   if (options_.prefetch == 0) {
     const int64_t batch_bytes =
         options_.batch_size * static_cast<int64_t>(spec_.input_bytes() + spec_.target_bytes());
-    options_.prefetch = static_cast<int>(std::clamp<int64_t>((int64_t{4} << 20) / std::max<int64_t>(batch_bytes, 1), 2, 16));
+    const int64_t fit = (int64_t{4} << 20) / std::max<int64_t>(batch_bytes, 1);  // batches in 4 MiB
+    options_.prefetch = static_cast<int>(std::clamp<int64_t>(fit, 2, 16));
   }
   ahead_ = static_cast<int64_t>(options_.workers) * options_.prefetch;
   refill_ = std::max<int64_t>(1, ahead_ / 2);

@@ -21,8 +21,8 @@ namespace {
 constexpr size_t kChunk = 128 << 10;
 
 void signal(std::atomic<uint32_t>& seq, std::atomic<uint32_t>& sleeping) {
-  // seq_cst pairs with the sleeper's store of `sleeping` then re-check
-  // (Dekker): either it sees our update or we see it asleep.
+  // seq_cst pairs with the sleeper's increment of `sleeping` then re-check
+  // (futex_sleep_until; Dekker): either it sees our update or we see it asleep.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleeping.load(std::memory_order_seq_cst)) {
     seq.fetch_add(1, std::memory_order_seq_cst);

@@ -20,9 +20,9 @@ struct alignas(64) RingControl {
   alignas(64) std::atomic<uint64_t> head;          // bytes written by the producer
   alignas(64) std::atomic<uint64_t> tail;          // bytes consumed by the consumer
   alignas(64) std::atomic<uint32_t> data_seq;      // futex: bumped when data arrives
-  std::atomic<uint32_t> consumer_sleeping;
+  std::atomic<uint32_t> consumer_sleeping;         // consumers asleep on data_seq
   alignas(64) std::atomic<uint32_t> space_seq;     // futex: bumped when space frees
-  std::atomic<uint32_t> producer_sleeping;
+  std::atomic<uint32_t> producer_sleeping;         // producers asleep on space_seq
   alignas(64) std::atomic<uint32_t> closed;        // producer hung up
   pid_t producer_pid;
   pid_t consumer_pid;
