@@ -9,8 +9,9 @@ table with latency and bus bandwidth per size and the braid/peer ratios.
 braid runs under `braid launch` for process transports (tcp, shm, mpi) and as
 threads for inproc. Open MPI runs with its defaults (shared memory on one
 host); Gloo over its tcp transport on loopback. --tuned-peers runs the peers
-with GLIBC_TUNABLES raising the mmap threshold (DESIGN.md, facts); the table
-says which was used.
+with GLIBC_TUNABLES raising the mmap threshold (glibc's moving threshold
+otherwise turns their large, short-lived buffers into page-fault storms); the
+table says which was used.
 """
 import argparse
 import json

@@ -6,7 +6,8 @@ PyTorch runs in each environment below and its best is the reference:
   skylakex     OPENBLAS_CORETYPE=SkylakeX (AVX-512 OpenBLAS kernels; dies with
                SIGILL on this machine: recorded as failed, the others still run)
   mmap         GLIBC_TUNABLES raising glibc's mmap/trim thresholds (avoids the
-               page-fault storms DESIGN.md describes)
+               page-fault storms glibc's moving mmap threshold causes
+               with large, short-lived buffers)
   blas1        OPENBLAS_NUM_THREADS=1 (PyTorch's pool does the threading; the
                OpenBLAS pool beside it no longer spins on the same cores)
 braid runs as shipped (`braid train`, data through its prefetching loader),

@@ -1,4 +1,4 @@
-// Deadlines for every blocking wait (DESIGN.md: "every blocking wait has a
+// Deadlines for every blocking wait (docs/design.md, "Every wait has a
 // deadline"). A Deadline is an absolute point on the steady clock, so it can be
 // passed down through several nested waits without each one restarting the
 // timer.

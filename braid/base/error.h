@@ -1,4 +1,4 @@
-// braid's two kinds of errors (STYLE.md point 3).
+// braid's two kinds of errors (docs/design.md, "Two kinds of errors").
 //
 // Recoverable conditions are typed subclasses of braid::Error that callers can
 // catch and act on. Broken invariants and bad arguments go through the

@@ -1,4 +1,5 @@
-// Who never arrived: the facts a collective timeout must report (STYLE.md 4).
+// Who never arrived: the facts a collective timeout must report (docs/design.md,
+// "Every wait has a deadline").
 //
 // Every rank records the sequence number of the last collective it started.
 // A listener (one posted receive per peer, re-posted from its completion

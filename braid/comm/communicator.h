@@ -1,4 +1,4 @@
-// Communicator: a group of ranks over a Transport (DESIGN.md).
+// Communicator: a group of ranks over a Transport (docs/design.md, "comm").
 //
 // Every collective is asynchronous: it is numbered (per-communicator sequence
 // number, encoded into its tags), queued on the communicator's worker thread

@@ -1,4 +1,4 @@
-// The one waitable handle (STYLE.md point 5). Collectives, send/recv and
+// The one waitable handle (docs/design.md, "comm"). Collectives, send/recv and
 // parameter-server push/pull all return a Work. Copies share one completion.
 #pragma once
 

@@ -114,7 +114,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
     fail<ValueError>("mse_loss: input {} and target {} must have the same shape", to_string(input.shape()),
                      to_string(target.shape()));
   }
-  // Composite (STYLE.md 2): two passes over memory, nothing to fuse that matters.
+  // Composite of primitives (docs/design.md, "Composite ops are written in
+  // primitives"): two passes over memory, nothing to fuse that matters.
   const Tensor d = sub(input, target);
   return mean(mul(d, d));
 }

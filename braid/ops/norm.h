@@ -1,7 +1,8 @@
 // Normalisation layers as functions (braid/nn wraps them in modules). f32/f64.
 // layer_norm is a fused row kernel (2 passes forward, 1 backward, instead of
 // ~9 primitive passes each way) and is tested against the composite of
-// primitives (STYLE.md 2); batch_norm is that composite.
+// primitives (docs/design.md, "Composite ops are written in primitives");
+// batch_norm is that composite.
 #pragma once
 
 #include "braid/tensor/tensor.h"

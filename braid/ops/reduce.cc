@@ -69,7 +69,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims_or_all, bool unbiased, bool keepdim) {
   const std::vector<int64_t> dims = dims_or_all.empty() ? all_dims(x) : dims_or_all;
-  // Composite of primitives (STYLE.md 2): sum((x - mean)^2) / (n - correction).
+  // Composite of primitives (docs/design.md, "Composite ops are written in
+  // primitives"): sum((x - mean)^2) / (n - correction).
   const int64_t n = reduced_count(x, dims, "var");
   const Tensor centered = sub(x, mean(x, dims, true));
   const double denom = static_cast<double>(n - (unbiased ? 1 : 0));

@@ -41,7 +41,8 @@ class Optimizer {
   virtual std::string name() const = 0;
 
   // Clears the gradients. set_to_none drops them (the next backward writes a
-  // fresh buffer; no memset); otherwise they are zero-filled in place.
+  // fresh buffer; no memset); otherwise each keeps its buffer, marked as zero
+  // without being touched (Tensor::zero_grad).
   void zero_grad(bool set_to_none = true);
 
   double lr() const { return lr_; }

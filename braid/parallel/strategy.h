@@ -1,7 +1,8 @@
-// Strategy: the one interface the trainer calls around a step (DESIGN.md).
+// Strategy: the one interface the trainer calls around a step (docs/design.md,
+// "parallel").
 //
 // A local training step is forward, backward, optimizer step. A Strategy turns
-// it into a distributed one by acting at four points:
+// it into a distributed one by acting at these points:
 //
 //   setup(params)         once, before the first step (broadcast the initial
 //                         model, check that ranks agree, build buffers)
@@ -10,13 +11,14 @@
 //                         backward runs)
 //   before_step()         after backward, before the optimizer updates
 //                         (finish combining gradients)
-//   after_step()          after the optimizer update (model averaging, gossip)
+//   after_step()          after the optimizer update (allreduce re-broadcasts
+//                         rank 0's buffers here)
 //   step(lr)              instead of the optimizer update, when the strategy
 //                         owns the optimizer (parameter server: push, pull)
 //
 // plus state for checkpoints and the shard of the data this rank reads.
-// Synchronous all-reduce, local SGD, parameter-server variants, gossip: each
-// is a Strategy, so the trainer and the CLI swap them by name.
+// Today's strategies (none, allreduce, ps; factory.h) each implement this
+// interface, so the trainer and the CLI swap them by name.
 #pragma once
 
 #include <nlohmann/json.hpp>

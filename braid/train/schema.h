@@ -1,7 +1,7 @@
-// The one registry of settings (STYLE.md point 12): every configuration key is
-// declared once, with its type, default, help text and optional environment
-// override, and everything else (TOML loading, --set, `braid inspect config`,
-// JSON sidecars) works from these declarations.
+// The one registry of settings (docs/design.md, "One registry of settings"):
+// every configuration key is declared once, with its type, default, help text
+// and optional environment override, and everything else (TOML loading, --set,
+// `braid inspect config`, JSON sidecars) works from these declarations.
 #pragma once
 
 #include <cstdint>

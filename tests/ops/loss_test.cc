@@ -1,5 +1,6 @@
 // Losses: the fused cross-entropy against the composite log_softmax + nll
-// (STYLE.md 2), finite differences, and PyTorch.
+// (docs/design.md, "Composite ops are written in primitives"), finite
+// differences, and PyTorch.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,5 @@
-// PyTorch as an independent oracle for op values and gradients (STYLE.md 9).
+// PyTorch as an independent oracle for op values and gradients (docs/design.md,
+// "Tested against independent references").
 //
 // One persistent `/usr/bin/python3 tests/ops/torch_oracle.py` child per test
 // process (spawned on first use), talking JSON lines over a socket pair. Each

@@ -1,4 +1,4 @@
-// The `braid` command: train, launch, bench, ps, sim, inspect.
+// The `braid` command: train, launch, bench, ps, inspect, version.
 #include <cstdio>
 
 #include "braid/base/error.h"

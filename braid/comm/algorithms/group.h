@@ -29,7 +29,8 @@ class PeerTimeout : public TimeoutError {
 };
 
 // Grow-only byte buffer reused across collectives, so large scratch does not
-// hit glibc's mmap/munmap path on every call (DESIGN.md, facts).
+// hit glibc's mmap/munmap path on every call (glibc's moving mmap threshold
+// turns large, short-lived buffers into page faults; see tensor/allocator.h).
 class Scratch {
  public:
   // At least `bytes` bytes; invalidates spans handed out earlier.

@@ -1,6 +1,6 @@
 // The rendezvous Store's server: an in-memory key-value map behind a TCP port,
 // served by one Asio thread. It runs inside `braid launch` or inside rank 0's
-// process (DESIGN.md "Store"). Every connection must pass the token challenge
+// process (docs/design.md, "comm"). Every connection must pass the token challenge
 // (protocol.h); every frame is size-bounded. A rejected or misbehaving client
 // is logged and dropped while the others keep being served.
 #pragma once
@@ -13,7 +13,8 @@
 namespace braid::comm {
 
 struct StoreServerOptions {
-  // Loopback unless told otherwise (DESIGN.md "Rules that keep it real").
+  // Loopback unless told otherwise (docs/design.md, "Sockets authenticate and
+  // bound what they read").
   std::string host = "127.0.0.1";
   // 0 picks a free port; port() tells which.
   int port = 0;

@@ -1,4 +1,6 @@
-// inproc: ranks as threads of one process (STYLE.md points 7 and 8).
+// inproc: ranks as threads of one process, so distributed code is tested in
+// one process first, over many world sizes (docs/design.md, "Tested against
+// independent references").
 //
 // An InprocWorld owns the matching state for N ranks; each rank gets its own
 // Transport from it. Messages are matched per (src, dst, tag) in posting order.

@@ -1,4 +1,4 @@
-// Transport: the only thing collective algorithms see (DESIGN.md, STYLE.md 1).
+// Transport: the only thing collective algorithms see (docs/design.md, "comm").
 //
 // Point-to-point, tagged, asynchronous byte transfer between the ranks of one
 // group. Messages between a (sender, receiver, tag) triple are matched in the
