@@ -43,5 +43,6 @@ foreach(layer train parallel ps comm data nn ops optim autograd tensor base)
 endforeach()
 # ${pcfiledir}/.. up to the prefix, whatever depth CMAKE_INSTALL_LIBDIR has.
 file(RELATIVE_PATH braid_pc_up /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+string(REGEX REPLACE "/$" "" braid_pc_up "${braid_pc_up}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/braid.pc.in ${PROJECT_BINARY_DIR}/braid.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/braid.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -5,7 +5,7 @@
 # installed points back into the source or build tree.
 # usage: out_of_tree.sh BUILD_DIR SOURCE_DIR WORK_DIR CXX GENERATOR
 set -uo pipefail
-build=$1 source=$2 work=$3 cxx=$4 generator=$5
+build=$(realpath "$1") source=$(realpath "$2") work=$(realpath -m "$3") cxx=$4 generator=$5
 consumer=$source/tests/install/consumer
 prefix=$work/prefix
 fail() { echo "FAIL: $*"; [[ -f $work/log ]] && tail -40 "$work/log"; exit 1; }
@@ -19,6 +19,7 @@ done
 if grep -rlF -e "$source" -e "$build" "$prefix/lib/cmake" "$prefix/lib/pkgconfig"; then
   fail "installed package files name the source or build tree (above)"
 fi
+run "$prefix/bin/braid" version  # the installed CLI (braid launch) starts without the build tree
 
 # CMake: find_package from the prefix only; a failed find or link fails the build.
 run cmake -S "$consumer" -B "$work/cmake-build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \
