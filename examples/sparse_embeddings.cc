@@ -41,7 +41,7 @@ int main(int argc, char** argv) try {
   int64_t clock = client.hello({.consistency = ps::Consistency::asp, .updater = {.name = "adagrad"}},
                                static_cast<int64_t>(dense.size()));
   client.define_table(kTable, kDim, /*init_std=*/0.01);
-  if (client.worker() == 0) {  // W ~ U(-1/sqrt(kDim), 1/sqrt(kDim)), b = 0, as nn::Linear does
+  if (client.worker() == 0) {  // W ~ U(-1/sqrt(kDim), 1/sqrt(kDim)) as nn::Linear draws it, b = 0
     Generator g(/*seed=*/1);
     for (int64_t i = 0; i < classes * kDim; ++i) dense[i] = static_cast<float>((2 * g.uniform_f64() - 1) / std::sqrt(kDim));
     client.init_dense(dense).wait(Deadline::after(timeout));
