@@ -4,7 +4,9 @@
 // all-reduce starting as soon as its gradients are final, so communication
 // overlaps the rest of backward; every rank then takes the same step.
 //   build/bin/braid launch -n 2 -- build/bin/data_parallel [steps]
-// It runs unchanged under `mpirun -n 2` or `srun`, and alone (a group of one).
+// It also runs alone (a group of one) and under mpirun or srun, given the
+// shared secret braid launch would set:
+//   BRAID_TOKEN=$(openssl rand -hex 16) mpirun -x BRAID_TOKEN -n 2 build/bin/data_parallel
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
