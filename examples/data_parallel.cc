@@ -6,7 +6,7 @@
 //   build/bin/braid launch -n 2 -- build/bin/data_parallel [steps]
 // It also runs alone (a group of one) and under mpirun or srun, given the
 // shared secret braid launch would set:
-//   BRAID_TOKEN=$(openssl rand -hex 16) mpirun -x BRAID_TOKEN -n 2 build/bin/data_parallel
+//   BRAID_TOKEN=some-secret mpirun -x BRAID_TOKEN -n 2 build/bin/data_parallel
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
