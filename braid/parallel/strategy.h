@@ -45,8 +45,8 @@ class Strategy {
   virtual void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) = 0;
   // The model's buffers (BatchNorm running statistics), given before setup().
   // Data-parallel strategies keep them equal to rank 0's, as DDP does.
-  virtual void set_buffers(const std::vector<NamedParameter>& buffers) {}
-  virtual void on_grad_ready(size_t index, Tensor& grad) {}
+  virtual void set_buffers(const std::vector<NamedParameter>& /*buffers*/) {}
+  virtual void on_grad_ready(size_t /*index*/, Tensor& /*grad*/) {}
   virtual void before_step() {}
   virtual void after_step() {}
 
@@ -54,17 +54,17 @@ class Strategy {
   // trainer then skips its local optimizer step and calls step(lr) with the
   // step's scheduled learning rate instead.
   virtual bool owns_optimizer() const { return false; }
-  virtual void step(double lr) {}
+  virtual void step(double /*lr*/) {}
   // After the last step, before the final evaluation: bring the local model
   // up to date and leave the job.
   virtual void finish() {}
 
   // When false, the next backward accumulates gradients locally without
   // communicating (gradient accumulation, like DDP's no_sync).
-  virtual void set_sync(bool sync) {}
+  virtual void set_sync(bool /*sync*/) {}
 
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
-  virtual void load_state_dict(const nlohmann::json& state) {}
+  virtual void load_state_dict(const nlohmann::json& /*state*/) {}
 
   // The shard of the data this process reads.
   virtual int data_rank() const { return 0; }

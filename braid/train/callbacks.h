@@ -54,16 +54,16 @@ struct TrainSummary {
 class Callback {
  public:
   virtual ~Callback() = default;
-  virtual void on_train_begin(int64_t start_step, int64_t total_steps) {}
+  virtual void on_train_begin(int64_t /*start_step*/, int64_t /*total_steps*/) {}
   // After every step (cheap: progress bars redraw from here).
-  virtual void on_step(const StepMetrics& m) {}
+  virtual void on_step(const StepMetrics& /*m*/) {}
   // Every train.log_every steps and at the end of each epoch.
-  virtual void on_log(const StepMetrics& m) {}
-  virtual void on_eval(const EvalMetrics& m) {}
-  virtual void on_checkpoint(const std::string& stem, int64_t step) {}
+  virtual void on_log(const StepMetrics& /*m*/) {}
+  virtual void on_eval(const EvalMetrics& /*m*/) {}
+  virtual void on_checkpoint(const std::string& /*stem*/, int64_t /*step*/) {}
   // Free-form notes for the user (resume, skipped checkpoints).
-  virtual void on_message(const std::string& text) {}
-  virtual void on_train_end(const TrainSummary& s) {}
+  virtual void on_message(const std::string& /*text*/) {}
+  virtual void on_train_end(const TrainSummary& /*s*/) {}
 };
 
 }  // namespace braid::train

@@ -8,7 +8,7 @@ namespace braid::cli {
 void add_version(CLI::App& app) {
   auto* cmd = app.add_subcommand("version", "Print the version and the thread pool size");
   cmd->callback([] {
-    std::printf("braid 0.1.0 (intra-op threads: %d, cores: %d)\n", num_threads(), available_cores());
+    std::printf("braid " BRAID_VERSION " (intra-op threads: %d, cores: %d)\n", num_threads(), available_cores());
   });
 }
 

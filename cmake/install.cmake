@@ -1,0 +1,47 @@
+# `cmake --install build --prefix P` installs:
+#   P/include/braid/...                 every header (braid/braid.h includes the public ones)
+#   P/lib/libbraid_<layer>.a            the layers
+#   P/lib/cmake/braid/                  find_package(braid) -> braid::braid (and braid::<layer>)
+#   P/lib/pkgconfig/braid.pc            pkg-config --cflags --libs braid
+#   P/bin/braid                         the CLI (braid launch runs the multi-process examples)
+# Both package files locate the prefix from their own path, so an installed
+# tree can be moved (cmake --install --prefix overrides the configured prefix).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(braid_layers)
+foreach(layer base tensor autograd ops nn optim data comm ps parallel train)
+  if(TARGET braid_${layer})
+    list(APPEND braid_layers braid_${layer})
+  endif()
+endforeach()
+
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/braid/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/braid
+        FILES_MATCHING PATTERN "*.h")
+install(TARGETS ${braid_layers} braid_library EXPORT braidTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(TARGET braid)
+  install(TARGETS braid RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+
+set(braid_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/braid)
+install(EXPORT braidTargets NAMESPACE braid:: DESTINATION ${braid_cmake_dir})
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/braid-config.cmake.in
+                              ${PROJECT_BINARY_DIR}/braid-config.cmake INSTALL_DESTINATION ${braid_cmake_dir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/braid-config-version.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/braid-config.cmake ${PROJECT_BINARY_DIR}/braid-config-version.cmake
+        DESTINATION ${braid_cmake_dir})
+
+# pkg-config: static libraries, so --libs lists every layer (users before the
+# layers they use, for the linker) and every dependency.
+set(braid_pc_libs)
+foreach(layer train parallel ps comm data nn ops optim autograd tensor base)
+  if(TARGET braid_${layer})
+    string(APPEND braid_pc_libs " -lbraid_${layer}")
+  endif()
+endforeach()
+# ${pcfiledir}/.. up to the prefix, whatever depth CMAKE_INSTALL_LIBDIR has.
+file(RELATIVE_PATH braid_pc_up /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+string(REGEX REPLACE "/$" "" braid_pc_up "${braid_pc_up}")
+configure_file(${CMAKE_CURRENT_LIST_DIR}/braid.pc.in ${PROJECT_BINARY_DIR}/braid.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/braid.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
