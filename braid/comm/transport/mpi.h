@@ -8,15 +8,18 @@
 // Messages over 1 GiB travel as several MPI messages.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "braid/comm/transport/transport.h"
 
 namespace braid::comm {
 
-// Initializes MPI (MPI_THREAD_MULTIPLE) unless the program already did, and
-// finalizes it at exit in that case. Throws ConfigError when the MPI library
-// cannot provide MPI_THREAD_MULTIPLE.
-std::unique_ptr<Transport> make_mpi_transport();
+// Holds the process's MpiSession (mpi_session.h: MPI_THREAD_MULTIPLE, and
+// MPI finalized once the last holder is gone). Duplicating MPI_COMM_WORLD
+// waits for every rank; a rank missing after `setup_timeout` gives a
+// TimeoutError. Throws ConfigError when MPI cannot provide
+// MPI_THREAD_MULTIPLE.
+std::unique_ptr<Transport> make_mpi_transport(std::chrono::milliseconds setup_timeout);
 
 }  // namespace braid::comm
