@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "braid/base/error.h"
 #include "braid/comm/slurm.h"
@@ -29,12 +30,10 @@ int get_int(const char* name, int fallback) {
   return out;
 }
 
-const char* first_of(std::initializer_list<const char*> names, const char** which = nullptr) {
+// The first of several spellings Slurm versions use (SLURM_JOB_ID, SLURM_JOBID).
+const char* first_of(std::initializer_list<const char*> names) {
   for (const char* n : names)
-    if (const char* v = get(n)) {
-      if (which) *which = n;
-      return v;
-    }
+    if (const char* v = get(n)) return v;
   return nullptr;
 }
 
@@ -61,8 +60,7 @@ void check_against_mpirun(Env& e) {
 // SLURM_NODEID; the store on the step's first host (loopback when the step
 // has one host), a port and a token derived from the step's identity.
 void read_slurm(Env& e) {
-  const char* list_var = nullptr;
-  const char* list = first_of({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, &list_var);
+  const char* list = first_of({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
   const std::vector<std::string> hosts = list ? expand_hostlist(list) : std::vector<std::string>{};
   if (const char* tpn = first_of({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})) {
     const std::vector<int> per_node = expand_tasks_per_node(tpn);
