@@ -119,7 +119,29 @@ class MpiTransport final : public Transport {
     int peer;
     size_t expect;  // bytes this piece must carry (recv)
     bool is_send;
+    uint64_t tag;   // braid's
+    int mtag;       // MPI's (mpi_tag)
   };
+
+  // Braid tags have 64 bits (a communicator's id and sequence number sit
+  // high); MPI's end at MPI_TAG_UB. Reducing modulo MPI_TAG_UB + 1, as this
+  // transport first did, kept the lane and 15 bits of the sequence number:
+  // every 32768th collective then shared its tag with the communicator's
+  // always-posted arrivals listener (and user p2p tag 0 always did), MPI
+  // matched the data into the listener's 8-byte receive, and the failed
+  // collective left receives posted into buffers it then freed, which MPI
+  // later wrote: the 'free(): invalid pointer' aborts of `braid bench
+  // collective --transport mpi`. A 64-bit mix (splitmix64's finalizer)
+  // spreads tags over the whole MPI range; post() refuses the rare receive
+  // that would still share an MPI tag with a different pending one.
+  int mpi_tag(uint64_t tag) const {
+    tag ^= tag >> 30;
+    tag *= 0xbf58476d1ce4e5b9ull;
+    tag ^= tag >> 27;
+    tag *= 0x94d049bb133111ebull;
+    tag ^= tag >> 31;
+    return static_cast<int>(tag % tag_modulus_);
+  }
 
   void check_peer(int peer, const char* op) const {
     if (peer < 0 || peer >= size_ || peer == rank_)
@@ -127,14 +149,23 @@ class MpiTransport final : public Transport {
   }
 
   void post(const Work& w, int peer, uint64_t tag, std::byte* data, size_t n, bool is_send) {
-    int mtag = static_cast<int>(tag % tag_modulus_);
+    const int mtag = mpi_tag(tag);
     size_t pieces = n == 0 ? 1 : (n + kMaxPiece - 1) / kMaxPiece;
     auto left = std::make_shared<std::atomic<int>>(static_cast<int>(pieces));
     std::lock_guard l(mu_);
+    if (!is_send) {
+      for (const Op& op : ops_) {
+        if (op.is_send || op.peer != peer || op.mtag != mtag || op.tag == tag) continue;
+        w.complete(std::make_exception_ptr(ValueError(fmt::format(
+            "rank {}: mpi recv from rank {} with tag {} would share MPI tag {} with the pending receive of tag {}",
+            rank_, peer, tag, mtag, op.tag))));
+        return;
+      }
+    }
     for (size_t i = 0; i < pieces; ++i) {
       size_t off = i * kMaxPiece;
       int count = static_cast<int>(std::min(kMaxPiece, n - std::min(n, off)));
-      Op op{MPI_REQUEST_NULL, w, left, peer, static_cast<size_t>(count), is_send};
+      Op op{MPI_REQUEST_NULL, w, left, peer, static_cast<size_t>(count), is_send, tag, mtag};
       // A longer message than posted completes with MPI_ERR_TRUNCATE, a shorter
       // one with a short count; both become a PeerError in run().
       int rc = is_send ? MPI_Isend(data + off, count, MPI_BYTE, peer, mtag, comm_, &op.req)

@@ -3,9 +3,12 @@
 // MPI_THREAD_MULTIPLE: user threads post operations directly and one progress
 // thread tests them. MPI's own matching provides FIFO per (source, tag).
 //
-// Limits: a braid tag is reduced modulo MPI_TAG_UB + 1 (2^31 with Open MPI),
-// so two in-flight tags that differ by a multiple of that would collide.
-// Messages over 1 GiB travel as several MPI messages.
+// Limits: a braid tag (64 bits) is mixed into 0..MPI_TAG_UB (2^31 - 1 with
+// Open MPI), so two tags in flight at once share an MPI tag with probability
+// about 2^-31 per pair; a receive that would share one with a different
+// pending receive from the same peer fails with ValueError instead of
+// matching the wrong message. Messages over 1 GiB travel as several MPI
+// messages.
 #pragma once
 
 #include <chrono>
