@@ -2,7 +2,10 @@
 // variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT), Open MPI's OMPI_COMM_WORLD_*, or Slurm's SLURM_*, in that
 // order, so one program runs unchanged under `braid launch`, `mpirun` or
-// `srun`. braid's own knobs: BRAID_TOKEN (shared secret), BRAID_HOST (address
+// `srun`. Under Slurm the store's address, port and the token are derived
+// from the step (slurm.h) unless MASTER_ADDR, MASTER_PORT or BRAID_TOKEN say
+// otherwise; under mpirun rank 0 shares them over MPI (bootstrap.h). braid's
+// own knobs: BRAID_TOKEN (shared secret), BRAID_HOST (address
 // this rank's tcp transport listens on), BRAID_TCP_STREAMS (tcp connections
 // per peer, 1..16), BRAID_RESTART (restart count, set by `braid launch`),
 // BRAID_PS_SERVERS (servers in a parameter-server job).
@@ -31,10 +34,17 @@ struct Env {
   int ps_servers = 0;
   // "launch" (RANK/WORLD_SIZE), "mpirun", "slurm" or "single" (nothing set).
   std::string source = "single";
+  // What the environment set explicitly: these always win over what a
+  // bootstrap would derive or receive from rank 0.
+  bool token_given = false;
+  bool master_addr_given = false;
+  bool master_port_given = false;
+  bool host_given = false;  // BRAID_HOST
 };
 
 // Reads the process environment; throws ConfigError naming the variable when
-// a value is malformed or out of range.
+// a value is malformed or out of range, and when RANK/WORLD_SIZE contradict
+// mpirun's own rank and size (a stale export, or a launcher under mpirun).
 Env read_env();
 
 // Store client options for this process (connects to MASTER_ADDR:MASTER_PORT).

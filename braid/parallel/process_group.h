@@ -1,13 +1,13 @@
 // Joining the job: from the environment (`braid launch`, mpirun or srun) to a
-// Communicator over the right transport.
+// Communicator over the right transport (comm/bootstrap.h does the joining).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "braid/comm/bootstrap.h"
 #include "braid/comm/communicator.h"
 #include "braid/comm/env.h"
-#include "braid/comm/store/server.h"
 
 namespace braid::parallel {
 
@@ -26,21 +26,17 @@ class ProcessGroup {
   // launcher variables) gets a one-rank group without sockets.
   static std::unique_ptr<ProcessGroup> join(const ProcessGroupOptions& options);
 
-  const comm::Env& env() const { return env_; }
+  const comm::Env& env() const { return joined_.env; }
   comm::Communicator& comm() { return comm_; }
   // The transport under comm() (parameter-server clients and servers talk over it directly).
-  std::shared_ptr<comm::Transport> transport() { return transport_; }
+  std::shared_ptr<comm::Transport> transport() { return joined_.transport; }
   // The rendezvous store (null for a single process or the mpi transport).
-  comm::Store* store() { return store_.get(); }
-  const std::string& transport_name() const { return transport_name_; }
+  comm::Store* store() { return joined_.store.get(); }
+  const std::string& transport_name() const { return joined_.transport_name; }
 
  private:
-  comm::Env env_;
-  std::unique_ptr<comm::StoreServer> server_;  // rank 0 hosts it when no launcher does
-  std::unique_ptr<comm::Store> store_;
-  std::shared_ptr<comm::Transport> transport_;
+  comm::Joined joined_;
   comm::Communicator comm_;
-  std::string transport_name_;
 };
 
 }  // namespace braid::parallel

@@ -1,5 +1,6 @@
 // read_env(): braid launch / torchrun, mpirun and Slurm variables, in order.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <optional>
@@ -8,6 +9,7 @@
 
 #include "braid/base/error.h"
 #include "braid/comm/env.h"
+#include "braid/comm/slurm.h"
 
 namespace braid::comm {
 namespace {
@@ -20,7 +22,10 @@ class ScopedEnv {
                           "MASTER_PORT", "BRAID_TOKEN", "BRAID_HOST", "BRAID_TCP_STREAMS", "BRAID_RESTART",
                           "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                           "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}) {
+                          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID",
+                          "SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+                          "SLURM_NODEID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
+                          "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID"}) {
       const char* v = std::getenv(k);
       saved_.emplace_back(k, v ? std::optional<std::string>(v) : std::nullopt);
       ::unsetenv(k);
@@ -75,6 +80,64 @@ TEST(Env, OpenMpiThenSlurm) {
   EXPECT_EQ(env.source, "slurm");
   EXPECT_EQ(env.rank, 2);
   EXPECT_EQ(env.size, 3);
+}
+
+TEST(Env, SlurmStepDerivesTheRendezvous) {
+  ScopedEnv e({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+               {"SLURM_STEP_NODELIST", "node07"}, {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}});
+  Env env = read_env();
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.local_size, 2);  // one host in the step: every task is local
+  EXPECT_EQ(env.master_addr, "127.0.0.1");
+  EXPECT_EQ(env.master_port, derived_port("77", "3"));
+  EXPECT_EQ(env.token, derived_token("77", "3", ::getuid()));
+  EXPECT_FALSE(env.token_given);
+}
+
+TEST(Env, SlurmSeveralHostsUseTheFirst) {
+  ScopedEnv e({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"},
+               {"SLURM_STEP_NODELIST", "gpu[3-4]"}, {"SLURM_STEP_TASKS_PER_NODE", "3,1"},
+               {"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}});
+  Env env = read_env();
+  EXPECT_EQ(env.master_addr, "gpu3");
+  EXPECT_EQ(env.local_size, 1);
+}
+
+TEST(Env, ExplicitSettingsWinUnderSlurm) {
+  ScopedEnv e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-2]"},
+               {"SLURM_JOB_ID", "77"}, {"MASTER_ADDR", "10.1.1.1"}, {"MASTER_PORT", "4000"},
+               {"BRAID_TOKEN", "s3cret"}});
+  Env env = read_env();
+  EXPECT_EQ(env.master_addr, "10.1.1.1");
+  EXPECT_EQ(env.master_port, 4000);
+  EXPECT_EQ(env.token, "s3cret");
+  EXPECT_TRUE(env.token_given && env.master_addr_given && env.master_port_given);
+}
+
+TEST(Env, SlurmWithoutJobIdDerivesNoToken) {
+  {
+    ScopedEnv e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NODELIST", "n1"}});
+    Env env = read_env();
+    EXPECT_TRUE(env.token.empty());  // join_job then asks for BRAID_TOKEN
+    EXPECT_FALSE(env.token_given);
+  }
+  ScopedEnv e({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NODELIST", "n1"}, {"BRAID_TOKEN", "t"}});
+  EXPECT_EQ(read_env().token, "t");
+}
+
+TEST(Env, RankVariablesUnderMpirunMustAgree) {
+  {
+    ScopedEnv e({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+    EXPECT_EQ(read_env().source, "mpirun");  // nobody serves a store but rank 0: bootstrap over MPI
+  }
+  // A stale export: both mpirun ranks would claim rank 0.
+  ScopedEnv e({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  try {
+    read_env();
+    FAIL();
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("OMPI_COMM_WORLD_RANK=1"), std::string::npos) << err.what();
+  }
 }
 
 TEST(Env, MalformedValuesNameTheVariable) {

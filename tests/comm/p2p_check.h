@@ -12,7 +12,8 @@ namespace braid::comm::testing {
 
 // Every rank exchanges with every other rank: sizes 0, 1, 7, 4099 and 1 MiB;
 // 64 tags received in the reverse of the order sent; 8 messages on one tag
-// that must arrive in order. Throws Error describing the first mismatch.
+// that must arrive in order; 4 tags equal in their low 31 bits, received in
+// reverse. Throws Error describing the first mismatch.
 void run_p2p_checks(Transport& t, Deadline d);
 
 }  // namespace braid::comm::testing

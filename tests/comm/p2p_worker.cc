@@ -21,9 +21,9 @@
 
 #include "braid/base/error.h"
 #include "braid/base/log.h"
+#include "braid/comm/bootstrap.h"
 #include "braid/comm/communicator.h"
 #include "braid/comm/env.h"
-#include "braid/comm/transport/registry.h"
 #include "tests/comm/p2p_check.h"
 
 using namespace braid;
@@ -124,9 +124,8 @@ int main(int argc, char** argv) {
   try {
     Env env = read_env();
     log::init(env.rank);
-    std::unique_ptr<Store> store;
-    if (transport != "mpi") store = std::make_unique<Store>(store_options(env));
-    std::shared_ptr<Transport> t = make_transport(transport, store.get(), transport_options(env));
+    Joined joined = join_job(env, {.transport = transport});
+    std::shared_ptr<Transport> t = joined.transport;
     int rc = 0;
     if (mode == "check") {
       testing::run_p2p_checks(*t, Deadline::after(60s));

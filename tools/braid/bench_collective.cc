@@ -6,6 +6,7 @@
 //
 //   braid bench collective --transport inproc --ranks 4 --sizes 4K..64M
 //   braid launch -n 2 -- braid bench collective --transport tcp --json
+//   mpirun -n 2 braid bench collective --transport mpi --sizes 4K..1M
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "braid/base/error.h"
+#include "braid/comm/bootstrap.h"
 #include "braid/comm/communicator.h"
 #include "braid/comm/env.h"
 #include "braid/comm/transport/inproc.h"
-#include "braid/comm/transport/registry.h"
 #include "tools/braid/commands.h"
 
 namespace braid::cli {
@@ -36,6 +37,7 @@ struct BenchOptions {
   int factor = 4;          // size step of a range
   int ranks = 2;           // inproc only; process transports take WORLD_SIZE
   double seconds = 0.25;   // timed seconds per size (iterations adapt)
+  double timeout_s = 120;  // deadline of each operation and of joining the job
   bool calibrate = false;
   bool check = false;      // verify one all-reduce per size against p(p+1)/2
   bool json = false;
@@ -110,7 +112,7 @@ Work run_op(Communicator& c, const BenchOptions& o, comm::Algorithm alg, std::ve
 void check_allreduce(Communicator& c, comm::Algorithm alg, std::vector<float>& a, size_t bytes) {
   const size_t n = bytes / sizeof(float);
   std::fill_n(a.begin(), n, static_cast<float>(c.rank() + 1));
-  c.allreduce(comm::BufferRef(a.data(), n, DType::f32), {.algorithm = alg}).wait(Deadline::after(std::chrono::minutes(10)));
+  c.allreduce(comm::BufferRef(a.data(), n, DType::f32), {.algorithm = alg}).wait(Deadline::after(c.options().timeout));
   const float want = c.size() * (c.size() + 1) / 2.0f;
   for (size_t i = 0; i < n; ++i)
     if (a[i] != want)
@@ -125,26 +127,28 @@ std::vector<Row> bench_rank(Communicator& c, const BenchOptions& o) {
   for (size_t s : sizes) max_bytes = std::max(max_bytes, s);
   // Allocated once and touched, so no size pays for page faults.
   std::vector<float> a(max_bytes / sizeof(float) + 1, 0.0f), b(a.size(), 0.0f);
-  const Deadline forever = Deadline::after(std::chrono::hours(1));
-  if (o.calibrate) c.calibrate().wait(forever);
+  // Each operation fails on its own after the communicator's timeout, naming
+  // the rank it waited for; this deadline only backs that up.
+  auto finish = [&](Work w) { w.wait(Deadline::after(2 * c.options().timeout)); };
+  if (o.calibrate) finish(c.calibrate());
   std::vector<Row> rows;
   for (size_t bytes : sizes) {
     // Rank 0 picks an iteration count for ~o.seconds and shares it.
     // Two untimed warm-ups (connections, page faults), then three to size the loop.
-    for (int i = 0; i < 2; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
+    for (int i = 0; i < 2; ++i) finish(run_op(c, o, alg, a, b, bytes));
     const auto t0 = Clock::now();
-    for (int i = 0; i < 3; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
+    for (int i = 0; i < 3; ++i) finish(run_op(c, o, alg, a, b, bytes));
     std::vector<int64_t> iters{
         std::clamp<int64_t>(static_cast<int64_t>(o.seconds / (seconds_since(t0) / 3 + 1e-9)), 3, 20000)};
-    c.broadcast(iters).wait(forever);
+    finish(c.broadcast(iters));
     // A quarter as many again untimed (the peers' loop in bench/peers does
     // the same), so the first size is measured warm too.
-    for (int64_t i = 0; i < iters[0] / 4; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
-    c.barrier().wait(forever);
+    for (int64_t i = 0; i < iters[0] / 4; ++i) finish(run_op(c, o, alg, a, b, bytes));
+    finish(c.barrier());
     const auto start = Clock::now();
-    for (int64_t i = 0; i < iters[0]; ++i) run_op(c, o, alg, a, b, bytes).wait(forever);
+    for (int64_t i = 0; i < iters[0]; ++i) finish(run_op(c, o, alg, a, b, bytes));
     std::vector<double> per_op{seconds_since(start) / iters[0]};
-    c.allreduce(per_op, {.op = comm::Op::max}).wait(forever);
+    finish(c.allreduce(per_op, {.op = comm::Op::max}));
     if (o.check && o.op == "allreduce") check_allreduce(c, alg, a, bytes);
     const std::string used = o.op == "allreduce" ? std::string(comm::name(alg == comm::Algorithm::automatic
                                                                             ? c.choose_allreduce(bytes) : alg))
@@ -154,9 +158,11 @@ std::vector<Row> bench_rank(Communicator& c, const BenchOptions& o) {
   return rows;
 }
 
-void print(const BenchOptions& o, int p, const std::vector<Row>& rows, const comm::LinkCost& cost) {
+// `transport`: the one in use (auto resolved).
+void print(const BenchOptions& o, const std::string& transport, int p, const std::vector<Row>& rows,
+           const comm::LinkCost& cost) {
   if (o.json) {
-    nlohmann::json j{{"op", o.op}, {"transport", o.transport}, {"ranks", p}, {"dtype", "f32"},
+    nlohmann::json j{{"op", o.op}, {"transport", transport}, {"ranks", p}, {"dtype", "f32"},
                      {"alpha_us", cost.alpha * 1e6}, {"beta_GBps", 1e-9 / cost.beta}};
     for (const Row& r : rows)
       j["results"].push_back({{"bytes", r.bytes}, {"algorithm", r.algorithm}, {"iters", r.iters},
@@ -166,7 +172,7 @@ void print(const BenchOptions& o, int p, const std::vector<Row>& rows, const com
     return;
   }
   std::printf("# braid bench collective: %s over %s, %d ranks, f32 (model: alpha %.2f us, beta %.2f GB/s)\n",
-              o.op.c_str(), o.transport.c_str(), p, cost.alpha * 1e6, 1e-9 / cost.beta);
+              o.op.c_str(), transport.c_str(), p, cost.alpha * 1e6, 1e-9 / cost.beta);
   std::printf("%12s %20s %8s %12s %12s %12s\n", "bytes", "algorithm", "iters", "time(us)", "algbw(GB/s)",
               "busbw(GB/s)");
   for (const Row& r : rows)
@@ -176,11 +182,15 @@ void print(const BenchOptions& o, int p, const std::vector<Row>& rows, const com
 }
 
 void run(const BenchOptions& o) {
+  if (o.timeout_s <= 0) fail<ConfigError>("--timeout must be > 0 seconds");
+  const comm::CommOptions comm_options{
+      .timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o.timeout_s))};
   if (o.transport == "inproc") {
     if (o.ranks < 1) fail<ConfigError>("--ranks must be >= 1");
     auto world = comm::InprocWorld::create(o.ranks);
     std::vector<Communicator> comms;
-    for (int r = 0; r < o.ranks; ++r) comms.emplace_back(std::shared_ptr<comm::Transport>(world->transport(r)));
+    for (int r = 0; r < o.ranks; ++r)
+      comms.emplace_back(std::shared_ptr<comm::Transport>(world->transport(r)), comm_options);
     std::vector<std::vector<Row>> rows(o.ranks);
     std::vector<std::exception_ptr> errors(o.ranks);
     std::vector<std::thread> threads;
@@ -196,16 +206,18 @@ void run(const BenchOptions& o) {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
-    print(o, o.ranks, rows[0], comms[0].link_cost());
+    print(o, o.transport, o.ranks, rows[0], comms[0].link_cost());
     return;
   }
   const comm::Env env = comm::read_env();
-  std::unique_ptr<comm::Store> store;
-  if (o.transport != "mpi") store = std::make_unique<comm::Store>(comm::store_options(env));
-  std::shared_ptr<comm::Transport> t = comm::make_transport(o.transport, store.get(), comm::transport_options(env));
-  Communicator c(t);
+  if (env.size < 2)
+    fail<ConfigError>("--transport {} needs 2 or more ranks: run under braid launch -n N, mpirun -n N or srun -n N "
+                      "(or use --transport inproc --ranks N)",
+                      o.transport);
+  comm::Joined joined = comm::join_job(env, {.transport = o.transport, .timeout = comm_options.timeout});
+  Communicator c(joined.transport, comm_options);
   const std::vector<Row> rows = bench_rank(c, o);
-  if (env.rank == 0) print(o, env.size, rows, c.link_cost());
+  if (env.rank == 0) print(o, joined.transport_name, env.size, rows, c.link_cost());
 }
 
 }  // namespace
@@ -221,7 +233,9 @@ void add_bench_collective(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = bench->add_subcommand("collective", "Latency and bandwidth of a collective per message size");
   cmd->add_option("--op", o->op, "allreduce, reduce_scatter, allgather or broadcast")->capture_default_str();
-  cmd->add_option("--transport", o->transport, "inproc (ranks as threads) or a process transport (tcp, shm, mpi)")
+  cmd->add_option("--transport", o->transport,
+                  "inproc (ranks as threads) or a process transport (tcp, shm, mpi, auto) under braid launch, "
+                  "mpirun or srun")
       ->capture_default_str();
   cmd->add_option("--algorithm", o->algorithm, "auto or an all-reduce algorithm (ring, halving_doubling, ...)")
       ->capture_default_str();
@@ -229,6 +243,8 @@ void add_bench_collective(CLI::App& app) {
   cmd->add_option("--factor", o->factor, "Step between sizes of a range")->capture_default_str();
   cmd->add_option("--ranks", o->ranks, "Ranks for --transport inproc")->capture_default_str();
   cmd->add_option("--seconds", o->seconds, "Timed seconds per size")->capture_default_str();
+  cmd->add_option("--timeout", o->timeout_s, "Seconds joining the job or any one operation may wait for a peer")
+      ->capture_default_str();
   cmd->add_flag("--calibrate", o->calibrate, "Measure alpha/beta first (the chooser then uses them)");
   cmd->add_flag("--check", o->check, "Verify one all-reduce result per size");
   cmd->add_flag("--json", o->json, "One JSON object instead of a table");

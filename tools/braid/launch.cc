@@ -113,9 +113,24 @@ int finish_ps(const LaunchOptions& o, const GroupSpec& spec, const GroupResult& 
   return 1;
 }
 
+// `mpirun -n 2 braid launch -n 4 -- prog` would start two unrelated groups of
+// four ranks, each with its own store, both writing the same output: refuse
+// at once. One launcher per node (--nnodes) is fine. (Slurm is not checked:
+// a batch script's own environment carries the allocation's SLURM_NTASKS, and
+// running braid launch there, once, is the normal use.)
+void check_not_one_of_many(const LaunchOptions& o) {
+  const char* v = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!v || std::atoi(v) <= 1 || o.nnodes > 1) return;
+  fail<ConfigError>("braid launch: running as one of {} mpirun ranks, each would start its own group of ranks; "
+                    "run the program directly under mpirun (braid reads its rank variables: mpirun -n N PROGRAM), "
+                    "or start one braid launch per node with --nnodes and --node-rank",
+                    v);
+}
+
 int launch(const LaunchOptions& o) {
   if (o.program.empty()) fail<ConfigError>("braid launch: no program given (braid launch -n 2 -- PROGRAM ARGS)");
   check_ps_options(o);
+  check_not_one_of_many(o);
   int nproc = o.ps ? o.servers + o.workers : o.nproc;
   if (nproc < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)
     fail<ConfigError>("braid launch: need -n >= 1, --nnodes >= 1 and 0 <= --node-rank < --nnodes");

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "braid/base/error.h"
+#include "braid/base/log.h"
 #include "braid/comm/store/protocol.h"
 
 namespace braid::comm {
@@ -66,6 +67,7 @@ struct Store::Impl {
   void connect(Deadline d) {
     auto t0 = Clock::now();
     std::string last_error = "no attempt";
+    bool warned = false;
     while (true) {
       socket.emplace(io);
       try {
@@ -83,6 +85,13 @@ struct Store::Impl {
       if (d.expired()) {
         fail<TimeoutError>("{}: could not reach {} within {} (last error: {})", opts.who, where(),
                            format_duration(Clock::now() - t0), last_error);
+      }
+      // Ranks may start a little before the server, but not seconds before:
+      // say once what we are waiting for, so a long wait is never silent.
+      if (!warned && Clock::now() - t0 > std::chrono::seconds(5)) {
+        warned = true;
+        log::warn("{}: {} not reachable yet ({}); retrying for {} more", opts.who, where(), last_error,
+                  format_duration(d.remaining()));
       }
       std::this_thread::sleep_for(std::min<Duration>(d.remaining(), std::chrono::milliseconds(100)));
     }

@@ -2,15 +2,16 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "braid/base/error.h"
 #include "braid/base/thread_name.h"
+#include "braid/comm/mpi_session.h"
 
 namespace braid::comm {
 
@@ -25,13 +26,22 @@ std::string mpi_error(int code) {
   return std::string(buf, len);
 }
 
+// Works whose MPI requests could not be cancelled when their transport went
+// away; never released (see ~MpiTransport).
+std::mutex g_unfinished_mu;
+std::vector<Work> g_unfinished;
+
 class MpiTransport final : public Transport {
  public:
-  MpiTransport() {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MpiTransport(std::shared_ptr<MpiSession> session, Deadline setup) : session_(std::move(session)) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // MPI_Comm_dup would wait for every rank without a deadline.
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req);
+    session_->wait(req, setup, fmt::format("rank {} of {}: mpi transport set-up (duplicating MPI_COMM_WORLD; "
+                                           "every rank must create the mpi transport)", rank_, size_));
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
     int* ub = nullptr;
     int flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -44,18 +54,41 @@ class MpiTransport final : public Transport {
 
   ~MpiTransport() override {
     {
+      // Sends get a moment to reach their peers. Receives are not waited
+      // for: the communicator's listeners keep one posted per peer for the
+      // transport's whole life (waiting for those cost every run 5 s).
       std::unique_lock l(mu_);
-      // Give posted operations a moment to finish, then cancel the rest.
-      cv_.wait_for(l, std::chrono::seconds(5), [&] { return ops_.empty(); });
+      cv_.wait_for(l, std::chrono::seconds(5), [&] {
+        return std::none_of(ops_.begin(), ops_.end(), [](const Op& op) { return op.is_send; });
+      });
       stop_ = true;
     }
     cv_.notify_all();
     progress_.join();
-    for (auto& op : ops_) {
-      MPI_Cancel(&op.req);
-      MPI_Request_free(&op.req);
+    // A cancelled request is finished only once MPI says so: until then MPI
+    // may still write into a receive's buffer, which completing the Work
+    // would free (freeing the request right after MPI_Cancel did exactly
+    // that). So complete the cancellations first, with a deadline.
+    for (Op& op : ops_) MPI_Cancel(&op.req);
+    const Deadline d = Deadline::after(std::chrono::seconds(2));
+    std::vector<Op> unfinished;
+    for (Op& op : ops_) {
+      int done = 0;
+      while (MPI_Test(&op.req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && !d.expired())
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (!done) {
+        unfinished.push_back(std::move(op));
+        continue;
+      }
       op.work.complete(std::make_exception_ptr(
           PeerError(fmt::format("rank {}: mpi transport closed with the operation pending", rank_))));
+    }
+    if (!unfinished.empty()) {
+      // MPI still owns their buffers: keep them (and MPI) alive for good
+      // rather than free memory MPI may write to, or hang in MPI_Finalize.
+      session_->abandon();
+      std::lock_guard l(g_unfinished_mu);
+      for (Op& op : unfinished) g_unfinished.push_back(std::move(op.work));
     }
     MPI_Comm_free(&comm_);
   }
@@ -86,7 +119,29 @@ class MpiTransport final : public Transport {
     int peer;
     size_t expect;  // bytes this piece must carry (recv)
     bool is_send;
+    uint64_t tag;   // braid's
+    int mtag;       // MPI's (mpi_tag)
   };
+
+  // Braid tags have 64 bits (a communicator's id and sequence number sit
+  // high); MPI's end at MPI_TAG_UB. Reducing modulo MPI_TAG_UB + 1, as this
+  // transport first did, kept the lane and 15 bits of the sequence number:
+  // every 32768th collective then shared its tag with the communicator's
+  // always-posted arrivals listener (and user p2p tag 0 always did), MPI
+  // matched the data into the listener's 8-byte receive, and the failed
+  // collective left receives posted into buffers it then freed, which MPI
+  // later wrote: the 'free(): invalid pointer' aborts of `braid bench
+  // collective --transport mpi`. A 64-bit mix (splitmix64's finalizer)
+  // spreads tags over the whole MPI range; post() refuses the rare receive
+  // that would still share an MPI tag with a different pending one.
+  int mpi_tag(uint64_t tag) const {
+    tag ^= tag >> 30;
+    tag *= 0xbf58476d1ce4e5b9ull;
+    tag ^= tag >> 27;
+    tag *= 0x94d049bb133111ebull;
+    tag ^= tag >> 31;
+    return static_cast<int>(tag % tag_modulus_);
+  }
 
   void check_peer(int peer, const char* op) const {
     if (peer < 0 || peer >= size_ || peer == rank_)
@@ -94,14 +149,23 @@ class MpiTransport final : public Transport {
   }
 
   void post(const Work& w, int peer, uint64_t tag, std::byte* data, size_t n, bool is_send) {
-    int mtag = static_cast<int>(tag % tag_modulus_);
+    const int mtag = mpi_tag(tag);
     size_t pieces = n == 0 ? 1 : (n + kMaxPiece - 1) / kMaxPiece;
     auto left = std::make_shared<std::atomic<int>>(static_cast<int>(pieces));
     std::lock_guard l(mu_);
+    if (!is_send) {
+      for (const Op& op : ops_) {
+        if (op.is_send || op.peer != peer || op.mtag != mtag || op.tag == tag) continue;
+        w.complete(std::make_exception_ptr(ValueError(fmt::format(
+            "rank {}: mpi recv from rank {} with tag {} would share MPI tag {} with the pending receive of tag {}",
+            rank_, peer, tag, mtag, op.tag))));
+        return;
+      }
+    }
     for (size_t i = 0; i < pieces; ++i) {
       size_t off = i * kMaxPiece;
       int count = static_cast<int>(std::min(kMaxPiece, n - std::min(n, off)));
-      Op op{MPI_REQUEST_NULL, w, left, peer, static_cast<size_t>(count), is_send};
+      Op op{MPI_REQUEST_NULL, w, left, peer, static_cast<size_t>(count), is_send, tag, mtag};
       // A longer message than posted completes with MPI_ERR_TRUNCATE, a shorter
       // one with a short count; both become a PeerError in run().
       int rc = is_send ? MPI_Isend(data + off, count, MPI_BYTE, peer, mtag, comm_, &op.req)
@@ -166,7 +230,8 @@ class MpiTransport final : public Transport {
     }
   }
 
-  MPI_Comm comm_;
+  std::shared_ptr<MpiSession> session_;  // first member: MPI outlives everything below
+  MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   uint64_t tag_modulus_ = 32768;
   std::mutex mu_;
@@ -176,28 +241,10 @@ class MpiTransport final : public Transport {
   std::thread progress_;
 };
 
-void finalize_at_exit() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-}
-
 }  // namespace
 
-std::unique_ptr<Transport> make_mpi_transport() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  int provided = 0;
-  if (!initialized) {
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    std::atexit(finalize_at_exit);
-  } else {
-    MPI_Query_thread(&provided);
-  }
-  if (provided < MPI_THREAD_MULTIPLE) {
-    fail<ConfigError>("mpi transport needs MPI_THREAD_MULTIPLE; this MPI provides level {}", provided);
-  }
-  return std::make_unique<MpiTransport>();
+std::unique_ptr<Transport> make_mpi_transport(std::chrono::milliseconds setup_timeout) {
+  return std::make_unique<MpiTransport>(MpiSession::acquire(), Deadline::after(setup_timeout));
 }
 
 }  // namespace braid::comm

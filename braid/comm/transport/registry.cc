@@ -26,7 +26,7 @@ std::unique_ptr<Transport> make_transport(std::string_view name, Store* store,
                                               .ring_bytes = o.shm_ring_bytes,
                                               .connect_timeout = o.connect_timeout});
   }
-  if (name == "mpi") return make_mpi_transport();
+  if (name == "mpi") return make_mpi_transport(o.connect_timeout);
   fail<ConfigError>("unknown transport '{}' (known: {})", name, fmt::join(transport_names(), ", "));
 }
 
