@@ -5,13 +5,12 @@
 // One header per layer's public surface, lower layers first. Headers left out
 // (transport internals, CPU kernels, server internals) are still installed,
 // since these include some of them, but are not meant to be used directly.
-// braid/base/log.h is left out too: its namespace braid::log collides with the
-// op braid::log(Tensor), so a file can include one or the other, not both.
 #pragma once
 
 // base: errors, deadlines, RNG, the intra-op thread pool, safetensors
 #include "braid/base/deadline.h"
 #include "braid/base/error.h"
+#include "braid/base/log.h"
 #include "braid/base/rng.h"
 #include "braid/base/safetensors.h"
 #include "braid/base/thread_pool.h"

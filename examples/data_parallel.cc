@@ -4,9 +4,9 @@
 // all-reduce starting as soon as its gradients are final, so communication
 // overlaps the rest of backward; every rank then takes the same step.
 //   build/bin/braid launch -n 2 -- build/bin/data_parallel [steps]
-// It also runs alone (a group of one) and under mpirun or srun, given the
-// shared secret braid launch would set:
-//   BRAID_TOKEN=some-secret mpirun -x BRAID_TOKEN -n 2 build/bin/data_parallel
+// It also runs alone (a group of one) and, unchanged, under mpirun or srun
+// (rank 0 makes the secret and serves the rendezvous; docs/communication.md):
+//   mpirun -n 2 build/bin/data_parallel
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "also write the results as JSON here");
   try {
     app.parse(argc, argv);
-    braid::log::init(braid::comm::read_env().rank);
+    braid::logging::init(braid::comm::read_env().rank);
     if (o.reps < 1) braid::fail<braid::ConfigError>("--reps must be >= 1, got {}", o.reps);
     return run(o);
   } catch (const CLI::ParseError& e) {

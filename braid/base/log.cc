@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace braid::log {
+namespace braid::logging {
 
 void init(int rank) {
   std::string pattern = "[%H:%M:%S.%e] [%^%l%$] ";
@@ -14,4 +14,4 @@ void init(int rank) {
   }
 }
 
-}  // namespace braid::log
+}  // namespace braid::logging

@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-namespace braid::log {
+namespace braid::logging {
 
 // Sets the line pattern (with "[rank R]" when rank >= 0) and the level from
 // BRAID_LOG_LEVEL (trace, debug, info, warn, error; default info).
@@ -16,4 +16,4 @@ using spdlog::info;
 using spdlog::trace;
 using spdlog::warn;
 
-}  // namespace braid::log
+}  // namespace braid::logging

@@ -132,7 +132,7 @@ Joined join_job(const Env& env, const JoinOptions& o) {
   if (o.tcp_streams > 0) to.tcp_streams = o.tcp_streams;
   to.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
   j.transport = make_transport(j.transport_name, j.store.get(), to);
-  log::debug("rank {}: joined a group of {} ranks over {} (from {})", env.rank, env.size, j.transport_name,
+  logging::debug("rank {}: joined a group of {} ranks over {} (from {})", env.rank, env.size, j.transport_name,
              env.source);
   return j;
 }

@@ -16,7 +16,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const ProcessGroupOptions& opti
   } else {
     group->joined_ = comm::join_job(env, {.transport = options.transport, .tcp_streams = options.tcp_streams,
                                           .timeout = options.join_timeout});
-    log::info("joined a group of {} ranks over {}", env.size, group->joined_.transport_name);
+    logging::info("joined a group of {} ranks over {}", env.size, group->joined_.transport_name);
   }
   group->comm_ = comm::Communicator(group->joined_.transport, comm_options);
   return group;

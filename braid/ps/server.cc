@@ -61,11 +61,11 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
       applied_clock = start_clock = clock;
       last_checkpoint = shard->version();
       stats.recovered_version = shard->version();
-      log::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
+      logging::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
                 clock);
     }
   }
-  log::info("{}: {} dense values [{}, {}), consistency {}, updater {}", who(), layout.size(index),
+  logging::info("{}: {} dense values [{}, {}), consistency {}, updater {}", who(), layout.size(index),
             layout.begin(index), layout.end(index), to_string(c.consistency), c.updater.name);
 }
 
@@ -76,7 +76,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
   ws.last_heard = Clock::now();
   if (ws.silent) {
     ws.silent = false;
-    log::info("{}: worker {} is back", who(), worker);
+    logging::info("{}: worker {} is back", who(), worker);
   }
   if (h.op != Op::hello && !config)
     throw ValueError(fmt::format("{}: worker {} sent {} before hello", who(), worker, op_name(h.op)));
@@ -115,7 +115,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
     }
     case Op::done:
       ws.status = Status::done;
-      log::info("{}: worker {} finished", who(), worker);
+      logging::info("{}: worker {} finished", who(), worker);
       if (config->consistency == Consistency::bsp) complete_clocks();
       if (live_workers() == 0 && config->consistency == Consistency::softsync) flush_softsync();
       break;
@@ -255,7 +255,7 @@ void Server::run() {
   if (s.config && s.config->consistency == Consistency::softsync) s.flush_softsync();
   if (s.config && !s.config->checkpoint_dir.empty() && s.shard) s.shard->save(s.checkpoint_path(), s.applied_clock);
   s.stats.clock = s.applied_clock;
-  log::info("{}: done: {} updates from {} gradients, {} late gradients dropped, max staleness {}", s.who(),
+  logging::info("{}: done: {} updates from {} gradients, {} late gradients dropped, max staleness {}", s.who(),
             s.stats.updates, s.stats.gradients, s.stats.dropped, s.stats.max_staleness);
 }
 

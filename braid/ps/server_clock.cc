@@ -80,7 +80,7 @@ void Server::Impl::note_silent_workers() {
     if (s.status == Status::live && !s.silent && !s.held && now - s.last_heard > timeout()) {
       s.silent = true;
       stats.gone.push_back(static_cast<int>(w));
-      log::warn("{}: worker {} silent for {}; the staleness bound ignores it from now on", who(), w,
+      logging::warn("{}: worker {} silent for {}; the staleness bound ignores it from now on", who(), w,
                 format_duration(timeout()));
       cv.notify_all();
     }
@@ -99,7 +99,7 @@ void Server::Impl::mark_gone(int worker, const std::string& why) {
         worker, rank_of(worker), w.clock, why, config->backup_workers))));
     return;
   }
-  log::warn("{}: worker {} (rank {}) is gone at clock {} ({}); training goes on without it", who(), worker,
+  logging::warn("{}: worker {} (rank {}) is gone at clock {} ({}); training goes on without it", who(), worker,
             rank_of(worker), w.clock, why);
   if (config && config->consistency == Consistency::bsp) complete_clocks();
   cv.notify_all();
@@ -220,7 +220,7 @@ void Server::Impl::maybe_checkpoint() {
   if (shard->version() - last_checkpoint < config->checkpoint_every) return;
   shard->save(checkpoint_path(), applied_clock);
   last_checkpoint = shard->version();
-  log::info("{}: checkpoint at update {} (clock {})", who(), shard->version(), applied_clock);
+  logging::info("{}: checkpoint at update {} (clock {})", who(), shard->version(), applied_clock);
 }
 
 }  // namespace braid::ps

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   }
   try {
     Env env = read_env();
-    log::init(env.rank);
+    logging::init(env.rank);
     Joined joined = join_job(env, {.transport = transport});
     std::shared_ptr<Transport> t = joined.transport;
     int rc = 0;

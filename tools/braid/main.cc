@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   braid::cli::add_bench_collective(app);
   braid::cli::add_ps(app);
   try {
-    braid::log::init();
+    braid::logging::init();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -27,7 +27,7 @@ void add_ps(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout_s, "seconds to wait for workers until they send the job's own timeout");
   cmd->callback([args] {
     const comm::Env env = comm::read_env();
-    log::init(env.rank);
+    logging::init(env.rank);
     if (env.ps_servers < 1 || env.rank >= env.ps_servers) {
       fail<ConfigError>("braid ps server: rank {} is not a server rank (BRAID_PS_SERVERS = {}); start the job with "
                         "braid launch --servers S --workers W",

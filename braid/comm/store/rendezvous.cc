@@ -66,7 +66,7 @@ Heartbeat::Heartbeat(const Store& store, std::string prefix, int rank,
       try {
         own.add(key, 1, Deadline::after(interval * 4));
       } catch (const Error& e) {
-        log::warn("heartbeat {}: {}", key, e.what());
+        logging::warn("heartbeat {}: {}", key, e.what());
       }
       for (auto slept = std::chrono::milliseconds(0); slept < interval && !stop_.load();
            slept += std::chrono::milliseconds(20)) {

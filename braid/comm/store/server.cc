@@ -114,7 +114,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!ok) {
       // Counted and logged before the answer goes out, so a client that sees
       // the rejection also sees it counted.
-      log::warn("store: rejecting {}: wrong token", peer_);
+      logging::warn("store: rejecting {}: wrong token", peer_);
       ++server_.rejected;
     }
     auto self = shared_from_this();
@@ -236,7 +236,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void reject_with_error(std::string why) {
-    log::warn("store: rejecting {}: {}", peer_, why);
+    logging::warn("store: rejecting {}: {}", peer_, why);
     ++server_.rejected;
     out_ = store::encode(static_cast<uint8_t>(Status::kError), {why});
     prefix_ = store::length_prefix(static_cast<uint32_t>(out_.size()));
@@ -246,7 +246,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void reject(const std::string& why) {
-    log::warn("store: rejecting {}: {}", peer_, why);
+    logging::warn("store: rejecting {}: {}", peer_, why);
     ++server_.rejected;
     close();
   }
@@ -277,7 +277,7 @@ void StoreServer::Impl::accept() {
   acceptor.async_accept([this](asio::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
-      log::warn("store: accept failed: {}", ec.message());
+      logging::warn("store: accept failed: {}", ec.message());
     } else {
       socket.set_option(tcp::no_delay(true));
       std::make_shared<Session>(*this, std::move(socket))->start();
@@ -323,10 +323,10 @@ StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Im
     try {
       impl->io.run();
     } catch (const std::exception& e) {
-      log::error("store server stopped: {}", e.what());
+      logging::error("store server stopped: {}", e.what());
     }
   });
-  log::debug("store: serving on {}:{}", o.host, impl_->port);
+  logging::debug("store: serving on {}:{}", o.host, impl_->port);
 }
 
 StoreServer::~StoreServer() { stop(); }

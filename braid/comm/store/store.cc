@@ -90,7 +90,7 @@ struct Store::Impl {
       // say once what we are waiting for, so a long wait is never silent.
       if (!warned && Clock::now() - t0 > std::chrono::seconds(5)) {
         warned = true;
-        log::warn("{}: {} not reachable yet ({}); retrying for {} more", opts.who, where(), last_error,
+        logging::warn("{}: {} not reachable yet ({}); retrying for {} more", opts.who, where(), last_error,
                   format_duration(d.remaining()));
       }
       std::this_thread::sleep_for(std::min<Duration>(d.remaining(), std::chrono::milliseconds(100)));

@@ -99,14 +99,14 @@ std::vector<std::vector<net::Fd>> accept_higher(int listen_fd, const TcpOptions&
       std::array<std::byte, 1> reply{std::byte{ok ? store::kAuthOk : store::kAuthRejected}};
       net::write_exact(fd.get(), reply, hd, who);
       if (!ok) {
-        log::warn("rank {}: tcp: rejected a connection claiming rank {} stream {} (bad token, rank, stream "
+        logging::warn("rank {}: tcp: rejected a connection claiming rank {} stream {} (bad token, rank, stream "
                   "or duplicate)", o.rank, peer, index);
         continue;
       }
       fds[peer][index] = std::move(fd);
       --missing;
     } catch (const Error& e) {
-      log::warn("rank {}: tcp: dropped a connection during the handshake: {}", o.rank, e.what());
+      logging::warn("rank {}: tcp: dropped a connection during the handshake: {}", o.rank, e.what());
     }
   }
   return fds;
