@@ -133,7 +133,7 @@ Joined join_job(const Env& env, const JoinOptions& o) {
   to.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
   j.transport = make_transport(j.transport_name, j.store.get(), to);
   logging::debug("rank {}: joined a group of {} ranks over {} (from {})", env.rank, env.size, j.transport_name,
-             env.source);
+                 env.source);
   return j;
 }
 

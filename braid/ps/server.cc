@@ -62,11 +62,11 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
       last_checkpoint = shard->version();
       stats.recovered_version = shard->version();
       logging::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
-                clock);
+                    clock);
     }
   }
   logging::info("{}: {} dense values [{}, {}), consistency {}, updater {}", who(), layout.size(index),
-            layout.begin(index), layout.end(index), to_string(c.consistency), c.updater.name);
+                layout.begin(index), layout.end(index), to_string(c.consistency), c.updater.name);
 }
 
 void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply, Bytes& out) {
@@ -256,7 +256,7 @@ void Server::run() {
   if (s.config && !s.config->checkpoint_dir.empty() && s.shard) s.shard->save(s.checkpoint_path(), s.applied_clock);
   s.stats.clock = s.applied_clock;
   logging::info("{}: done: {} updates from {} gradients, {} late gradients dropped, max staleness {}", s.who(),
-            s.stats.updates, s.stats.gradients, s.stats.dropped, s.stats.max_staleness);
+                s.stats.updates, s.stats.gradients, s.stats.dropped, s.stats.max_staleness);
 }
 
 ServerStats Server::stats() const {

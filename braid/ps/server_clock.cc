@@ -81,7 +81,7 @@ void Server::Impl::note_silent_workers() {
       s.silent = true;
       stats.gone.push_back(static_cast<int>(w));
       logging::warn("{}: worker {} silent for {}; the staleness bound ignores it from now on", who(), w,
-                format_duration(timeout()));
+                    format_duration(timeout()));
       cv.notify_all();
     }
   }
@@ -100,7 +100,7 @@ void Server::Impl::mark_gone(int worker, const std::string& why) {
     return;
   }
   logging::warn("{}: worker {} (rank {}) is gone at clock {} ({}); training goes on without it", who(), worker,
-            rank_of(worker), w.clock, why);
+                rank_of(worker), w.clock, why);
   if (config && config->consistency == Consistency::bsp) complete_clocks();
   cv.notify_all();
 }

@@ -91,7 +91,7 @@ struct Store::Impl {
       if (!warned && Clock::now() - t0 > std::chrono::seconds(5)) {
         warned = true;
         logging::warn("{}: {} not reachable yet ({}); retrying for {} more", opts.who, where(), last_error,
-                  format_duration(d.remaining()));
+                      format_duration(d.remaining()));
       }
       std::this_thread::sleep_for(std::min<Duration>(d.remaining(), std::chrono::milliseconds(100)));
     }

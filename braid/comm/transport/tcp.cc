@@ -100,7 +100,7 @@ std::vector<std::vector<net::Fd>> accept_higher(int listen_fd, const TcpOptions&
       net::write_exact(fd.get(), reply, hd, who);
       if (!ok) {
         logging::warn("rank {}: tcp: rejected a connection claiming rank {} stream {} (bad token, rank, stream "
-                  "or duplicate)", o.rank, peer, index);
+                      "or duplicate)", o.rank, peer, index);
         continue;
       }
       fds[peer][index] = std::move(fd);
