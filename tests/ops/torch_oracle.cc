@@ -134,9 +134,8 @@ class Oracle {
     const char* py_env = std::getenv("BRAID_TORCH_PYTHON");
     const char* script_env = std::getenv("BRAID_TORCH_ORACLE");
     const std::string python = py_env ? py_env : "/usr/bin/python3";
-    // The script sits beside this source file (CMake compiles with absolute paths).
     const std::string script =
-        script_env ? script_env : (std::filesystem::path(__FILE__).parent_path() / "torch_oracle.py").string();
+        script_env ? script_env : (std::filesystem::path(BRAID_TESTS_DIR) / "ops/torch_oracle.py").string();
     if (::access(python.c_str(), X_OK) != 0) {
       unavailable_ = python + " is not executable";
       return;

@@ -92,7 +92,7 @@ std::vector<std::vector<std::vector<float>>> torch_trajectories(const Problem& p
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("braid_optim_{}", ::getpid());
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "in.json") << req.dump();
-  const auto script = std::filesystem::path(__FILE__).parent_path() / "torch_optim_ref.py";
+  const auto script = std::filesystem::path(BRAID_TESTS_DIR) / "optim/torch_optim_ref.py";
   const std::string cmd = fmt::format("/usr/bin/python3 {} < {} > {}", script.string(), (dir / "in.json").string(),
                                       (dir / "out.json").string());
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
