@@ -67,16 +67,13 @@ void bootstrap_over_mpi(Joined& j, Deadline d) {
     }
     if (message.size() >= kBootstrapBytes) message = "error\nBRAID_TOKEN or the store address is too long";
   }
-  // A private communicator, so the broadcast can never match a program's own
-  // collectives on MPI_COMM_WORLD.
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Request req = MPI_REQUEST_NULL;
   const std::string who = fmt::format("rank {} of {} (mpirun bootstrap)", e.rank, e.size);
-  MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req);
-  mpi->wait(req, d, fmt::format("{}: duplicating MPI_COMM_WORLD; some rank never joined (do all ranks run the "
-                                "same braid command with the same transport?)", who));
+  MPI_Comm comm = mpi->dup_world(d, fmt::format("{}: duplicating MPI_COMM_WORLD; some rank never joined (do all "
+                                                "ranks run the same braid command with the same transport?)",
+                                                who));
   std::array<char, kBootstrapBytes> buf{};
   std::memcpy(buf.data(), message.data(), message.size());
+  MPI_Request req = MPI_REQUEST_NULL;
   MPI_Ibcast(buf.data(), static_cast<int>(buf.size()), MPI_CHAR, 0, comm, &req);
   mpi->wait(req, d, fmt::format("{}: MPI_Ibcast of rank 0's store address and token", who));
   MPI_Comm_free(&comm);

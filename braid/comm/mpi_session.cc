@@ -55,6 +55,14 @@ void MpiSession::wait(MPI_Request& request, Deadline d, std::string_view what) {
   }
 }
 
+MPI_Comm MpiSession::dup_world(Deadline d, std::string_view what) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req);
+  wait(req, d, what);
+  return comm;
+}
+
 MpiSession::~MpiSession() {
   std::lock_guard l(g_mu);
   int finalized = 0;

@@ -32,6 +32,10 @@ class MpiSession {
   // could then wait for the missing rank forever, so the process leaves MPI
   // unfinalized (mpirun says so) rather than hang on its way out.
   void wait(MPI_Request& request, Deadline d, std::string_view what);
+  // A private duplicate of MPI_COMM_WORLD (so its messages never match the
+  // program's own), made with MPI_Comm_idup under `d`: MPI_Comm_dup would
+  // wait for every rank with no deadline. `what` as for wait().
+  MPI_Comm dup_world(Deadline d, std::string_view what);
   // Leaves MPI unfinalized at the end, for the same reason, after any call
   // that could not be finished.
   void abandon() { abandoned_ = true; }

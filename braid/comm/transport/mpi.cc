@@ -36,11 +36,9 @@ class MpiTransport final : public Transport {
   MpiTransport(std::shared_ptr<MpiSession> session, Deadline setup) : session_(std::move(session)) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    // MPI_Comm_dup would wait for every rank without a deadline.
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req);
-    session_->wait(req, setup, fmt::format("rank {} of {}: mpi transport set-up (duplicating MPI_COMM_WORLD; "
-                                           "every rank must create the mpi transport)", rank_, size_));
+    comm_ = session_->dup_world(setup, fmt::format("rank {} of {}: mpi transport set-up (duplicating "
+                                                   "MPI_COMM_WORLD; every rank must create the mpi transport)",
+                                                   rank_, size_));
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     int* ub = nullptr;
     int flag = 0;
