@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "braid/nn/init.h"
 #include "braid/ops/activation.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/matmul.h"
@@ -9,6 +10,22 @@
 #include "braid/ops/softmax.h"
 
 namespace braid::nn {
+
+TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab, int64_t context, int64_t dim, Generator& gen,
+                                               double dropout, Generator* dropout_generator) {
+  tok_ = register_module("tok", std::make_shared<Embedding>(vocab, dim, gen));
+  pos_ = register_parameter("pos", Tensor::empty({context, dim}));
+  init::normal_(pos_, 0, 0.02, gen);
+  drop_ = register_module("drop", std::make_shared<Dropout>(dropout, dropout_generator));
+}
+
+Tensor TokenPositionEmbedding::forward(const Tensor& tokens) {
+  if (tokens.ndim() != 2 || tokens.size(1) > pos_.size(0)) {
+    fail<ValueError>("TokenPositionEmbedding: expects [B, T <= {}] tokens, got {}", pos_.size(0),
+                     to_string(tokens.shape()));
+  }
+  return drop_->forward(add(tok_->forward(tokens), slice(pos_, 0, 0, tokens.size(1))));  // [B, T, D] + [T, D]
+}
 
 MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options)
     : dim_(dim), heads_(heads), o_(options) {

@@ -13,6 +13,8 @@ class Dropout final : public Module {
  public:
   explicit Dropout(double p, Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
+  double p() const { return p_; }
+  Generator* generator() const { return gen_; }
 
  private:
   double p_;

@@ -35,6 +35,13 @@ void Module::add_child(std::string name, std::shared_ptr<Module> m) {
   children_.emplace_back(std::move(name), std::move(m));
 }
 
+void Module::replace_child(size_t i, std::shared_ptr<Module> m) {
+  if (i >= children_.size()) fail<IndexError>("module: child {} of {}", i, children_.size());
+  if (!m) fail<ValueError>("module: replacement for child '{}' is null", children_[i].first);
+  m->train(training_);
+  children_[i].second = std::move(m);
+}
+
 void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
   for (const auto& [n, t] : params ? params_ : buffers_) out.emplace_back(prefix + n, t);
   for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, out);

@@ -59,6 +59,9 @@ class Module {
     return m;
   }
 
+  // Child i (in registration order) becomes `m`, keeping its name.
+  void replace_child(size_t i, std::shared_ptr<Module> m);
+
  private:
   void add_child(std::string name, std::shared_ptr<Module> m);
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;

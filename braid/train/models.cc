@@ -51,41 +51,6 @@ std::shared_ptr<nn::Module> cnn(const ModelInfo& info, Generator& gen) {
   return m;
 }
 
-// A GPT-style character model: token + learned position embeddings, causal
-// blocks, final LayerNorm, linear head. [B, T] i64 -> [B, T, vocab].
-class CharTransformer final : public nn::Module {
- public:
-  CharTransformer(int64_t vocab, int64_t context, int64_t dim, int64_t heads, int64_t layers, double dropout,
-                  Generator& gen, Generator* dropout_gen) {
-    tok_ = register_module("tok", std::make_shared<nn::Embedding>(vocab, dim, gen));
-    pos_ = register_parameter("pos", Tensor::empty({context, dim}));
-    nn::init::normal_(pos_, 0, 0.02, gen);
-    drop_ = register_module("drop", std::make_shared<nn::Dropout>(dropout, dropout_gen));
-    blocks_ = register_module("blocks", std::make_shared<nn::Sequential>());
-    for (int64_t i = 0; i < layers; ++i) {
-      blocks_->push_back(std::make_shared<nn::TransformerBlock>(
-          dim, heads, gen, nn::AttentionOptions{.causal = true, .dropout = dropout, .generator = dropout_gen}));
-    }
-    ln_ = register_module("ln", std::make_shared<nn::LayerNorm>(Shape{dim}));
-    head_ = register_module("head", std::make_shared<nn::Linear>(dim, vocab, gen));
-  }
-  Tensor forward(const Tensor& tokens) override {
-    if (tokens.ndim() != 2 || tokens.size(1) > pos_.size(0)) {
-      fail<ValueError>("char_transformer: expects [B, T <= {}] tokens, got {}", pos_.size(0), to_string(tokens.shape()));
-    }
-    Tensor x = add(tok_->forward(tokens), slice(pos_, 0, 0, tokens.size(1)));  // [B, T, D] + [T, D]
-    return head_->forward(ln_->forward(blocks_->forward(drop_->forward(x))));
-  }
-
- private:
-  std::shared_ptr<nn::Embedding> tok_;
-  Tensor pos_;
-  std::shared_ptr<nn::Dropout> drop_;
-  std::shared_ptr<nn::Sequential> blocks_;
-  std::shared_ptr<nn::LayerNorm> ln_;
-  std::shared_ptr<nn::Linear> head_;
-};
-
 std::shared_ptr<nn::Module> char_transformer(const Config& c, const ModelInfo& info, Generator& gen) {
   if (info.input_shape.size() != 1) {
     fail<ConfigError>("model.name = char_transformer needs token sequences [T], the dataset gives {}",
@@ -93,8 +58,17 @@ std::shared_ptr<nn::Module> char_transformer(const Config& c, const ModelInfo& i
   }
   const int64_t dim = c.get_int("model.d_model"), heads = c.get_int("model.n_heads");
   if (dim % heads != 0) fail<ConfigError>("model.n_heads = {} must divide model.d_model = {}", heads, dim);
-  return std::make_shared<CharTransformer>(info.classes, info.input_shape[0], dim, heads, c.get_int("model.n_layers"),
-                                           c.get_float("model.dropout"), gen, info.dropout_generator);
+  const double dropout = c.get_float("model.dropout");
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::TokenPositionEmbedding>(info.classes, info.input_shape[0], dim, gen, dropout,
+                                                            info.dropout_generator));
+  for (int64_t i = 0; i < c.get_int("model.n_layers"); ++i) {
+    m->push_back(std::make_shared<nn::TransformerBlock>(
+        dim, heads, gen, nn::AttentionOptions{.causal = true, .dropout = dropout, .generator = info.dropout_generator}));
+  }
+  m->push_back(std::make_shared<nn::LayerNorm>(Shape{dim}));
+  m->push_back(std::make_shared<nn::Linear>(dim, info.classes, gen));
+  return m;
 }
 
 }  // namespace

@@ -3,9 +3,10 @@
 //   mlp  [n, 1, 28, 28] -> flatten -> Linear(784, h) ReLU Linear(h, h) ReLU Linear(h, classes)
 //   cnn  Conv(1->32, 3x3) ReLU MaxPool(2) Conv(32->64, 3x3) ReLU MaxPool(2)
 //        Flatten Linear(1600, 128) ReLU Linear(128, classes)     (28x28 inputs)
-//   char_transformer  Embedding + learned positions, n_layers causal blocks,
+//   char_transformer  TokenPositionEmbedding, n_layers causal TransformerBlocks,
 //        LayerNorm, Linear(d_model, vocab): [n, T] tokens -> [n, T, vocab]
 //
+// Every model is an nn::Sequential (a pipeline cuts it between layers).
 // Parameter names follow torch.nn.Sequential ("0.weight", "3.bias", ...), so
 // bench/train/train_vs_pytorch.py builds the identical torch model.
 #pragma once
