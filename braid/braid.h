@@ -64,11 +64,13 @@
 #include "braid/ps/client.h"
 #include "braid/ps/server.h"
 
-// parallel: joining a job and the strategies that distribute a step
-#include "braid/parallel/allreduce.h"
-#include "braid/parallel/factory.h"
+// parallel: joining a job, the mesh and the plans that distribute a step
+#include "braid/parallel/bucketed_allreduce.h"
+#include "braid/parallel/mesh.h"
+#include "braid/parallel/parameter_server.h"
+#include "braid/parallel/plan.h"
+#include "braid/parallel/plan_factory.h"
 #include "braid/parallel/process_group.h"
-#include "braid/parallel/ps.h"
 
 // train: the trainer loop, configs, callbacks, checkpoints
 #include "braid/train/callbacks_console.h"

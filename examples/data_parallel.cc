@@ -29,9 +29,14 @@ int main(int argc, char** argv) try {
   auto sgd = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
   train::Trainer trainer(model, std::move(sgd), /*schedule: constant lr*/ nullptr, nn::cross_entropy_loss, train,
                          test, {.epochs = 1, .max_steps = max_steps, .log_every = 100, .checkpoints = false});
-  // Before the first step the strategy checks that all ranks train the same
-  // model (an error names the rank that differs) and broadcasts rank 0's weights.
-  trainer.set_strategy(std::make_shared<parallel::AllreduceStrategy>(comm, parallel::DataParallelOptions{}));
+  // A plan on a mesh of `world` replicas whose gradients are averaged in
+  // buckets during backward. Before the first step it checks that all ranks
+  // train the same model (an error names the rank that differs) and
+  // broadcasts rank 0's weights.
+  parallel::PlanParts parts;
+  parts.mesh = parallel::Mesh::build(comm, {});
+  parts.grad_sync = std::make_unique<parallel::BucketedAllreduce>(parts.mesh.group(parallel::Axis::data));
+  trainer.set_plan(std::make_shared<parallel::Plan>(std::move(parts)));
   if (comm.rank() == 0) trainer.add_callback(std::make_shared<train::ConsoleReporter>(train::console_mode("lines", stdout)));
   const train::TrainSummary s = trainer.fit();
   std::printf("rank %d of %d over %s: trained %lld steps: final loss %.4f, test accuracy %.4f\n", comm.rank(),

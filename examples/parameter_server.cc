@@ -30,10 +30,12 @@ int main(int argc, char** argv) try {
   train::Trainer trainer(model, std::move(sgd), nullptr, nn::cross_entropy_loss, train, test,
                          {.epochs = 1, .max_steps = max_steps, .log_every = 100, .checkpoints = false});
   // Worker 0 sends its initial weights; every worker pulls them before step 1.
-  trainer.set_strategy(std::make_shared<parallel::PsStrategy>(
-      group->transport(), parallel::PsStrategyOptions{.config = {.consistency = ps::Consistency::bsp,
-                                                                 .updater = {.name = "momentum", .momentum = 0.9}},
-                                                      .servers = servers}));
+  parallel::PlanParts parts;
+  parts.aggregation = std::make_unique<parallel::ParameterServer>(
+      group->transport(), parallel::ParameterServerOptions{.config = {.consistency = ps::Consistency::bsp,
+                                                                      .updater = {.name = "momentum", .momentum = 0.9}},
+                                                           .servers = servers});
+  trainer.set_plan(std::make_shared<parallel::Plan>(std::move(parts)));
   if (worker == 0) trainer.add_callback(std::make_shared<train::ConsoleReporter>(train::console_mode("lines", stdout)));
   const train::TrainSummary s = trainer.fit();
   std::printf("worker %d of %d (%d servers): trained %lld steps: final loss %.4f, test accuracy %.4f\n", worker,

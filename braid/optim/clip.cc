@@ -22,9 +22,15 @@ double grad_norm(const std::vector<Tensor>& params) {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) fail<ValueError>("clip_grad_norm: max_norm must be > 0, got {}", max_norm);
   const double norm = grad_norm(params);
-  if (!std::isfinite(norm)) return norm;
+  clip_grads_to(params, norm, max_norm);
+  return norm;
+}
+
+void clip_grads_to(const std::vector<Tensor>& params, double norm, double max_norm) {
+  if (!(max_norm > 0)) fail<ValueError>("clip_grad_norm: max_norm must be > 0, got {}", max_norm);
+  if (!std::isfinite(norm)) return;
   const double coef = max_norm / (norm + 1e-6);
-  if (coef >= 1) return norm;
+  if (coef >= 1) return;
   const float c = static_cast<float>(coef);
   for (const Tensor& p : params) {
     Tensor g = p.grad();
@@ -34,7 +40,6 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       for (int64_t k = lo; k < hi; ++k) d[k] *= c;
     });
   }
-  return norm;
 }
 
 }  // namespace braid::optim

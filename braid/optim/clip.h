@@ -15,4 +15,8 @@ double grad_norm(const std::vector<Tensor>& params);
 // gradients are then left untouched so the caller can report the step).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
+// The same rule with a norm computed elsewhere (a model sharded over ranks
+// sums its parts' squares first): scales when max_norm / (norm + 1e-6) < 1.
+void clip_grads_to(const std::vector<Tensor>& params, double norm, double max_norm);
+
 }  // namespace braid::optim

@@ -1,6 +1,6 @@
 // What the trainer reports, and Callback, the observers of it (metrics files,
 // progress display). Distribution plugs into the step through
-// parallel::Strategy (braid/parallel/strategy.h), not here.
+// parallel::Plan (braid/parallel/plan.h), not here.
 #pragma once
 
 #include <nlohmann/json.hpp>

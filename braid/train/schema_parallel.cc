@@ -6,11 +6,34 @@ namespace braid::train {
 
 void add_parallel_keys(Schema& s) {
   using T = ValueType;
-  s.add({.name = "parallel.strategy", .type = T::String, .default_value = std::string("none"),
-         .help = "distribution strategy: none = one process; allreduce = synchronous data parallelism "
+  s.add({.name = "parallel.strategy", .type = T::String, .default_value = std::string("auto"),
+         .help = "how replicas on the data axis combine: auto = allreduce when the job has more than one "
+                 "replica, else nothing; none = one process, no job; allreduce = synchronous data parallelism "
                  "(gradients averaged in buckets that overlap backward); ps = parameter servers (ps.* keys; "
                  "start with braid launch --servers S --workers W)",
-         .choices = {"none", "allreduce", "ps"}});
+         .choices = {"auto", "none", "allreduce", "ps"}});
+  s.add({.name = "parallel.data", .type = T::Int, .default_value = int64_t{0},
+         .help = "data-parallel degree (replicas); 0: world / (tensor x pipeline)", .min = 0.0});
+  s.add({.name = "parallel.tensor", .type = T::Int, .default_value = int64_t{1},
+         .help = "tensor-parallel degree: layers split Megatron-style over this many neighbouring ranks", .min = 1.0});
+  s.add({.name = "parallel.pipeline", .type = T::Int, .default_value = int64_t{1},
+         .help = "pipeline-parallel degree: the model cut into this many stages", .min = 1.0});
+  s.add({.name = "parallel.schedule", .type = T::String, .default_value = std::string("1f1b"),
+         .help = "pipeline schedule: gpipe = all forwards then all backwards; 1f1b = one forward one backward "
+                 "(fewer activations alive)",
+         .choices = {"gpipe", "1f1b"}});
+  s.add({.name = "parallel.microbatches", .type = T::Int, .default_value = int64_t{1},
+         .help = "micro-batches per step (pipeline fill; without a pipeline: gradient accumulation, the data axis "
+                 "communicating once per step)", .min = 1.0});
+  s.add({.name = "parallel.recompute", .type = T::Bool, .default_value = false,
+         .help = "pipeline stages keep only their inputs and recompute activations in backward"});
+  s.add({.name = "parallel.stage_boundaries", .type = T::String, .default_value = std::string(""),
+         .help = "pipeline cut as the first layer index of stages 1..P-1, e.g. \"3, 6\"; empty: balanced by "
+                 "parallel.balance"});
+  s.add({.name = "parallel.balance", .type = T::String, .default_value = std::string("params"),
+         .help = "how an automatic pipeline cut balances stages: params = estimated cost (parameters and FLOPs); "
+                 "time = measured forward+backward time per layer",
+         .choices = {"params", "time"}});
   s.add({.name = "parallel.transport", .type = T::String, .default_value = std::string("auto"),
          .help = "how ranks talk: auto = shm when all ranks share this host, else tcp",
          .choices = {"auto", "tcp", "shm", "mpi"}, .env = "BRAID_TRANSPORT"});

@@ -59,7 +59,7 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
   auto group = parallel::ProcessGroup::join(group_options);
   const int servers = group->env().ps_servers;
   if (servers < 1) fail<ConfigError>("parallel.strategy = ps needs parameter servers (braid launch --servers S)");
-  const parallel::PsStrategyOptions po = ps_strategy_options(c, servers, timeout);
+  const parallel::ParameterServerOptions po = ps_options(c, servers, timeout);
   ps::Client client(*group->transport(), {.servers = servers, .timeout = timeout});
   const int worker = client.worker(), workers = client.workers();
 

@@ -7,7 +7,6 @@
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
 #include "braid/optim/clip.h"
-#include "braid/parallel/hooks.h"
 #include "braid/train/checkpoint.h"
 
 namespace braid::train {
@@ -51,10 +50,11 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
       optimizer_(std::move(optimizer)),
       schedule_(std::move(schedule)),
       loss_(std::move(loss)),
+      eval_loss_(loss_),
       train_(std::move(train)),
       test_(std::move(test)),
       o_(std::move(options)),
-      strategy_(std::make_shared<parallel::LocalStrategy>()),
+      plan_(std::make_shared<parallel::Plan>()),
       gen_(o_.generator ? o_.generator : std::make_shared<Generator>(o_.seed, /*stream=*/1)) {
   if (!model_ || !optimizer_ || !loss_ || !train_) fail<ValueError>("Trainer: model, optimizer, loss and train loader are required");
   if (!schedule_) schedule_ = std::make_unique<optim::ConstantLR>(optimizer_->lr());
@@ -65,37 +65,41 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
 }
 
 double Trainer::train_step(const data::Batch& batch) {
+  setup_plan();
   optimizer_->set_lr(schedule_->lr_at(step_));
-  optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a strategy's bucket views)
-  const Tensor out = model_->forward(batch.input);
-  const Tensor loss = loss_(out, batch.target);
-  const double value = loss.item();
+  optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
+  const double value = plan_->forward_backward(*model_, loss_, batch.input, batch.target);
   if (!std::isfinite(value)) {
     fail<NumericError>("loss is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}", value,
                        step_ + 1, epoch_ + 1, batch_ + 1,
                        last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
   }
-  backward(loss);
-  if (o_.straggler_ms > 0 && strategy_->data_rank() == o_.straggler_rank) {
+  if (o_.straggler_ms > 0 && plan_->data_rank() == o_.straggler_rank) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.straggler_ms));
   }
-  strategy_->before_step();
+  plan_->finish_gradients();
   if (o_.grad_clip > 0) {
-    const double norm = optim::clip_grad_norm(params_, o_.grad_clip);
+    const double norm = plan_->clip_grad_norm(o_.grad_clip);
     if (!std::isfinite(norm)) {
       fail<NumericError>("gradient norm is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}",
                          norm, step_ + 1, epoch_ + 1, batch_ + 1,
                          last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
     }
   }
-  if (strategy_->owns_optimizer()) {
-    strategy_->step(optimizer_->lr());
+  if (plan_->owns_optimizer()) {
+    plan_->step(optimizer_->lr());
   } else {
     optimizer_->step();
   }
-  strategy_->after_step();
+  plan_->after_step();
   ++step_;
   return value;
+}
+
+void Trainer::setup_plan() {
+  if (plan_ready_) return;
+  plan_ready_ = true;
+  plan_->setup(*model_, o_.config);
 }
 
 EvalMetrics Trainer::evaluate() {
@@ -110,12 +114,20 @@ EvalMetrics Trainer::evaluate() {
   TopK total;
   test_->start_epoch(0);
   while (auto b = test_->next()) {
-    const Tensor out = model_->forward(b->input);
+    // Under a pipeline only the last stage sees outputs; the others run
+    // their part of the forward and learn the figures below.
+    const Tensor out = plan_->evaluate(*model_, b->input);
+    if (!out.defined()) continue;
     const TopK k = count_topk(out, b->target);
-    loss_sum += loss_(out, b->target).item() * static_cast<double>(k.n);
+    loss_sum += eval_loss_(out, b->target).item() * static_cast<double>(k.n);
     total.top1 += k.top1, total.top5 += k.top5, total.n += k.n;
   }
   model_->train();
+  std::vector<double> figures{loss_sum, static_cast<double>(total.top1), static_cast<double>(total.top5),
+                              static_cast<double>(total.n)};
+  plan_->share_from_model_end(figures);
+  loss_sum = figures[0];
+  total = {static_cast<int64_t>(figures[1]), static_cast<int64_t>(figures[2]), static_cast<int64_t>(figures[3])};
   if (total.n > 0) {
     m.loss = loss_sum / static_cast<double>(total.n);
     m.top1 = static_cast<double>(total.top1) / static_cast<double>(total.n);
@@ -135,30 +147,40 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   c.batch = batch_in_epoch;
   c.rng = gen_->state();
   c.config = o_.config;
-  c.extra = {{"strategy", strategy_->state_dict()}};
-  save_checkpoint(o_.out_dir, c);
-  prune_checkpoints(o_.out_dir, o_.keep_checkpoints);
-  last_checkpoint_ = checkpoint_stem(o_.out_dir, step_);
+  c.extra = {{"plan", plan_->state_dict()}};
+  if (!plan_->shard_name().empty()) {
+    c.extra["shard"] = {{"name", plan_->shard_name()}, {"mesh", plan_->mesh().describe()},
+                        {"specs", parallel::to_json(plan_->shards())}};
+  }
+  const std::string dir = checkpoint_dir();
+  save_checkpoint(dir, c);
+  prune_checkpoints(dir, o_.keep_checkpoints);
+  last_checkpoint_ = checkpoint_stem(dir, step_);
   for (auto& cb : callbacks_) cb->on_checkpoint(last_checkpoint_, step_);
   return last_checkpoint_;
 }
 
+std::string Trainer::checkpoint_dir() const {
+  const std::string shard = plan_->shard_name();
+  return shard.empty() ? o_.out_dir : o_.out_dir + "/shard-" + shard;
+}
+
 std::pair<int64_t, int64_t> Trainer::resume() {
   std::vector<std::string> skipped;
-  std::optional<Checkpoint> c = load_latest_checkpoint(o_.out_dir, &skipped);
+  std::optional<Checkpoint> c = load_latest_checkpoint(checkpoint_dir(), &skipped);
   for (const std::string& s : skipped) {
     for (auto& cb : callbacks_) cb->on_message("skipping unusable checkpoint: " + s);
   }
   if (!c) {
-    for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + o_.out_dir + ", starting from scratch");
+    for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + checkpoint_dir() + ", starting from scratch");
     return {0, 0};
   }
   model_->load_state_dict(c->model);
   optimizer_->load_state_dict(c->optimizer);
   gen_->set_state(c->rng);
-  strategy_->load_state_dict(c->extra.value("strategy", nlohmann::json::object()));
+  plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
   step_ = c->step;
-  last_checkpoint_ = checkpoint_stem(o_.out_dir, c->step);
+  last_checkpoint_ = checkpoint_stem(checkpoint_dir(), c->step);
   for (auto& cb : callbacks_) {
     cb->on_message(fmt::format("resumed from {} (step {}, epoch {}, batch {})", last_checkpoint_, c->step, c->epoch + 1,
                                c->batch));
@@ -175,13 +197,7 @@ TrainSummary Trainer::fit() {
   const int64_t per_epoch = train_->batches_per_epoch();
   int64_t total_steps = o_.epochs * per_epoch;
   if (o_.max_steps > 0) total_steps = std::min(total_steps, o_.max_steps);
-  std::vector<parallel::NamedParameter> named;
-  for (auto& [name, tensor] : model_->named_parameters()) named.push_back({name, tensor});
-  std::vector<parallel::NamedParameter> buffers;
-  for (auto& [name, tensor] : model_->named_buffers()) buffers.push_back({name, tensor});
-  strategy_->set_buffers(buffers);
-  strategy_->setup(named, o_.config);
-  parallel::connect_grad_hooks(*strategy_, named);
+  setup_plan();
   model_->train();
   for (auto& cb : callbacks_) cb->on_train_begin(step_, total_steps);
 
@@ -230,7 +246,7 @@ TrainSummary Trainer::fit() {
       t_batch = Clock::now();
     }
     if (window_steps > 0) record(epoch, batch);
-    if (done || epoch + 1 == o_.epochs) strategy_->finish();
+    if (done || epoch + 1 == o_.epochs) plan_->finish();
     const bool epoch_complete = batch == per_epoch;
     if (o_.checkpoints && o_.checkpoint_every == 0) {
       save(epoch_complete ? epoch + 1 : epoch, epoch_complete ? 0 : batch);
@@ -242,7 +258,7 @@ TrainSummary Trainer::fit() {
     }
     s.epochs = epoch + 1;
   }
-  strategy_->finish();  // (again is a no-op; a resumed run may have had no step left)
+  plan_->finish();  // (again is a no-op; a resumed run may have had no step left)
   s.steps = step_;
   s.train_seconds = train_seconds;
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;

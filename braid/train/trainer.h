@@ -15,7 +15,7 @@
 #include "braid/nn/module.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/plan.h"
 #include "braid/train/callbacks.h"
 
 namespace braid::train {
@@ -50,8 +50,16 @@ class Trainer {
           std::shared_ptr<data::Loader> test, TrainerOptions options);
 
   void add_callback(std::shared_ptr<Callback> cb) { callbacks_.push_back(std::move(cb)); }
-  // How the step is distributed (default: one process). Set before fit().
-  void set_strategy(std::shared_ptr<parallel::Strategy> s) { strategy_ = std::move(s); }
+  // How the step is distributed (default: one process). Set before fit();
+  // the model given to the constructor is then this rank's part of the
+  // model under the plan (parallel/plan_factory.h builds both).
+  // `whole_loss` scores whole outputs in evaluation when the training loss
+  // works on shards (a vocabulary-parallel cross-entropy); null: the training loss.
+  void set_plan(std::shared_ptr<parallel::Plan> plan, nn::LossFn whole_loss = nullptr) {
+    plan_ = std::move(plan);
+    if (whole_loss) eval_loss_ = std::move(whole_loss);
+  }
+  parallel::Plan& plan() { return *plan_; }
 
   // Runs the whole schedule (resuming first when options.resume). Throws
   // NumericError naming the step when the loss or gradient is not finite;
@@ -73,16 +81,21 @@ class Trainer {
  private:
   // Restores the latest good checkpoint; returns (epoch, batch) to continue from.
   std::pair<int64_t, int64_t> resume();
+  // The plan's setup, once, before the first step or evaluation.
+  void setup_plan();
+  // Where this rank's checkpoints go (a sub-folder per shard of a sharded model).
+  std::string checkpoint_dir() const;
   void log(const StepMetrics& m);
 
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRSchedule> schedule_;
-  nn::LossFn loss_;
+  nn::LossFn loss_, eval_loss_;
   std::shared_ptr<data::Loader> train_, test_;
   TrainerOptions o_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
-  std::shared_ptr<parallel::Strategy> strategy_;
+  std::shared_ptr<parallel::Plan> plan_;
+  bool plan_ready_ = false;
   std::shared_ptr<Generator> gen_;
   int64_t step_ = 0;
   int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages

@@ -11,7 +11,7 @@
 #include "braid/optim/lars.h"
 #include "braid/optim/rmsprop.h"
 #include "braid/optim/sgd.h"
-#include "braid/parallel/factory.h"
+#include "braid/parallel/plan_factory.h"
 #include "braid/train/models.h"
 
 namespace braid::train {
@@ -80,6 +80,26 @@ Datasets load_datasets(const Config& c) {
   fail<ConfigError>("data.name = {} is not supported by braid train", name);
 }
 
+// "3, 6" -> {3, 6}; "" -> {}.
+std::vector<int> parse_int_list(const std::string& text, const char* key) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    try {
+      size_t used = 0;
+      out.push_back(std::stoi(item, &used));
+      if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      fail<ConfigError>("{} = \"{}\": '{}' is not an integer (expected e.g. \"3, 6\")", key, text, item);
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
@@ -116,6 +136,22 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Te
                     "library API)", name);
 }
 
+parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
+  return {.strategy = c.get_string("parallel.strategy"),
+          .mesh = {.data = static_cast<int>(c.get_int("parallel.data")),
+                   .tensor = static_cast<int>(c.get_int("parallel.tensor")),
+                   .pipeline = static_cast<int>(c.get_int("parallel.pipeline"))},
+          .microbatches = static_cast<int>(c.get_int("parallel.microbatches")),
+          .schedule = c.get_string("parallel.schedule"),
+          .recompute = c.get_bool("parallel.recompute"),
+          .stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries"),
+          .balance = c.get_string("parallel.balance"),
+          .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
+                            .overlap = c.get_bool("parallel.overlap"),
+                            .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                            .timeout = timeout}};
+}
+
 parallel::ProcessGroupOptions process_group_options(const Config& c) {
   const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
   return {.transport = c.get_string("parallel.transport"),
@@ -123,7 +159,7 @@ parallel::ProcessGroupOptions process_group_options(const Config& c) {
           .timeout = std::chrono::duration_cast<Duration>(timeout)};
 }
 
-parallel::PsStrategyOptions ps_strategy_options(const Config& c, int servers, Duration timeout) {
+parallel::ParameterServerOptions ps_options(const Config& c, int servers, Duration timeout) {
   std::string dir = c.get_string("ps.checkpoint_dir");
   if (dir.empty()) dir = c.get_string("train.out_dir") + "/ps";
   return {.config = {.consistency = ps::parse_consistency(c.get_string("ps.consistency")),
@@ -169,11 +205,12 @@ TrainingRun make_training_run(const Config& c) {
 
   const int64_t batch = c.get_int("train.batch_size");
   const int workers = static_cast<int>(c.get_int("data.workers"));
-  // Distributed: join the job first, so every rank reads its own shard.
+  // Distributed: join the job and build the plan first, so every rank knows
+  // its replica (the data shard it reads) and its part of the model.
   const std::string strategy = c.get_string("parallel.strategy");
   const parallel::ProcessGroupOptions group_options = process_group_options(c);
   const Duration timeout = group_options.timeout;
-  int rank = 0, world = 1;
+  parallel::PlanOptions po = plan_options(c, timeout);
   if (strategy != "none") {
     run.group = parallel::ProcessGroup::join(group_options);
     const int servers = strategy == "ps" ? run.group->env().ps_servers : 0;
@@ -181,11 +218,18 @@ TrainingRun make_training_run(const Config& c) {
       fail<ConfigError>("parallel.strategy = ps needs parameter servers: start the job with "
                         "braid launch --servers S --workers W -- braid train ...");
     }
-    // Servers are the first ranks; the data is split among the workers.
-    rank = run.group->comm().rank() - servers;
-    world = run.group->comm().size() - servers;
-    run.leader = rank == 0;
+    if (strategy == "ps") po.ps = ps_options(c, servers, timeout);
+  } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1) {
+    fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor and "
+                      "parallel.pipeline need a job (braid launch, mpirun or srun) and strategy auto or allreduce");
   }
+  parallel::PlannedModel planned =
+      parallel::make_plan(po, run.group ? run.group->comm() : comm::Communicator(),
+                          run.group ? run.group->transport() : nullptr, run.model, nn::cross_entropy_loss);
+  run.model = planned.model;
+  std::shared_ptr<parallel::Plan> plan = std::move(planned.plan);
+  const int rank = plan->data_rank(), world = plan->data_world();
+  run.leader = plan->is_leader();
   std::shared_ptr<const data::Sampler> sampler;
   if (world > 1) {
     sampler = std::make_shared<data::DistributedSampler>(
@@ -221,21 +265,14 @@ TrainingRun make_training_run(const Config& c) {
                                         .warmup_steps = c.get_int("optim.warmup_steps")});
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
-                    .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = run.leader, .out_dir = c.get_string("train.out_dir"),
-                    .resume = c.get_bool("train.resume"), .config = c.to_json(), .generator = run.generator,
-                    .seed = seed, .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
+                    .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = plan->writes_checkpoints(),
+                    .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
+                    .config = c.to_json(), .generator = run.generator, .seed = seed,
+                    .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
                     .straggler_ms = c.get_float("train.straggler_ms")};
-  run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), nn::cross_entropy_loss,
+  run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
                                           run.train_loader, run.test_loader, std::move(to));
-  if (run.group) {
-    parallel::StrategyOptions so{.name = strategy,
-                                 .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
-                                                   .overlap = c.get_bool("parallel.overlap"),
-                                                   .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                                                   .timeout = timeout}};
-    if (strategy == "ps") so.ps = ps_strategy_options(c, run.group->env().ps_servers, timeout);
-    run.trainer->set_strategy(parallel::make_strategy(so, run.group->comm(), run.group->transport()));
-  }
+  run.trainer->set_plan(std::move(plan), nn::cross_entropy_loss);
   return run;
 }
 

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "braid/parallel/process_group.h"
-#include "braid/parallel/ps.h"
+#include "braid/parallel/plan_factory.h"
 #include "braid/train/config.h"
 #include "braid/train/trainer.h"
 
@@ -32,9 +32,13 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vect
 // streams, collective timeout).
 parallel::ProcessGroupOptions process_group_options(const Config& config);
 
-// The ps strategy's options from parallel.*, ps.* and optim.* (the servers'
-// updater takes its hyper-parameters from optim.*).
-parallel::PsStrategyOptions ps_strategy_options(const Config& config, int servers, Duration timeout);
+// The parameter-server aggregation's options from parallel.*, ps.* and
+// optim.* (the servers' updater takes its hyper-parameters from optim.*).
+parallel::ParameterServerOptions ps_options(const Config& config, int servers, Duration timeout);
+
+// The plan's options from parallel.* (the mesh's degrees, the schedule, the
+// data axis's strategy); `timeout` bounds every collective.
+parallel::PlanOptions plan_options(const Config& config, Duration timeout);
 
 // Builds the whole run. Applies train.threads to the intra-op pool.
 TrainingRun make_training_run(const Config& config);

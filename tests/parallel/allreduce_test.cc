@@ -1,4 +1,4 @@
-// The allreduce strategy against an independent reference: N ranks x batch b
+// The bucketed all-reduce against an independent reference: N ranks x batch b
 // for K SGD steps must give the parameters of 1 process x batch N*b.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,7 @@
 #include "braid/ops/elementwise.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/reduce.h"
-#include "braid/parallel/allreduce.h"
-#include "braid/parallel/hooks.h"
+#include "braid/parallel/bucketed_allreduce.h"
 #include "tests/parallel/toy_model.h"
 #include "tests/testing/first_error.h"
 
@@ -52,15 +51,15 @@ TEST_P(Equivalence, NWorkersEqualOneWorkerWithNTimesTheBatch) {
   on_ranks(world, [&](int rank, comm::Communicator comm) {
     // Ranks start from different inits; setup() must broadcast rank 0's.
     Model m(rank == 0 ? 7 : 100 + static_cast<uint64_t>(rank));
-    AllreduceStrategy s(comm, {.bucket_bytes = 64});  // several buckets
-    s.setup(m.params, {{"lr", kLr}});
+    BucketedAllreduce s(comm, {.bucket_bytes = 64});  // several buckets
+    s.setup(m.params, {}, {{"lr", kLr}});
     connect_grad_hooks(s, m.params);
     for (int64_t step = 0; step < kSteps; ++step) {
       auto [x, t] = global_batch(step, world * kBatch);
       Tensor xs = slice(x, 0, rank * kBatch, (rank + 1) * kBatch);
       Tensor ts = slice(t, 0, rank * kBatch, (rank + 1) * kBatch);
       backward(m.loss(xs, ts));
-      s.before_step();
+      s.finish();
       m.sgd_step();
     }
     EXPECT_GT(s.bucket_count(), 1u);
@@ -84,15 +83,15 @@ TEST(Allreduce, NoSyncAccumulatesLocallyThenAverages) {
   std::vector<std::vector<double>> grads(world);
   on_ranks(world, [&](int rank, comm::Communicator comm) {
     Model m(7);
-    AllreduceStrategy s(comm);
-    s.setup(m.params, {});
+    BucketedAllreduce s(comm);
+    s.setup(m.params, {}, {});
     connect_grad_hooks(s, m.params);
     Generator g(50 + static_cast<uint64_t>(rank));
     s.set_sync(false);
     backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
     s.set_sync(true);
     backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
-    s.before_step();
+    s.finish();
     grads[rank] = m.params[0].tensor.grad().to_vector<double>();
   });
   // Reference: each rank's two local gradients summed, averaged over ranks.
@@ -112,13 +111,13 @@ TEST(Allreduce, NoSyncAccumulatesLocallyThenAverages) {
 TEST(Allreduce, OverlapStartsBucketsDuringBackward) {
   on_ranks(2, [&](int rank, comm::Communicator comm) {
     Model m(7);
-    AllreduceStrategy s(comm, {.bucket_bytes = 64});
-    s.setup(m.params, {});
+    BucketedAllreduce s(comm, {.bucket_bytes = 64});
+    s.setup(m.params, {}, {});
     connect_grad_hooks(s, m.params);
     Generator g(3);
     backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
     EXPECT_EQ(s.buckets_launched_early(), s.bucket_count());  // all started before before_step
-    s.before_step();
+    s.finish();
   });
 }
 
@@ -128,16 +127,15 @@ TEST(Allreduce, BuffersFollowRankZeroLikeDdp) {
     Model m(7);
     Tensor running = Tensor::from_vector(std::vector<double>(4, rank), {4});
     Tensor count = Tensor::from_vector(std::vector<int64_t>{rank}, {1});
-    AllreduceStrategy s(comm);
-    s.set_buffers({{"bn.running_mean", running}, {"bn.num_batches_tracked", count}});
-    s.setup(m.params, {});
+    BucketedAllreduce s(comm);
+    s.setup(m.params, {{"bn.running_mean", running}, {"bn.num_batches_tracked", count}}, {});
     EXPECT_EQ(running.to_vector<double>(), std::vector<double>(4, 0.0));
     EXPECT_EQ(count.to_vector<int64_t>(), std::vector<int64_t>{0});
     // Each rank's forward updates its own statistics; after the step rank 0's win.
     running.fill(10.0 + rank);
     Generator g(3);
     backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
-    s.before_step();
+    s.finish();
     s.after_step();
     got[static_cast<size_t>(rank)] = running.to_vector<double>();
   });
@@ -148,8 +146,8 @@ TEST(Allreduce, RanksThatDisagreeAreNamed) {
   try {
     on_ranks(3, [&](int rank, comm::Communicator comm) {
       Model m(7);
-      AllreduceStrategy s(comm);
-      s.setup(m.params, {{"optim", {{"lr", rank == 2 ? 0.5 : 0.1}}}});
+      BucketedAllreduce s(comm);
+      s.setup(m.params, {}, {{"optim", {{"lr", rank == 2 ? 0.5 : 0.1}}}});
     });
     FAIL() << "no error";
   } catch (const ConfigError& e) {

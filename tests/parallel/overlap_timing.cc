@@ -24,8 +24,7 @@
 #include "braid/comm/transport/inproc.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
-#include "braid/parallel/allreduce.h"
-#include "braid/parallel/hooks.h"
+#include "braid/parallel/bucketed_allreduce.h"
 #include "tests/testing/first_error.h"
 
 namespace braid::parallel {
@@ -100,9 +99,9 @@ Timing run(bool overlap) {
           params.push_back({"w" + std::to_string(k), Tensor::zeros({kElems}, DType::f32)});
           params.back().tensor.set_requires_grad();
         }
-        AllreduceStrategy s(comm, {.bucket_bytes = kElems * sizeof(float), .overlap = overlap,
+        BucketedAllreduce s(comm, {.bucket_bytes = kElems * sizeof(float), .overlap = overlap,
                                    .algorithm = comm::Algorithm::ring, .timeout = 30s});
-        s.setup(params, {});
+        s.setup(params, {}, {});
         connect_grad_hooks(s, params);
         Tensor x = Tensor::zeros({kElems}, DType::f32);
         for (int step = 0; step < kSteps; ++step) {
@@ -114,7 +113,7 @@ Timing run(bool overlap) {
           backward(loss);
           const size_t during = sent[rank] - before;
           const auto t1 = Clock::now();
-          s.before_step();
+          s.finish();
           if (rank == 0) {
             out.step_s += seconds_since(t0);
             out.exposed_s += seconds_since(t1);

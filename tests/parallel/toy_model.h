@@ -14,7 +14,7 @@
 #include "braid/ops/linear.h"
 #include "braid/ops/reduce.h"
 #include "braid/ops/shape.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/grad_sync.h"
 
 namespace braid::parallel::testing {
 

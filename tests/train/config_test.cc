@@ -31,7 +31,10 @@ TEST(Schema, DefaultsFromTheIssue) {
   EXPECT_DOUBLE_EQ(c.get_float("optim.lr"), 0.05);
   EXPECT_DOUBLE_EQ(c.get_float("optim.eps"), 1e-8);
   EXPECT_EQ(c.get_string("data.path"), "/usr/share/datasets/fashion-mnist");
-  EXPECT_EQ(c.get_string("parallel.strategy"), "none");
+  EXPECT_EQ(c.get_string("parallel.strategy"), "auto");
+  EXPECT_EQ(c.get_int("parallel.tensor"), 1);
+  EXPECT_EQ(c.get_int("parallel.pipeline"), 1);
+  EXPECT_EQ(c.get_int("parallel.microbatches"), 1);
   EXPECT_EQ(c.source("train.epochs"), "default");
   for (const auto& k : c.schema().keys()) EXPECT_FALSE(k.help.empty()) << k.name;
 }

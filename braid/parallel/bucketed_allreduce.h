@@ -1,5 +1,5 @@
-// The `allreduce` strategy: synchronous data parallelism in the style of
-// PyTorch DDP.
+// Bucketed all-reduce: the gradient synchronisation of `parallel.strategy =
+// allreduce`, synchronous data parallelism in the style of PyTorch DDP.
 //
 // Gradients live in a few flat buckets (parameters in reverse registration
 // order, which is close to the order backward finishes them). When the last
@@ -10,12 +10,16 @@
 // copies on the way out or back. Buckets are launched strictly in index order
 // on every rank, so collectives match even when ranks finish gradients in a
 // different order.
+//
+// Each bucket travels through a BucketHook (default: all-reduce average on
+// the data axis), the point where codecs and other reductions plug in.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "braid/comm/communicator.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/grad_sync.h"
 
 namespace braid::parallel {
 
@@ -26,20 +30,28 @@ struct DataParallelOptions {
   Duration timeout = std::chrono::seconds(300);
 };
 
-class AllreduceStrategy final : public Strategy {
+// Starts the combination of one bucket's gradients (a flat tensor of one
+// dtype, in place) on `comm`; `background`: start at once on the
+// communicator's thread (backward is still running) rather than in the first
+// thread that waits. The result must be the data axis's average.
+using BucketHook = std::function<comm::Work(comm::Communicator& comm, const Tensor& bucket, bool background)>;
+
+class BucketedAllreduce final : public GradSync {
  public:
-  AllreduceStrategy(comm::Communicator comm, DataParallelOptions options = {});
-  ~AllreduceStrategy() override;
+  // `comm`: the data axis. `hook`: null for the all-reduce average.
+  BucketedAllreduce(comm::Communicator comm, DataParallelOptions options = {}, BucketHook hook = nullptr);
+  ~BucketedAllreduce() override;
 
   std::string name() const override { return "allreduce"; }
-  void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) override;
+  // Also makes every replica start from data rank 0's parameters and buffers;
+  // buffers (BatchNorm running statistics) are kept equal to rank 0's after
+  // every step, as DDP does.
+  void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+             const nlohmann::json& description) override;
   void on_grad_ready(size_t index, Tensor& grad) override;
-  void before_step() override;
-  void after_step() override;
-  void set_buffers(const std::vector<NamedParameter>& buffers) override { buffers_ = buffers; }
   void set_sync(bool sync) override { sync_ = sync; }
-  int data_rank() const override { return comm_.rank(); }
-  int data_world() const override { return comm_.size(); }
+  void finish() override;
+  void after_step() override;
 
   size_t bucket_count() const { return buckets_.size(); }
   // Bucket all-reduces started during backward, summed over all steps so far.
@@ -60,6 +72,7 @@ class AllreduceStrategy final : public Strategy {
 
   comm::Communicator comm_;
   DataParallelOptions options_;
+  BucketHook hook_;
   std::vector<NamedParameter> params_, buffers_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;     // param index -> bucket

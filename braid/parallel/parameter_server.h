@@ -1,4 +1,5 @@
-// The `ps` strategy: data parallelism through parameter servers (braid/ps/).
+// Parameter-server aggregation (`parallel.strategy = ps`): data parallelism
+// through parameter servers (braid/ps/).
 //
 // The servers own the weights and the optimizer; a worker computes gradients
 // on its shard of the data and, instead of stepping a local optimizer, pushes
@@ -17,11 +18,11 @@
 #include "braid/comm/transport/transport.h"
 #include "braid/ps/client.h"
 #include "braid/ps/config.h"
-#include "braid/parallel/strategy.h"
+#include "braid/parallel/aggregation.h"
 
 namespace braid::parallel {
 
-struct PsStrategyOptions {
+struct ParameterServerOptions {
   ps::PsConfig config{};
   int servers = 1;
   int64_t n_fetch = 1;
@@ -29,19 +30,19 @@ struct PsStrategyOptions {
   Duration timeout = std::chrono::seconds(300);
 };
 
-class PsStrategy final : public Strategy {
+class ParameterServer final : public Aggregation {
  public:
   // `transport`: servers are ranks 0..servers-1, this worker one of the rest.
-  PsStrategy(std::shared_ptr<comm::Transport> transport, PsStrategyOptions options);
-  ~PsStrategy() override;
+  ParameterServer(std::shared_ptr<comm::Transport> transport, ParameterServerOptions options);
+  ~ParameterServer() override;
 
   std::string name() const override { return "ps"; }
   void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) override;
   bool owns_optimizer() const override { return true; }
   void step(double lr) override;
   void finish() override;
-  int data_rank() const override { return client_.worker(); }
-  int data_world() const override { return client_.workers(); }
+  int replica() const override { return client_.worker(); }
+  int replicas() const override { return client_.workers(); }
 
   int64_t clock() const { return clock_; }
   ps::ServerView servers() const { return client_.view(); }
@@ -50,7 +51,7 @@ class PsStrategy final : public Strategy {
   void pull(int64_t gate);
 
   std::shared_ptr<comm::Transport> transport_;
-  PsStrategyOptions o_;
+  ParameterServerOptions o_;
   ps::Client client_;
   std::vector<Tensor> params_;
   std::vector<float> weights_, grads_, sending_;

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "braid/comm/transport/inproc.h"
-#include "braid/parallel/ps.h"
+#include "braid/parallel/parameter_server.h"
 #include "braid/ps/server.h"
 #include "tests/parallel/toy_model.h"
 #include "tests/testing/first_error.h"
@@ -39,7 +39,7 @@ JobRun train_through_servers(int servers, int workers, const ps::PsConfig& confi
         set_num_threads(1);
         // Workers start from different inits; worker 0's must win.
         ToyModel<float> m(w == 0 ? 7 : 50 + static_cast<uint64_t>(w));
-        PsStrategy strategy(std::shared_ptr<comm::Transport>(std::move(t[static_cast<size_t>(r)])),
+        ParameterServer strategy(std::shared_ptr<comm::Transport>(std::move(t[static_cast<size_t>(r)])),
                             {.config = config, .servers = servers, .n_fetch = n_fetch, .n_push = n_push});
         strategy.setup(m.params, {});
         for (int64_t step = 0; step < kSteps; ++step) {

@@ -1,4 +1,4 @@
-#include "braid/parallel/allreduce.h"
+#include "braid/parallel/bucketed_allreduce.h"
 
 #include <cstring>
 
@@ -6,12 +6,19 @@
 
 namespace braid::parallel {
 
-AllreduceStrategy::AllreduceStrategy(comm::Communicator comm, DataParallelOptions options)
-    : comm_(std::move(comm)), options_(options) {
-  if (!comm_.valid()) fail<ValueError>("allreduce strategy: needs a valid communicator");
+BucketedAllreduce::BucketedAllreduce(comm::Communicator comm, DataParallelOptions options, BucketHook hook)
+    : comm_(std::move(comm)), options_(options), hook_(std::move(hook)) {
+  if (!comm_.valid()) fail<ValueError>("bucketed all-reduce: needs a valid communicator");
+  if (!hook_) {
+    hook_ = [algorithm = options_.algorithm, timeout = options_.timeout](comm::Communicator& c, const Tensor& flat,
+                                                                         bool background) {
+      return c.allreduce({flat.raw_data(), static_cast<size_t>(flat.numel()), flat.dtype()},
+                         {.op = comm::Op::avg, .algorithm = algorithm, .timeout = timeout, .background = background});
+    };
+  }
 }
 
-AllreduceStrategy::~AllreduceStrategy() {
+BucketedAllreduce::~BucketedAllreduce() {
   // Never leave a collective writing into freed buckets.
   for (Bucket& b : buckets_) {
     if (b.launched) {
@@ -23,8 +30,10 @@ AllreduceStrategy::~AllreduceStrategy() {
   }
 }
 
-void AllreduceStrategy::setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) {
+void BucketedAllreduce::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+                              const nlohmann::json& description) {
   params_ = params;
+  buffers_ = buffers;
   nlohmann::json shapes = nlohmann::json::array();
   for (const auto& p : params_) shapes.push_back({p.name, p.tensor.shape(), std::string(braid::name(p.tensor.dtype()))});
   for (const auto& b : buffers_) shapes.push_back({b.name, b.tensor.shape(), std::string(braid::name(b.tensor.dtype()))});
@@ -32,7 +41,7 @@ void AllreduceStrategy::setup(const std::vector<NamedParameter>& params, const n
 
   // Rank 0's initial parameters and buffers everywhere.
   for (const auto& p : params_) {
-    if (!p.tensor.is_contiguous()) fail<ValueError>("allreduce strategy: parameter {} is not contiguous", p.name);
+    if (!p.tensor.is_contiguous()) fail<ValueError>("bucketed all-reduce: parameter {} is not contiguous", p.name);
   }
   broadcast_from_rank0(params_);
   broadcast_buffers();
@@ -73,7 +82,7 @@ void AllreduceStrategy::setup(const std::vector<NamedParameter>& params, const n
   }
 }
 
-void AllreduceStrategy::on_grad_ready(size_t index, Tensor& grad) {
+void BucketedAllreduce::on_grad_ready(size_t index, Tensor& grad) {
   if (!sync_ || index >= params_.size() || ready_[index]) return;
   const Tensor& view = views_[index];
   if (grad.raw_data() != view.raw_data()) view.copy_from(grad);
@@ -82,21 +91,19 @@ void AllreduceStrategy::on_grad_ready(size_t index, Tensor& grad) {
   if (++b.ready == b.params.size() && options_.overlap) launch_ready_buckets();
 }
 
-void AllreduceStrategy::launch_ready_buckets() {
+void BucketedAllreduce::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     launch(buckets_[next_launch_++], /*background=*/true);  // runs while backward goes on
     launched_early_++;
   }
 }
 
-void AllreduceStrategy::launch(Bucket& b, bool background) {
-  b.work = comm_.allreduce({b.flat.raw_data(), static_cast<size_t>(b.flat.numel()), b.flat.dtype()},
-                           {.op = comm::Op::avg, .algorithm = options_.algorithm, .timeout = options_.timeout,
-                            .background = background});
+void BucketedAllreduce::launch(Bucket& b, bool background) {
+  b.work = hook_(comm_, b.flat, background);
   b.launched = true;
 }
 
-void AllreduceStrategy::broadcast_from_rank0(const std::vector<NamedParameter>& tensors) {
+void BucketedAllreduce::broadcast_from_rank0(const std::vector<NamedParameter>& tensors) {
   std::vector<comm::Work> works;
   for (const auto& p : tensors) {
     const Tensor& t = p.tensor;
@@ -106,7 +113,7 @@ void AllreduceStrategy::broadcast_from_rank0(const std::vector<NamedParameter>& 
   comm::wait_all(works, Deadline::after(options_.timeout * 2));
 }
 
-void AllreduceStrategy::broadcast_buffers() {
+void BucketedAllreduce::broadcast_buffers() {
   if (buffers_.empty()) return;
   // Buffers may be views (running stats are updated in place); travel through contiguous copies.
   std::vector<NamedParameter> staged;
@@ -118,11 +125,11 @@ void AllreduceStrategy::broadcast_buffers() {
 }
 
 // Like DDP's broadcast_buffers: every rank's next forward sees rank 0's running statistics.
-void AllreduceStrategy::after_step() {
+void BucketedAllreduce::after_step() {
   if (sync_) broadcast_buffers();
 }
 
-void AllreduceStrategy::before_step() {
+void BucketedAllreduce::finish() {
   if (!sync_) return;
   // Parameters that got no gradient this step contribute zeros.
   for (size_t k = 0; k < params_.size(); ++k) {

@@ -1,4 +1,4 @@
-#include "braid/parallel/ps.h"
+#include "braid/parallel/parameter_server.h"
 
 #include <cstring>
 
@@ -7,7 +7,7 @@
 
 namespace braid::parallel {
 
-PsStrategy::PsStrategy(std::shared_ptr<comm::Transport> transport, PsStrategyOptions options)
+ParameterServer::ParameterServer(std::shared_ptr<comm::Transport> transport, ParameterServerOptions options)
     : transport_(std::move(transport)),
       o_(std::move(options)),
       client_(*transport_, {.servers = o_.servers, .timeout = o_.timeout}) {
@@ -16,18 +16,18 @@ PsStrategy::PsStrategy(std::shared_ptr<comm::Transport> transport, PsStrategyOpt
   o_.config.validate(client_.workers());
 }
 
-PsStrategy::~PsStrategy() {
+ParameterServer::~ParameterServer() {
   try {
     push_.wait(Deadline::after(o_.timeout));
   } catch (...) {
   }
 }
 
-void PsStrategy::setup(const std::vector<NamedParameter>& params, const nlohmann::json&) {
+void ParameterServer::setup(const std::vector<NamedParameter>& params, const nlohmann::json&) {
   int64_t total = 0;
   for (const auto& p : params) {
     if (p.tensor.dtype() != DType::f32 || !p.tensor.is_contiguous())
-      fail<ValueError>("ps strategy: parameter {} must be contiguous f32", p.name);
+      fail<ValueError>("parameter-server aggregation: parameter {} must be contiguous f32", p.name);
     params_.push_back(p.tensor);
     total += p.tensor.numel();
   }
@@ -46,7 +46,7 @@ void PsStrategy::setup(const std::vector<NamedParameter>& params, const nlohmann
   pull(-1);
 }
 
-void PsStrategy::pull(int64_t gate) {
+void ParameterServer::pull(int64_t gate) {
   client_.pull_dense(weights_, gate).wait(Deadline::after(o_.timeout * 3));
   size_t at = 0;
   for (const Tensor& p : params_) {
@@ -55,7 +55,7 @@ void PsStrategy::pull(int64_t gate) {
   }
 }
 
-void PsStrategy::step(double lr) {
+void ParameterServer::step(double lr) {
   size_t at = 0;
   for (const Tensor& p : params_) {
     const Tensor g = p.grad();
@@ -81,7 +81,7 @@ void PsStrategy::step(double lr) {
   }
 }
 
-void PsStrategy::finish() {
+void ParameterServer::finish() {
   if (finished_) return;
   finished_ = true;
   push_.wait(Deadline::after(o_.timeout * 3));

@@ -1,0 +1,101 @@
+// Plan: how one training step runs across the job (docs/design.md,
+// "parallel"). A plan is a mesh plus small parts that compose:
+//
+//   schedule     owns forward and backward of the step (local with
+//                micro-batches; a pipeline stage's GPipe or 1F1B)
+//   sharding     what this rank holds of the model (tensor-parallel shards,
+//                a pipeline stage): applied to the model before the plan is
+//                built; the plan keeps its shard specs (checkpoints, norms)
+//   grad sync    combines gradients over the data axis (bucketed all-reduce)
+//   aggregation  combines replicas around the optimizer step (parameter server)
+//
+// The trainer calls, per step: forward_backward, finish_gradients, clip_grad_norm,
+// then step (when the plan owns the optimizer) or the local optimizer, then
+// after_step. Every part may be absent; a default Plan is one process.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/parallel/aggregation.h"
+#include "braid/parallel/grad_sync.h"
+#include "braid/parallel/mesh.h"
+#include "braid/parallel/shard_spec.h"
+#include "braid/parallel/step_schedule.h"
+
+namespace braid::parallel {
+
+struct PlanParts {
+  Mesh mesh{};
+  std::unique_ptr<StepSchedule> schedule;     // null: LocalSchedule(1)
+  std::unique_ptr<GradSync> grad_sync;        // null: none
+  std::unique_ptr<Aggregation> aggregation;   // null: the local optimizer alone
+  // Per parameter name: how this rank's tensor is a slice of the whole
+  // (absent: the whole tensor, replicated along the tensor axis).
+  ShardSpecs shards{};
+  // The local output -> the whole output for evaluation (tensor-parallel
+  // vocabulary shards gathered); null: identity.
+  std::function<Tensor(const Tensor&)> full_output{};
+};
+
+class Plan {
+ public:
+  Plan();  // one process
+  explicit Plan(PlanParts parts);
+  ~Plan();
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  const Mesh& mesh() const { return p_.mesh; }
+  // "data 2 x tensor 1 x pipeline 1 ...; schedule local x1; grad sync allreduce; aggregation none"
+  std::string describe() const;
+
+  // Before the first step, with the model this rank trains (after sharding).
+  void setup(nn::Module& model, const nlohmann::json& description);
+  // Forward and backward of the step; every gradient final and combined
+  // afterwards except for finish_gradients(). Returns the batch's mean loss.
+  double forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target);
+  void finish_gradients();
+  // Global L2 norm of the whole model's gradient across shards (each
+  // parameter counted once), and the clip by it (optim/clip.h's rule).
+  double grad_norm() const;
+  double clip_grad_norm(double max_norm) const;
+  bool owns_optimizer() const { return p_.aggregation && p_.aggregation->owns_optimizer(); }
+  void step(double lr);
+  void after_step();
+  void finish();
+
+  // Evaluation: the whole output on ranks that end the model, else undefined.
+  Tensor evaluate(nn::Module& model, const Tensor& input);
+  bool ends_model() const;
+  // Values computed where the model ends, copied to every rank of the
+  // pipeline (evaluation metrics); in place.
+  void share_from_model_end(std::vector<double>& values) const;
+
+  // The replica this process trains and how many there are (its data shard).
+  int data_rank() const;
+  int data_world() const;
+  // Writes the run's reports (world rank 0, or the first worker under a
+  // parameter server).
+  bool is_leader() const;
+  // Writes checkpoints: replica 0 of every shard.
+  bool writes_checkpoints() const { return data_rank() == 0; }
+  // "" for an unsharded model, else "t<tensor>-p<pipeline>" (the shard's
+  // checkpoint sub-folder).
+  std::string shard_name() const;
+  const ShardSpecs& shards() const { return p_.shards; }
+
+  nlohmann::json state_dict() const;
+  void load_state_dict(const nlohmann::json& state);
+
+ private:
+  PlanParts p_;
+  std::vector<NamedParameter> params_;
+  bool finished_ = false;
+};
+
+}  // namespace braid::parallel

@@ -1,0 +1,52 @@
+// Plans from configuration (`parallel.*`): the mesh, the model's sharding,
+// the schedule, the data axis's gradient synchronisation and the replica
+// aggregation, each by name.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/comm/transport/transport.h"
+#include "braid/nn/loss.h"
+#include "braid/nn/module.h"
+#include "braid/parallel/bucketed_allreduce.h"
+#include "braid/parallel/parameter_server.h"
+#include "braid/parallel/plan.h"
+
+namespace braid::parallel {
+
+struct PlanOptions {
+  // The data axis: "auto" (allreduce when the data degree is > 1), "none",
+  // "allreduce", "ps".
+  std::string strategy = "auto";
+  MeshShape mesh{};
+  int microbatches = 1;
+  std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b
+  bool recompute = false;         // pipeline stages keep only their inputs
+  // Pipeline cut: first-layer index of stages 1..P-1; empty: balanced by `balance`.
+  std::vector<int> stage_boundaries{};
+  std::string balance = "params";  // params | time
+  DataParallelOptions data_parallel{};
+  ParameterServerOptions ps{};
+};
+
+std::vector<std::string> strategy_names();
+
+// The model and loss a rank trains under a plan: the sharded model (its
+// tensor-parallel shard, its pipeline stage) and the loss that goes with it.
+struct PlannedModel {
+  std::shared_ptr<nn::Module> model;
+  nn::LossFn loss;
+  std::unique_ptr<Plan> plan;
+};
+
+// Builds the plan for this rank (collective over `world` when it is valid).
+// `model` is the whole model as built on every rank from the same seed;
+// `transport` is needed by "ps" (the servers are its first ranks). Throws
+// ConfigError for an unknown name or degrees that do not fit the world.
+PlannedModel make_plan(const PlanOptions& options, const comm::Communicator& world,
+                       std::shared_ptr<comm::Transport> transport, std::shared_ptr<nn::Module> model,
+                       nn::LossFn loss);
+
+}  // namespace braid::parallel

@@ -1,0 +1,44 @@
+#include "braid/parallel/step_schedule.h"
+
+#include "braid/autograd/engine.h"
+#include "braid/ops/elementwise.h"
+#include "braid/ops/shape.h"
+
+namespace braid::parallel {
+
+std::pair<int64_t, int64_t> microbatch_rows(int64_t n, int m, int i) {
+  if (m < 1 || m > n) fail<ValueError>("cannot split a batch of {} into {} micro-batches", n, m);
+  const int64_t base = n / m, extra = n % m;
+  const int64_t begin = i * base + std::min<int64_t>(i, extra);
+  return {begin, begin + base + (i < extra ? 1 : 0)};
+}
+
+LocalSchedule::LocalSchedule(int microbatches) : microbatches_(microbatches) {
+  if (microbatches < 1) fail<ConfigError>("parallel.microbatches must be >= 1, got {}", microbatches);
+}
+
+double LocalSchedule::run(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target,
+                          const std::function<void(bool)>& set_sync) {
+  if (microbatches_ == 1) {
+    set_sync(true);
+    const Tensor l = loss(model.forward(input), target);
+    const double value = l.item();
+    backward(l);
+    return value;
+  }
+  const int64_t n = input.size(0);
+  double total = 0;
+  for (int i = 0; i < microbatches_; ++i) {
+    const auto [b, e] = microbatch_rows(n, microbatches_, i);
+    const double share = static_cast<double>(e - b) / static_cast<double>(n);
+    const Tensor l = mul(loss(model.forward(slice(input, 0, b, e)), slice(target, 0, b, e)), share);
+    total += l.item();
+    set_sync(i + 1 == microbatches_);
+    backward(l);
+  }
+  return total;
+}
+
+Tensor LocalSchedule::evaluate(nn::Module& model, const Tensor& input) { return model.forward(input); }
+
+}  // namespace braid::parallel
