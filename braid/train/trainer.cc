@@ -8,6 +8,7 @@
 #include "braid/autograd/node.h"
 #include "braid/optim/clip.h"
 #include "braid/train/checkpoint.h"
+#include "braid/train/checkpoint_shards.h"
 
 namespace braid::train {
 
@@ -167,7 +168,23 @@ std::string Trainer::checkpoint_dir() const {
 
 std::pair<int64_t, int64_t> Trainer::resume() {
   std::vector<std::string> skipped;
-  std::optional<Checkpoint> c = load_latest_checkpoint(checkpoint_dir(), &skipped);
+  std::optional<Checkpoint> c;
+  if (!plan_->shard_name().empty()) {
+    // Every shard resumes from the same step: the newest that all completed.
+    if (const auto step = latest_common_shard_step(o_.out_dir)) c = load_checkpoint(checkpoint_stem(checkpoint_dir(), *step));
+  } else {
+    c = load_latest_checkpoint(o_.out_dir, &skipped);
+    const auto sharded = c ? std::nullopt : latest_common_shard_step(o_.out_dir);
+    if (sharded) {  // a sharded run's checkpoint, continued in one process
+      std::vector<std::string> order;
+      for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
+      c = merge_shard_checkpoints(o_.out_dir, *sharded, order);
+      for (auto& cb : callbacks_) {
+        cb->on_message(fmt::format("merged the {} shards of step {} into the whole model", shard_folders(o_.out_dir).size(),
+                                   *sharded));
+      }
+    }
+  }
   for (const std::string& s : skipped) {
     for (auto& cb : callbacks_) cb->on_message("skipping unusable checkpoint: " + s);
   }

@@ -1,0 +1,136 @@
+#include "braid/train/checkpoint_shards.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "braid/ops/shape.h"
+#include "braid/parallel/shard_spec.h"
+
+namespace braid::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Part {
+  parallel::ShardSpec spec;
+  Tensor tensor;
+  std::string shard;
+};
+
+// The whole tensor from its parts: a replicated one is any part; slices are
+// copied to their offsets, and together must cover the dim exactly once.
+Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
+  const Part& first = parts.front();
+  if (first.spec.dim < 0) return first.tensor;
+  const int dim = first.spec.dim;
+  Tensor whole = Tensor::empty(first.spec.full_shape, first.tensor.dtype());
+  std::vector<std::pair<int64_t, int64_t>> covered;
+  for (const Part& p : parts) {
+    if (p.spec.dim != dim || p.spec.full_shape != first.spec.full_shape) {
+      fail<IoError>("checkpoint shards: '{}' is sliced differently in {} and {}", name, first.shard, p.shard);
+    }
+    const int64_t len = p.tensor.size(dim);
+    if (p.spec.offset < 0 || p.spec.offset + len > whole.size(dim)) {
+      fail<IoError>("checkpoint shards: '{}' slice [{}, {}) of {} lies outside its whole shape {}", name,
+                    p.spec.offset, p.spec.offset + len, p.shard, to_string(whole.shape()));
+    }
+    slice(whole, dim, p.spec.offset, p.spec.offset + len).copy_from(p.tensor);
+    covered.emplace_back(p.spec.offset, p.spec.offset + len);
+  }
+  std::sort(covered.begin(), covered.end());
+  int64_t at = 0;
+  for (const auto& [b, e] : covered) {
+    if (b != at) fail<IoError>("checkpoint shards: '{}' slices leave a gap or overlap at {} along dim {}", name, at, dim);
+    at = e;
+  }
+  if (at != whole.size(dim)) fail<IoError>("checkpoint shards: '{}' slices end at {}, not {}", name, at, whole.size(dim));
+  return whole;
+}
+
+}  // namespace
+
+std::vector<std::string> shard_folders(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && n.rfind("shard-", 0) == 0) out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<int64_t> latest_common_shard_step(const std::string& dir) {
+  const std::vector<std::string> shards = shard_folders(dir);
+  if (shards.empty()) return std::nullopt;
+  std::optional<std::set<int64_t>> common;
+  for (const std::string& s : shards) {
+    const std::vector<int64_t> steps = list_checkpoints(dir + "/" + s);
+    std::set<int64_t> mine(steps.begin(), steps.end());
+    if (!common) {
+      common = mine;
+    } else {
+      std::set<int64_t> both;
+      std::set_intersection(common->begin(), common->end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
+      common = both;
+    }
+  }
+  if (!common || common->empty()) return std::nullopt;
+  return *common->rbegin();
+}
+
+Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const std::vector<std::string>& param_order) {
+  const std::vector<std::string> shards = shard_folders(dir);
+  if (shards.empty()) fail<IoError>("{}: no shard-* folders to merge", dir);
+  std::map<std::string, std::vector<Part>> model_parts;
+  std::map<std::string, std::vector<Part>> optim_parts;  // by "<name>.<buffer>"
+  std::vector<std::string> model_order;
+  Checkpoint merged;
+  bool have_base = false;
+  for (const std::string& s : shards) {
+    Checkpoint c = load_checkpoint(checkpoint_stem(dir + "/" + s, step));
+    const nlohmann::json shard = c.extra.value("shard", nlohmann::json::object());
+    const parallel::ShardSpecs specs =
+        parallel::shard_specs_from_json(shard.value("specs", nlohmann::json::object()));
+    std::vector<std::string> local_params;  // this shard's parameter order (the optimizer's indices)
+    for (const auto& [name, t] : c.model) {
+      const auto it = specs.find(name);
+      model_parts[name].push_back({it == specs.end() ? parallel::ShardSpec{} : it->second, t, s});
+      if (std::find(model_order.begin(), model_order.end(), name) == model_order.end()) model_order.push_back(name);
+      local_params.push_back(name);
+    }
+    for (const auto& [key, t] : c.optimizer.tensors) {
+      const size_t dot = key.find('.');
+      const size_t index = std::stoul(key.substr(0, dot));
+      if (index >= local_params.size()) fail<IoError>("{}: optimizer buffer {} names no parameter", s, key);
+      const std::string& pname = local_params[index];
+      const auto it = specs.find(pname);
+      parallel::ShardSpec spec = it == specs.end() ? parallel::ShardSpec{} : it->second;
+      // Buffers that are not shaped like the parameter's slice (counters) are replicated.
+      const Tensor& param = model_parts[pname].back().tensor;
+      if (t.shape() != param.shape()) spec = parallel::ShardSpec{};
+      optim_parts[pname + "/" + key.substr(dot + 1)].push_back({spec, t, s});
+    }
+    if (!have_base) {  // shard-t0-p0 sorts first
+      merged.optimizer.scalars = c.optimizer.scalars;
+      merged.step = c.step, merged.epoch = c.epoch, merged.batch = c.batch;
+      merged.rng = c.rng, merged.config = c.config;
+      have_base = true;
+    }
+  }
+  for (const std::string& name : model_order) merged.model.emplace_back(name, assemble(name, model_parts[name]));
+  for (size_t i = 0; i < param_order.size(); ++i) {
+    const std::string prefix = param_order[i] + "/";
+    for (auto& [key, parts] : optim_parts) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      merged.optimizer.tensors.emplace_back(std::to_string(i) + "." + key.substr(prefix.size()), assemble(key, parts));
+    }
+  }
+  merged.extra = {{"merged_from", shards}};
+  return merged;
+}
+
+}  // namespace braid::train

@@ -1,0 +1,95 @@
+// Sharded checkpoints merged into one process's: tensor-parallel slices
+// along rows and columns, replicated tensors, pipeline stages holding
+// different layers, optimizer buffers renumbered by the whole model's order.
+#include <gtest/gtest.h>
+
+#include "braid/ops/shape.h"
+#include "braid/parallel/shard_spec.h"
+#include "braid/train/checkpoint_shards.h"
+#include "tests/testing/temp_dir.h"
+
+namespace braid::train {
+namespace {
+
+Tensor iota(const Shape& shape, float start) {
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
+  return Tensor::from_vector(v, shape);
+}
+
+Tensor rows(const Tensor& t, int dim, int64_t b, int64_t e) { return slice(t, dim, b, e).contiguous(); }
+
+// Writes one shard's checkpoint of `step` with its specs.
+void write_shard(const std::string& dir, const std::string& shard, const nn::NamedTensors& model,
+                 const optim::OptimizerState& opt, const parallel::ShardSpecs& specs, int64_t step) {
+  Checkpoint c;
+  c.model = model;
+  c.optimizer = opt;
+  c.step = step;
+  c.extra = {{"shard", {{"name", shard}, {"specs", parallel::to_json(specs)}}}};
+  save_checkpoint(dir + "/shard-" + shard, c);
+}
+
+void expect_equal(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << what;
+}
+
+TEST(CheckpointShards, TensorSlicesAndStagesMergeIntoTheWholeModel) {
+  test::TempDir tmp;
+  const std::string dir = tmp.path();
+  // The whole model: a column-parallel weight (rows split), a row-parallel
+  // weight (columns split), a replicated bias, and a second stage's layer.
+  const Tensor w1 = iota({4, 3}, 0), w2 = iota({2, 4}, 100), b2 = iota({2}, 200), w3 = iota({3, 2}, 300);
+  const Tensor m1 = iota({4, 3}, 1000);  // w1's momentum
+  parallel::ShardSpecs specs;
+  for (int t = 0; t < 2; ++t) {
+    specs["1.weight"] = {.dim = 0, .full_shape = {4, 3}, .offset = 2 * t};
+    specs["2.weight"] = {.dim = 1, .full_shape = {2, 4}, .offset = 2 * t};
+    write_shard(dir, "t" + std::to_string(t) + "-p0",
+                {{"1.weight", rows(w1, 0, 2 * t, 2 * t + 2)}, {"2.weight", rows(w2, 1, 2 * t, 2 * t + 2)}, {"2.bias", b2}},
+                {.tensors = {{"0.momentum_buffer", rows(m1, 0, 2 * t, 2 * t + 2)}}, .scalars = {{"name", "sgd"}}},
+                specs, 20);
+    write_shard(dir, "t" + std::to_string(t) + "-p1", {{"3.weight", w3}}, {}, {}, 20);
+  }
+  write_shard(dir, "t0-p1", {{"3.weight", w3}}, {}, {}, 30);  // a newer step not every shard finished
+  ASSERT_EQ(shard_folders(dir).size(), 4u);
+  ASSERT_EQ(latest_common_shard_step(dir), std::optional<int64_t>(20));
+
+  const Checkpoint c = merge_shard_checkpoints(dir, 20, {"1.weight", "2.weight", "2.bias", "3.weight"});
+  std::map<std::string, Tensor> got(c.model.begin(), c.model.end());
+  ASSERT_EQ(got.size(), 4u);
+  expect_equal(got.at("1.weight"), w1, "column-parallel weight");
+  expect_equal(got.at("2.weight"), w2, "row-parallel weight");
+  expect_equal(got.at("2.bias"), b2, "replicated bias");
+  expect_equal(got.at("3.weight"), w3, "second stage");
+  ASSERT_EQ(c.optimizer.tensors.size(), 1u);
+  EXPECT_EQ(c.optimizer.tensors[0].first, "0.momentum_buffer");
+  expect_equal(c.optimizer.tensors[0].second, m1, "momentum");
+  EXPECT_EQ(c.step, 20);
+}
+
+TEST(CheckpointShards, SlicesThatDoNotTileAreRefused) {
+  test::TempDir tmp;
+  const std::string dir = tmp.path();
+  for (int t = 0; t < 2; ++t) {
+    // Both shards claim offset 0: rows 2..3 are never written.
+    write_shard(dir, "t" + std::to_string(t) + "-p0", {{"w", iota({2, 3}, 0)}}, {},
+                {{"w", {.dim = 0, .full_shape = {4, 3}, .offset = 0}}}, 5);
+  }
+  try {
+    merge_shard_checkpoints(dir, 5, {"w"});
+    FAIL() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointShards, AnUnshardedFolderHasNoShards) {
+  test::TempDir tmp;
+  EXPECT_TRUE(shard_folders(tmp.path()).empty());
+  EXPECT_EQ(latest_common_shard_step(tmp.path()), std::nullopt);
+}
+
+}  // namespace
+}  // namespace braid::train
