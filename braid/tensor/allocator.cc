@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
@@ -48,6 +49,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
     std::lock_guard lock(impl_->mu);
     impl_->stats.allocations++;
     impl_->stats.bytes_in_use += size;
+    impl_->stats.peak_bytes_in_use = std::max(impl_->stats.peak_bytes_in_use, impl_->stats.bytes_in_use);
     auto it = impl_->free_lists.find(size);
     if (it != impl_->free_lists.end() && !it->second.empty()) {
       void* p = it->second.back();
@@ -86,6 +88,11 @@ void CachingAllocator::release_cached() {
   }
   impl_->free_lists.clear();
   impl_->stats.bytes_cached = 0;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(impl_->mu);
+  impl_->stats.peak_bytes_in_use = impl_->stats.bytes_in_use;
 }
 
 AllocatorStats CachingAllocator::stats() const {

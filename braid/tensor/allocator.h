@@ -17,6 +17,7 @@ namespace braid {
 
 struct AllocatorStats {
   size_t bytes_in_use = 0;   // handed out and not yet freed
+  size_t peak_bytes_in_use = 0;  // the most bytes_in_use has been since the last reset_peak()
   size_t bytes_cached = 0;   // held in free lists
   uint64_t allocations = 0;  // allocate() calls
   uint64_t cache_hits = 0;   // allocate() calls served from a free list
@@ -34,6 +35,8 @@ class CachingAllocator {
   void deallocate(void* ptr, size_t nbytes);
   // Gives every cached block back to the system.
   void release_cached();
+  // Starts a new peak from what is in use now (benchmarks measure one phase).
+  void reset_peak();
   AllocatorStats stats() const;
 
   // The block size a request of `nbytes` is served with.

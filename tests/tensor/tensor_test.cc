@@ -35,6 +35,20 @@ TEST(Allocator, TrainingLoopReachesSteadyState) {
   EXPECT_EQ(after.allocations - before.allocations, 60u);
 }
 
+TEST(Allocator, PeakFollowsTheMostInUseSinceTheLastReset) {
+  CachingAllocator a;
+  void* p = a.allocate(1 << 20);
+  void* q = a.allocate(1 << 20);
+  a.deallocate(q, 1 << 20);
+  EXPECT_EQ(a.stats().peak_bytes_in_use, size_t{2} << 20);
+  a.reset_peak();
+  EXPECT_EQ(a.stats().peak_bytes_in_use, size_t{1} << 20);
+  void* r = a.allocate(1 << 19);
+  EXPECT_EQ(a.stats().peak_bytes_in_use, (size_t{1} << 20) + (size_t{1} << 19));
+  a.deallocate(r, 1 << 19);
+  a.deallocate(p, 1 << 20);
+}
+
 TEST(Allocator, RoundSizeWithinQuarter) {
   for (size_t n : {1ul, 64ul, 65ul, 4097ul, 1000000ul, 123456789ul}) {
     size_t r = CachingAllocator::round_size(n);
