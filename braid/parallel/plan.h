@@ -88,6 +88,8 @@ class Plan {
   // checkpoint sub-folder).
   std::string shard_name() const;
   const ShardSpecs& shards() const { return p_.shards; }
+  // The schedule's figures of the last step (StepSchedule::stats).
+  nlohmann::json step_stats() const { return p_.schedule->stats(); }
 
   nlohmann::json state_dict() const;
   void load_state_dict(const nlohmann::json& state);

@@ -3,6 +3,8 @@
 // the pipeline schedules (GPipe, 1F1B) in pipeline/.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <string>
 
@@ -26,6 +28,9 @@ class StepSchedule {
   // model; undefined elsewhere.
   virtual Tensor evaluate(nn::Module& model, const Tensor& input) = 0;
   virtual bool ends_model() const { return true; }
+  // Figures of the last step for benchmarks (a pipeline's busy time and live
+  // activations); empty when the schedule keeps none.
+  virtual nlohmann::json stats() const { return nlohmann::json::object(); }
 };
 
 // One process runs the whole model: the batch in `microbatches` slices along

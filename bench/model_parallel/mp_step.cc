@@ -1,0 +1,85 @@
+// One rank's view of a training step under a plan: step time, samples/s and
+// memory, printed as one JSON line per rank for mp_bench.py.
+//
+//   braid launch -n 2 -- build/bin/mp_step CONFIG STEPS WARMUP [--set key=value ...]
+//
+// Memory is read from the host allocator: parameters, gradients and
+// optimizer state are counted from the tensors this rank holds; the step's
+// peak is the allocator's most bytes in use during the timed steps.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/tensor/allocator.h"
+#include "braid/train/trainer_setup.h"
+
+using namespace braid;
+
+namespace {
+
+size_t tensor_bytes(const std::vector<Tensor>& ts) {
+  size_t n = 0;
+  for (const Tensor& t : ts) n += t.defined() ? t.nbytes() : 0;
+  return n;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: mp_step CONFIG STEPS WARMUP [--set key=value ...]\n");
+    return 2;
+  }
+  const int steps = std::stoi(argv[2]), warmup = std::stoi(argv[3]);
+  std::vector<std::string> sets;
+  for (int i = 4; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--set" && i + 1 < argc) sets.push_back(argv[++i]);
+  }
+  train::Config config = train::load_config(argv[1], sets);
+  train::TrainingRun run = train::make_training_run(config);
+  train::Trainer& trainer = *run.trainer;
+  std::vector<double> ms;
+  int64_t samples = 0;
+  int done = 0;
+  for (int64_t epoch = 0; done < warmup + steps; ++epoch) {
+    run.train_loader->start_epoch(epoch);
+    while (auto b = run.train_loader->next()) {
+      if (done == warmup) CachingAllocator::host().reset_peak();
+      const auto t0 = std::chrono::steady_clock::now();
+      trainer.train_step(*b);
+      const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (done >= warmup) ms.push_back(dt), samples += b->size();
+      if (++done == warmup + steps) break;
+    }
+  }
+  std::vector<Tensor> params = trainer.model().parameters(), grads, optim_state;
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  for (const auto& [name, t] : trainer.optimizer().state_dict().tensors) optim_state.push_back(t);
+  const parallel::Plan& plan = trainer.plan();
+  const double step_ms = median(ms);
+  nlohmann::json out = {{"rank", plan.mesh().rank()},
+                        {"mesh", plan.mesh().describe()},
+                        {"plan", plan.describe()},
+                        {"step_ms", step_ms},
+                        {"batch", samples / std::max<int64_t>(1, static_cast<int64_t>(ms.size()))},
+                        {"param_bytes", tensor_bytes(params)},
+                        {"grad_bytes", tensor_bytes(grads)},
+                        {"optim_bytes", tensor_bytes(optim_state)},
+                        {"peak_bytes", CachingAllocator::host().stats().peak_bytes_in_use}};
+  out.update(plan.step_stats());
+  std::printf("MP_STEP %s\n", out.dump().c_str());
+  return 0;
+} catch (const braid::Error& e) {
+  std::fprintf(stderr, "mp_step: %s\n", e.what());
+  return 1;
+}
