@@ -215,6 +215,9 @@ TrainSummary Trainer::fit() {
   int64_t total_steps = o_.epochs * per_epoch;
   if (o_.max_steps > 0) total_steps = std::min(total_steps, o_.max_steps);
   setup_plan();
+  if (plan_->mesh().size() > 1 || plan_->data_world() > 1) {
+    for (auto& cb : callbacks_) cb->on_message("plan: " + plan_->describe());
+  }
   model_->train();
   for (auto& cb : callbacks_) cb->on_train_begin(step_, total_steps);
 
