@@ -1,5 +1,8 @@
 #include "braid/parallel/plan_factory.h"
 
+#include "braid/parallel/pipeline/partition.h"
+#include "braid/parallel/pipeline/stage.h"
+
 namespace braid::parallel {
 
 std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "ps"}; }
@@ -11,6 +14,34 @@ void check_strategy(const std::string& name) {
     if (n == name) return;
   }
   fail<ConfigError>("unknown parallel.strategy '{}' (known: {})", name, strategy_names());
+}
+
+// This rank's pipeline stage of `model`, cut the same way on every rank
+// (measured costs differ between ranks, so rank 0's cut is broadcast).
+std::shared_ptr<nn::Module> cut_pipeline(const PlanOptions& o, const Mesh& mesh, std::shared_ptr<nn::Module> model) {
+  const int stages = mesh.degree(Axis::pipeline);
+  auto seq = std::dynamic_pointer_cast<nn::Sequential>(model);
+  if (!seq) fail<ConfigError>("parallel.pipeline = {} needs a model built as an nn::Sequential", stages);
+  const int layers = static_cast<int>(seq->size());
+  std::vector<int> starts;
+  if (!o.stage_boundaries.empty()) {
+    starts = pipeline::starts_from_boundaries(o.stage_boundaries, layers, stages);
+  } else if (o.balance == "params") {
+    starts = pipeline::balanced_starts(pipeline::parameter_costs(*seq), stages);
+  } else if (o.balance == "time") {
+    if (!o.sample_input.defined()) fail<ConfigError>("parallel.balance = time needs sample inputs to time layers on");
+    std::vector<int64_t> cut(static_cast<size_t>(stages), 0);
+    if (mesh.rank() == 0) {
+      const auto s = pipeline::balanced_starts(pipeline::measured_costs(*seq, o.sample_input), stages);
+      std::copy(s.begin(), s.end(), cut.begin());
+    }
+    const Duration timeout = mesh.world().options().timeout;
+    comm::Communicator(mesh.world()).broadcast(cut, {.root = 0, .timeout = timeout}).wait(Deadline::after(timeout * 2));
+    starts.assign(cut.begin(), cut.end());
+  } else {
+    fail<ConfigError>("parallel.balance = {} (known: params, time)", o.balance);
+  }
+  return pipeline::cut_stage(*seq, starts, mesh.coord(Axis::pipeline));
 }
 
 }  // namespace
@@ -33,10 +64,19 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     return out;
   }
   if (world.valid()) parts.mesh = Mesh::build(world, o.mesh);
-  if (parts.mesh.degree(Axis::tensor) > 1 || parts.mesh.degree(Axis::pipeline) > 1) {
-    fail<ConfigError>("parallel.tensor and parallel.pipeline > 1 are not available in this build");
+  if (parts.mesh.degree(Axis::tensor) > 1) {
+    fail<ConfigError>("parallel.tensor > 1 is not available in this build");
   }
-  parts.schedule = std::make_unique<LocalSchedule>(o.microbatches);
+  if (parts.mesh.degree(Axis::pipeline) > 1) {
+    out.model = cut_pipeline(o, parts.mesh, out.model);
+    parts.schedule = std::make_unique<pipeline::Stage>(
+        parts.mesh.group(Axis::pipeline),
+        pipeline::StageOptions{.schedule = pipeline::parse_schedule(o.schedule), .microbatches = o.microbatches,
+                               .recompute = o.recompute, .dropout_generator = o.dropout_generator,
+                               .timeout = parts.mesh.world().options().timeout});
+  } else {
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches);
+  }
   const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && parts.mesh.degree(Axis::data) > 1);
   if (sync && world.valid()) {
     comm::Communicator data = parts.mesh.group(Axis::data);

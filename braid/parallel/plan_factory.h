@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/base/rng.h"
 #include "braid/comm/transport/transport.h"
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
@@ -27,6 +28,11 @@ struct PlanOptions {
   // Pipeline cut: first-layer index of stages 1..P-1; empty: balanced by `balance`.
   std::vector<int> stage_boundaries{};
   std::string balance = "params";  // params | time
+  // A few examples of input, for `time` balance to measure layers on.
+  Tensor sample_input{};
+  // The generator the model's dropout layers draw from (pipeline recompute
+  // replays it; null: the thread's dropout_generator()).
+  Generator* dropout_generator = nullptr;
   DataParallelOptions data_parallel{};
   ParameterServerOptions ps{};
 };

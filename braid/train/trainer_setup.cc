@@ -80,6 +80,20 @@ Datasets load_datasets(const Config& c) {
   fail<ConfigError>("data.name = {} is not supported by braid train", name);
 }
 
+// The inputs of the first `n` examples as one batch (to time layers on).
+Tensor sample_inputs(const data::Dataset& d, int64_t n) {
+  const data::ExampleSpec spec = d.spec();
+  n = std::min(n, d.size());
+  Shape shape{n};
+  shape.insert(shape.end(), spec.input_shape.begin(), spec.input_shape.end());
+  Tensor x = Tensor::empty(shape, spec.input_dtype);
+  std::vector<std::byte> target(spec.target_bytes());
+  for (int64_t i = 0; i < n; ++i) {
+    d.read(i, static_cast<std::byte*>(x.raw_data()) + static_cast<size_t>(i) * spec.input_bytes(), target.data());
+  }
+  return x;
+}
+
 // "3, 6" -> {3, 6}; "" -> {}.
 std::vector<int> parse_int_list(const std::string& text, const char* key) {
   std::vector<int> out;
@@ -211,6 +225,8 @@ TrainingRun make_training_run(const Config& c) {
   const parallel::ProcessGroupOptions group_options = process_group_options(c);
   const Duration timeout = group_options.timeout;
   parallel::PlanOptions po = plan_options(c, timeout);
+  po.dropout_generator = run.generator.get();
+  if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size"));
   if (strategy != "none") {
     run.group = parallel::ProcessGroup::join(group_options);
     const int servers = strategy == "ps" ? run.group->env().ps_servers : 0;

@@ -64,23 +64,27 @@ void add_train(CLI::App& app) {
         std::make_shared<train::MetricsLogger>(train::MetricsOptions{.out_dir = config.get_string("train.out_dir")}));
     run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(
         train::console_mode(config.get_string("train.progress"), stdout)));
-    std::printf("model %s: %lld parameters; %lld training / %lld test examples; %d threads\n",
+    std::printf("model %s: %lld parameters%s; %lld training / %lld test examples; %d threads\n",
                 config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
+                run.trainer->plan().shard_name().empty() ? "" : " on this rank's shard",
                 static_cast<long long>(run.train_examples), static_cast<long long>(run.test_examples), num_threads());
     const train::TrainSummary s = run.trainer->fit();
-    // Data-parallel ranks (parameter servers do not read data).
+    // Workers (parameter servers do not read data); each replica (data
+    // rank) trains on its own samples, the ranks of one replica on the same.
     const int servers = run.group ? run.group->env().ps_servers : 0;
     const int world = run.group ? run.group->comm().size() - servers : 1;
+    const int replicas = run.trainer->plan().data_world();
     if (world > 1 || servers > 0) {
       std::printf("group of %d workers%s over %s: %.0f samples/s in all\n", world,
                   servers > 0 ? fmt::format(" and {} parameter server{}", servers, servers > 1 ? "s" : "").c_str() : "",
-                  run.group->transport_name().c_str(), s.samples_per_s * world);
+                  run.group->transport_name().c_str(), s.samples_per_s * replicas);
     }
     if (!args->summary_json.empty()) {
       nlohmann::json j = {{"steps", s.steps}, {"epochs", s.epochs}, {"train_seconds", s.train_seconds},
                           {"samples_per_s", s.samples_per_s}, {"final_loss", s.final_loss},
                           {"threads", num_threads()}, {"last_checkpoint", s.last_checkpoint},
-                          {"world", world}, {"global_samples_per_s", s.samples_per_s * world}};
+                          {"world", world}, {"replicas", replicas},
+                          {"global_samples_per_s", s.samples_per_s * replicas}};
       if (s.has_eval) j["eval"] = {{"loss", s.last_eval.loss}, {"top1", s.last_eval.top1}, {"top5", s.last_eval.top5}};
       std::ofstream(args->summary_json) << j.dump(2) << "\n";
     }

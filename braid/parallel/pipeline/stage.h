@@ -1,0 +1,78 @@
+// One pipeline stage's step (docs/design.md, "parallel"): a StepSchedule that
+// runs this rank's slice of the model over the step's micro-batches in the
+// order of a schedule (schedule.h), receiving activations from the previous
+// stage and gradients from the next one.
+//
+// Micro-batch i of a batch of N rows has n_i rows (parallel/step_schedule.h,
+// microbatch_rows) and its loss is weighted by n_i / N, so the gradients the
+// stages accumulate are the whole batch's mean gradient. The data axis is
+// told to communicate only during the step's last backward. With recompute,
+// a stage keeps only each micro-batch's input and runs its forward again,
+// with the dropout generator replayed, right before the backward: the
+// gradients are bit-equal to keeping the activations.
+#pragma once
+
+#include <chrono>
+#include <deque>
+
+#include "braid/base/rng.h"
+#include "braid/comm/communicator.h"
+#include "braid/parallel/pipeline/p2p_tensor.h"
+#include "braid/parallel/pipeline/schedule.h"
+#include "braid/parallel/step_schedule.h"
+
+namespace braid::parallel::pipeline {
+
+struct StageOptions {
+  Schedule schedule = Schedule::one_f_one_b;
+  int microbatches = 1;
+  bool recompute = false;
+  // The generator the stage's dropout layers draw from, which recompute
+  // replays (the trainer's; null: this thread's dropout_generator()).
+  Generator* dropout_generator = nullptr;
+  Duration timeout = std::chrono::seconds(300);
+};
+
+class Stage final : public StepSchedule {
+ public:
+  // `pipe`: the pipeline axis; its rank is this stage, its size the stages.
+  Stage(comm::Communicator pipe, StageOptions options);
+  std::string name() const override;
+  double run(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target,
+             const std::function<void(bool)>& set_sync) override;
+  Tensor evaluate(nn::Module& model, const Tensor& input) override;
+  bool ends_model() const override { return stage_ + 1 == stages_; }
+  // {"busy_ms": compute time of the last step, "step_ms": its wall time,
+  //  "max_live_microbatches": activations held at most, "order": "F0 F1 B0 ..."}
+  nlohmann::json stats() const override;
+
+  // The actions the last step ran, in order (tests compare with the schedule).
+  const std::vector<Action>& last_order() const { return ran_; }
+  int last_max_live() const { return max_live_; }
+
+ private:
+  struct Micro {
+    Tensor input;           // what the stage's forward took (requires grad past stage 0)
+    Tensor output;          // forward result (the loss on the last stage)
+    Tensor target;          // last stage
+    double share = 0;       // n_i / N
+    Generator::State rng{0, 0, 0};  // the dropout generator before this forward
+  };
+  void forward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i, bool keep_graph);
+  void backward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i);
+  Tensor receive(uint64_t tag, int from, const std::string& what);
+  void send(const Tensor& t, int to, uint64_t tag);
+  void drain_sends();
+  [[noreturn]] void fail_wait(const std::string& what, const Error& e) const;
+
+  comm::Communicator pipe_;
+  StageOptions o_;
+  int stage_, stages_;
+  std::deque<TensorSend> sends_;
+  std::vector<Action> ran_;
+  int live_ = 0, max_live_ = 0;
+  double busy_ms_ = 0, step_ms_ = 0;
+  double loss_sum_ = 0;
+};
+
+}  // namespace braid::parallel::pipeline
