@@ -60,7 +60,7 @@ void Stage::drain_sends() {
 void Stage::forward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i, bool keep_graph) {
   const auto t0 = Clock::now();
   Generator& gen = o_.dropout_generator ? *o_.dropout_generator : dropout_generator();
-  if (keep_graph) m.rng = gen.state();
+  m.rng = gen.state();
   Tensor y;
   if (keep_graph) {
     y = model.forward(m.input);

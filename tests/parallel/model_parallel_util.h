@@ -1,0 +1,132 @@
+// Shared by the tensor- and pipeline-parallel tests: small models built the
+// same way on every rank from a seed, batches, plain SGD, and a harness that
+// runs a plan on in-process ranks and collects each rank's parameters by name.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "braid/autograd/engine.h"
+#include "braid/autograd/node.h"
+#include "braid/base/rng.h"
+#include "braid/base/thread_pool.h"
+#include "braid/comm/transport/inproc.h"
+#include "braid/nn/activation.h"
+#include "braid/nn/attention.h"
+#include "braid/nn/linear.h"
+#include "braid/nn/loss.h"
+#include "braid/nn/norm.h"
+#include "braid/nn/sequential.h"
+#include "braid/parallel/plan_factory.h"
+#include "tests/testing/first_error.h"
+
+namespace braid::parallel::testing {
+
+using Params = std::map<std::string, std::vector<float>>;
+
+// in 6 -> 16 -> 12 -> 5 classes: Linear, ReLU, Linear, ReLU, Linear.
+inline std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
+  Generator g(seed);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(6, 16, g));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(16, 12, g));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(12, 5, g));
+  return m;
+}
+
+// vocab 11 (not divisible by 2, 3 or 4), context 8, width 12, 3 heads, 2 blocks.
+inline constexpr int64_t kVocab = 11, kContext = 8;
+inline std::shared_ptr<nn::Sequential> char_transformer(uint64_t seed, double dropout = 0,
+                                                        Generator* dropout_gen = nullptr) {
+  Generator g(seed);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::TokenPositionEmbedding>(kVocab, kContext, 12, g, dropout, dropout_gen));
+  for (int i = 0; i < 2; ++i) {
+    m->push_back(std::make_shared<nn::TransformerBlock>(
+        12, 3, g, nn::AttentionOptions{.causal = true, .dropout = dropout, .generator = dropout_gen}));
+  }
+  m->push_back(std::make_shared<nn::LayerNorm>(Shape{12}));
+  m->push_back(std::make_shared<nn::Linear>(12, kVocab, g));
+  return m;
+}
+
+// Batch `step`: mlp inputs [rows, 6] f32 and class targets, or token
+// windows [rows, kContext] and next tokens.
+inline std::pair<Tensor, Tensor> batch(bool tokens, int64_t step, int64_t rows) {
+  Generator g(500 + static_cast<uint64_t>(step));
+  if (!tokens) {
+    std::vector<float> x(static_cast<size_t>(rows * 6));
+    for (float& v : x) v = static_cast<float>(g.normal());
+    std::vector<int64_t> t(static_cast<size_t>(rows));
+    for (int64_t& v : t) v = static_cast<int64_t>(g.next_u32() % 5);
+    return {Tensor::from_vector(x, {rows, 6}), Tensor::from_vector(t, {rows})};
+  }
+  std::vector<int64_t> x(static_cast<size_t>(rows * kContext)), t(x.size());
+  for (int64_t& v : x) v = static_cast<int64_t>(g.next_u32() % kVocab);
+  for (int64_t& v : t) v = static_cast<int64_t>(g.next_u32() % kVocab);
+  return {Tensor::from_vector(x, {rows, kContext}), Tensor::from_vector(t, {rows, kContext})};
+}
+
+inline void sgd(nn::Module& m, double lr) {
+  autograd::NoGradGuard no_grad;
+  for (const Tensor& p : m.parameters()) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    float* w = p.data<float>();
+    const Tensor gc = g.contiguous();
+    const float* d = gc.data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) w[i] -= static_cast<float>(lr) * d[i];
+    p.zero_grad();
+  }
+}
+
+inline Params values(const nn::Module& m) {
+  Params out;
+  for (const auto& [name, t] : m.named_parameters()) out[name] = t.to_vector<float>();
+  return out;
+}
+
+// K steps of the whole model in one process, whole batches.
+inline Params train_single(std::shared_ptr<nn::Sequential> model, bool tokens, int steps, int64_t rows, double lr) {
+  set_num_threads(1);
+  for (int s = 0; s < steps; ++s) {
+    auto [x, t] = batch(tokens, s, rows);
+    backward(nn::cross_entropy_loss(model->forward(x), t));
+    sgd(*model, lr);
+  }
+  return values(*model);
+}
+
+// K steps under make_plan(options) on `world` in-process ranks; every rank
+// builds the whole model with `build` and reads the whole batch (one data
+// replica). Returns each rank's parameters by name.
+template <class Build>
+std::vector<Params> train_planned(int world, PlanOptions options, Build build, bool tokens, int steps, int64_t rows,
+                                  double lr) {
+  auto inproc = comm::InprocWorld::create(world);
+  std::vector<Params> got(static_cast<size_t>(world));
+  test::run_threads_first_error(
+      world,
+      [&](int rank) {
+        set_num_threads(1);
+        comm::Communicator comm(std::shared_ptr<comm::Transport>(inproc->transport(rank)),
+                                {.timeout = std::chrono::seconds(20)});
+        PlannedModel pm = make_plan(options, comm, nullptr, build(), nn::cross_entropy_loss);
+        pm.plan->setup(*pm.model, {});
+        for (int s = 0; s < steps; ++s) {
+          auto [x, t] = batch(tokens, s, rows);
+          pm.plan->forward_backward(*pm.model, pm.loss, x, t);
+          pm.plan->finish_gradients();
+          sgd(*pm.model, lr);
+          pm.plan->after_step();
+        }
+        got[static_cast<size_t>(rank)] = values(*pm.model);
+      },
+      [&] { inproc->shutdown("a rank failed"); });
+  return got;
+}
+
+}  // namespace braid::parallel::testing
