@@ -37,17 +37,17 @@ MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, Generator& ge
   drop_ = register_module("drop", std::make_shared<Dropout>(o_.dropout, o_.generator));
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& x) {
-  if (x.ndim() != 3 || x.size(2) != dim_) {
-    fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
+Tensor attend(const Tensor& qkv, int64_t heads, bool causal, Dropout& dropout) {
+  const int64_t b = qkv.size(0), t = qkv.size(1), hd = qkv.size(2) / (3 * heads);
+  if (qkv.ndim() != 3 || hd * 3 * heads != qkv.size(2)) {
+    fail<ValueError>("attend: qkv {} is not [B, T, 3 x {} heads x head dim]", to_string(qkv.shape()), heads);
   }
-  const int64_t b = x.size(0), t = x.size(1), hd = dim_ / heads_;
-  // [B, T, 3D] -> [3, B, H, T, hd] -> three [B*H, T, hd]
-  Tensor qkv = permute(reshape(in_proj_->forward(x), {b, t, 3, heads_, hd}), {2, 0, 3, 1, 4});
-  auto head = [&](int64_t i) { return reshape(contiguous(squeeze(slice(qkv, 0, i, i + 1), 0)), {b * heads_, t, hd}); };
+  // [B, T, 3H hd] -> [3, B, H, T, hd] -> three [B*H, T, hd]
+  Tensor p = permute(reshape(qkv, {b, t, 3, heads, hd}), {2, 0, 3, 1, 4});
+  auto head = [&](int64_t i) { return reshape(contiguous(squeeze(slice(p, 0, i, i + 1), 0)), {b * heads, t, hd}); };
   const Tensor q = head(0), k = head(1), v = head(2);
   Tensor scores = mul(matmul(q, transpose(k, 1, 2)), 1 / std::sqrt(static_cast<double>(hd)));  // [B*H, T, T]
-  if (o_.causal) {
+  if (causal) {
     Tensor mask = Tensor::zeros({t, t}, DType::b8);
     bool* m = mask.data<bool>();
     for (int64_t i = 0; i < t; ++i) {
@@ -55,10 +55,16 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     }
     scores = masked_fill(scores, mask, -INFINITY);
   }
-  Tensor attn = drop_->forward(softmax(scores, -1));
+  Tensor attn = dropout.forward(softmax(scores, -1));
   Tensor out = matmul(attn, v);  // [B*H, T, hd]
-  out = reshape(contiguous(permute(reshape(out, {b, heads_, t, hd}), {0, 2, 1, 3})), {b, t, dim_});
-  return out_proj_->forward(out);
+  return reshape(contiguous(permute(reshape(out, {b, heads, t, hd}), {0, 2, 1, 3})), {b, t, heads * hd});
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) {
+  if (x.ndim() != 3 || x.size(2) != dim_) {
+    fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
+  }
+  return out_proj_->forward(attend(in_proj_->forward(x), heads_, o_.causal, *drop_));
 }
 
 TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options) {

@@ -35,6 +35,11 @@ class TokenPositionEmbedding final : public Module {
   std::shared_ptr<Dropout> drop_;
 };
 
+// The attention of packed projections: qkv [B, T, 3 * H * hd] laid out as
+// [3, H, hd] on the last dim -> softmax(q k^T / sqrt(hd)) v as [B, T, H * hd],
+// dropout on the weights. (Tensor-parallel attention runs it on its heads.)
+Tensor attend(const Tensor& qkv, int64_t heads, bool causal, Dropout& dropout);
+
 // x [B, T, D] -> [B, T, D]. in_proj: Linear(D, 3D) giving q, k, v;
 // heads of D / H; softmax(q k^T / sqrt(D / H)) v; out_proj: Linear(D, D).
 class MultiHeadAttention final : public Module {
@@ -46,6 +51,7 @@ class MultiHeadAttention final : public Module {
   const AttentionOptions& options() const { return o_; }
   const std::shared_ptr<Linear>& in_proj() const { return in_proj_; }
   const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
+  const std::shared_ptr<Dropout>& dropout() const { return drop_; }
 
  private:
   int64_t dim_, heads_;
@@ -65,6 +71,7 @@ class TransformerBlock final : public Module {
   const std::shared_ptr<LayerNorm>& ln2() const { return ln2_; }
   const std::shared_ptr<Linear>& fc1() const { return fc1_; }
   const std::shared_ptr<Linear>& fc2() const { return fc2_; }
+  const std::shared_ptr<Dropout>& dropout() const { return drop_; }
 
  private:
   std::shared_ptr<LayerNorm> ln1_, ln2_;

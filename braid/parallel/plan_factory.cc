@@ -2,6 +2,7 @@
 
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/stage.h"
+#include "braid/parallel/tensor_parallel/rewrite.h"
 
 namespace braid::parallel {
 
@@ -64,11 +65,24 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     return out;
   }
   if (world.valid()) parts.mesh = Mesh::build(world, o.mesh);
+  // Tensor parallelism rewrites the whole model first (its head is the whole
+  // model's last layer), then the pipeline keeps this rank's stage of it.
   if (parts.mesh.degree(Axis::tensor) > 1) {
-    fail<ConfigError>("parallel.tensor > 1 is not available in this build");
+    auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
+    if (!seq) fail<ConfigError>("parallel.tensor = {} needs a model built as an nn::Sequential", o.mesh.tensor);
+    tensor_parallel::Sharded sharded =
+        tensor_parallel::shard_tensor_parallel(*seq, parts.mesh.group(Axis::tensor), out.loss);
+    out.loss = sharded.loss;
+    parts.full_output = sharded.full_output;
+    parts.shards = std::move(sharded.specs);
   }
   if (parts.mesh.degree(Axis::pipeline) > 1) {
     out.model = cut_pipeline(o, parts.mesh, out.model);
+    ShardSpecs mine;  // the stage's parameters only
+    for (const auto& [name, t] : out.model->named_parameters()) {
+      if (auto it = parts.shards.find(name); it != parts.shards.end()) mine[name] = it->second;
+    }
+    parts.shards = std::move(mine);
     parts.schedule = std::make_unique<pipeline::Stage>(
         parts.mesh.group(Axis::pipeline),
         pipeline::StageOptions{.schedule = pipeline::parse_schedule(o.schedule), .microbatches = o.microbatches,

@@ -1,12 +1,23 @@
 #include "braid/parallel/shard_spec.h"
 
+#include <algorithm>
+
 #include "braid/base/error.h"
 
 namespace braid::parallel {
 
+std::pair<int64_t, int64_t> shard_range(int64_t n, int parts, int index) {
+  if (parts < 1 || index < 0 || index >= parts) fail<ValueError>("shard_range: part {} of {}", index, parts);
+  const int64_t base = n / parts, extra = n % parts;
+  const int64_t begin = index * base + std::min<int64_t>(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
 nlohmann::json to_json(const ShardSpecs& specs) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [name, s] : specs) j[name] = {{"dim", s.dim}, {"full_shape", s.full_shape}, {"offset", s.offset}};
+  for (const auto& [name, s] : specs) {
+    j[name] = {{"dim", s.dim}, {"full_shape", s.full_shape}, {"offset", s.offset}, {"blocks", s.blocks}};
+  }
   return j;
 }
 
@@ -16,7 +27,7 @@ ShardSpecs shard_specs_from_json(const nlohmann::json& j) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const nlohmann::json& v = it.value();
     specs[it.key()] = {.dim = v.at("dim").get<int>(), .full_shape = v.at("full_shape").get<Shape>(),
-                       .offset = v.at("offset").get<int64_t>()};
+                       .offset = v.at("offset").get<int64_t>(), .blocks = v.value("blocks", 1)};
   }
   return specs;
 }

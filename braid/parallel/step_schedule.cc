@@ -3,14 +3,13 @@
 #include "braid/autograd/engine.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
+#include "braid/parallel/shard_spec.h"
 
 namespace braid::parallel {
 
 std::pair<int64_t, int64_t> microbatch_rows(int64_t n, int m, int i) {
   if (m < 1 || m > n) fail<ValueError>("cannot split a batch of {} into {} micro-batches", n, m);
-  const int64_t base = n / m, extra = n % m;
-  const int64_t begin = i * base + std::min<int64_t>(i, extra);
-  return {begin, begin + base + (i < extra ? 1 : 0)};
+  return shard_range(n, m, i);
 }
 
 LocalSchedule::LocalSchedule(int microbatches) : microbatches_(microbatches) {

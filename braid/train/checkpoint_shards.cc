@@ -21,23 +21,32 @@ struct Part {
 };
 
 // The whole tensor from its parts: a replicated one is any part; slices are
-// copied to their offsets, and together must cover the dim exactly once.
+// copied to their offsets (in each block), and together must cover the dim
+// exactly once.
 Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
   const Part& first = parts.front();
   if (first.spec.dim < 0) return first.tensor;
-  const int dim = first.spec.dim;
+  const int dim = first.spec.dim, blocks = first.spec.blocks;
   Tensor whole = Tensor::empty(first.spec.full_shape, first.tensor.dtype());
+  if (blocks < 1 || whole.size(dim) % blocks != 0) {
+    fail<IoError>("checkpoint shards: '{}' of shape {} cannot be {} blocks along dim {}", name,
+                  to_string(whole.shape()), blocks, dim);
+  }
+  const int64_t block = whole.size(dim) / blocks;
   std::vector<std::pair<int64_t, int64_t>> covered;
   for (const Part& p : parts) {
-    if (p.spec.dim != dim || p.spec.full_shape != first.spec.full_shape) {
+    if (p.spec.dim != dim || p.spec.blocks != blocks || p.spec.full_shape != first.spec.full_shape) {
       fail<IoError>("checkpoint shards: '{}' is sliced differently in {} and {}", name, first.shard, p.shard);
     }
-    const int64_t len = p.tensor.size(dim);
-    if (p.spec.offset < 0 || p.spec.offset + len > whole.size(dim)) {
+    const int64_t len = p.tensor.size(dim) / blocks;
+    if (p.spec.offset < 0 || p.spec.offset + len > block || len * blocks != p.tensor.size(dim)) {
       fail<IoError>("checkpoint shards: '{}' slice [{}, {}) of {} lies outside its whole shape {}", name,
                     p.spec.offset, p.spec.offset + len, p.shard, to_string(whole.shape()));
     }
-    slice(whole, dim, p.spec.offset, p.spec.offset + len).copy_from(p.tensor);
+    for (int b = 0; b < blocks; ++b) {
+      slice(whole, dim, b * block + p.spec.offset, b * block + p.spec.offset + len)
+          .copy_from(slice(p.tensor, dim, b * len, (b + 1) * len));
+    }
     covered.emplace_back(p.spec.offset, p.spec.offset + len);
   }
   std::sort(covered.begin(), covered.end());
@@ -46,7 +55,7 @@ Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
     if (b != at) fail<IoError>("checkpoint shards: '{}' slices leave a gap or overlap at {} along dim {}", name, at, dim);
     at = e;
   }
-  if (at != whole.size(dim)) fail<IoError>("checkpoint shards: '{}' slices end at {}, not {}", name, at, whole.size(dim));
+  if (at != block) fail<IoError>("checkpoint shards: '{}' slices end at {}, not {}", name, at, block);
   return whole;
 }
 
@@ -95,23 +104,26 @@ Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const s
     const nlohmann::json shard = c.extra.value("shard", nlohmann::json::object());
     const parallel::ShardSpecs specs =
         parallel::shard_specs_from_json(shard.value("specs", nlohmann::json::object()));
-    std::vector<std::string> local_params;  // this shard's parameter order (the optimizer's indices)
+    // This shard's parameter order: the optimizer's buffer indices.
+    const std::vector<std::string> local_params = shard.value("params", std::vector<std::string>{});
+    std::map<std::string, Tensor> by_name;
     for (const auto& [name, t] : c.model) {
       const auto it = specs.find(name);
       model_parts[name].push_back({it == specs.end() ? parallel::ShardSpec{} : it->second, t, s});
       if (std::find(model_order.begin(), model_order.end(), name) == model_order.end()) model_order.push_back(name);
-      local_params.push_back(name);
+      by_name[name] = t;
     }
     for (const auto& [key, t] : c.optimizer.tensors) {
       const size_t dot = key.find('.');
       const size_t index = std::stoul(key.substr(0, dot));
-      if (index >= local_params.size()) fail<IoError>("{}: optimizer buffer {} names no parameter", s, key);
+      if (index >= local_params.size() || !by_name.count(local_params[index])) {
+        fail<IoError>("{}: optimizer buffer {} names no parameter of the shard", s, key);
+      }
       const std::string& pname = local_params[index];
       const auto it = specs.find(pname);
       parallel::ShardSpec spec = it == specs.end() ? parallel::ShardSpec{} : it->second;
       // Buffers that are not shaped like the parameter's slice (counters) are replicated.
-      const Tensor& param = model_parts[pname].back().tensor;
-      if (t.shape() != param.shape()) spec = parallel::ShardSpec{};
+      if (t.shape() != by_name[pname].shape()) spec = parallel::ShardSpec{};
       optim_parts[pname + "/" + key.substr(dot + 1)].push_back({spec, t, s});
     }
     if (!have_base) {  // shard-t0-p0 sorts first

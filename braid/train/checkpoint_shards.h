@@ -5,7 +5,8 @@
 //   <dir>/shard-t<tensor>-p<pipeline>/ckpt-<step>.{safetensors,json}
 // (replica 0 of each shard writes it), with the shard's specs in the
 // sidecar's extra.shard (parallel/shard_spec.h): for each parameter the dim it
-// is sliced along, the whole shape and this slice's offset.
+// is sliced along, the whole shape and this slice's offset; and the shard's
+// parameter names in order ("params"), which number its optimizer buffers.
 #pragma once
 
 #include <optional>

@@ -150,8 +150,12 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   c.config = o_.config;
   c.extra = {{"plan", plan_->state_dict()}};
   if (!plan_->shard_name().empty()) {
+    // The optimizer numbers buffers by parameter position; the tensor file
+    // keeps names only, so the order is written beside them.
+    nlohmann::json order = nlohmann::json::array();
+    for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
     c.extra["shard"] = {{"name", plan_->shard_name()}, {"mesh", plan_->mesh().describe()},
-                        {"specs", parallel::to_json(plan_->shards())}};
+                        {"specs", parallel::to_json(plan_->shards())}, {"params", order}};
   }
   const std::string dir = checkpoint_dir();
   save_checkpoint(dir, c);

@@ -26,7 +26,9 @@ void write_shard(const std::string& dir, const std::string& shard, const nn::Nam
   c.model = model;
   c.optimizer = opt;
   c.step = step;
-  c.extra = {{"shard", {{"name", shard}, {"specs", parallel::to_json(specs)}}}};
+  std::vector<std::string> order;
+  for (const auto& [name, t] : model) order.push_back(name);
+  c.extra = {{"shard", {{"name", shard}, {"specs", parallel::to_json(specs)}, {"params", order}}}};
   save_checkpoint(dir + "/shard-" + shard, c);
 }
 

@@ -1,0 +1,185 @@
+#include "braid/parallel/tensor_parallel/layers.h"
+
+#include "braid/ops/activation.h"
+#include "braid/ops/elementwise.h"
+#include "braid/ops/index.h"
+#include "braid/ops/linear.h"
+#include "braid/ops/shape.h"
+#include "braid/parallel/tensor_parallel/collectives.h"
+
+namespace braid::parallel::tensor_parallel {
+
+namespace {
+
+// A child that only holds parameters under a layer's names ("in_proj.weight").
+class Holder final : public nn::Module {
+ public:
+  Tensor add(std::string name, const Tensor& t) { return t.defined() ? register_parameter(std::move(name), t) : t; }
+  Tensor forward(const Tensor&) override { fail<ValueError>("a parameter holder has no forward"); }
+};
+
+// Rows [b, e) of dim `dim` in a fresh buffer of their own (the whole layer's
+// memory is released once the whole model goes).
+Tensor rows(const Tensor& t, int dim, int64_t b, int64_t e) {
+  return t.defined() ? slice(t.detach(), dim, b, e).clone() : Tensor();
+}
+
+std::vector<int64_t> widths_of(int64_t n, int parts) {
+  std::vector<int64_t> w;
+  for (int i = 0; i < parts; ++i) {
+    const auto [b, e] = shard_range(n, parts, i);
+    w.push_back(e - b);
+  }
+  return w;
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output)
+    : tp_(std::move(tp)), gather_(gather_output) {
+  out_ = whole.weight().size(0), in_ = whole.weight().size(1);
+  if (out_ < tp_.size()) fail<ConfigError>("tensor parallel: {} outputs cannot be split {} ways", out_, tp_.size());
+  widths_ = widths_of(out_, tp_.size());
+  const auto [b, e] = shard_range(out_, tp_.size(), tp_.rank());
+  offset_ = b;
+  weight_ = register_parameter("weight", rows(whole.weight(), 0, b, e));
+  if (whole.bias().defined()) bias_ = register_parameter("bias", rows(whole.bias(), 0, b, e));
+}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) {
+  Tensor y = linear(copy_to_tensor_parallel(x, tp_), weight_, bias_);
+  return gather_ ? gather_last_dim(y, tp_, widths_) : y;
+}
+
+void ColumnParallelLinear::add_specs(const std::string& prefix, ShardSpecs& specs) const {
+  specs[prefix + "weight"] = {.dim = 0, .full_shape = {out_, in_}, .offset = offset_};
+  if (bias_.defined()) specs[prefix + "bias"] = {.dim = 0, .full_shape = {out_}, .offset = offset_};
+}
+
+RowParallelLinear::RowParallelLinear(const nn::Linear& whole, comm::Communicator tp) : tp_(std::move(tp)) {
+  out_ = whole.weight().size(0), in_ = whole.weight().size(1);
+  if (in_ < tp_.size()) fail<ConfigError>("tensor parallel: {} inputs cannot be split {} ways", in_, tp_.size());
+  const auto [b, e] = shard_range(in_, tp_.size(), tp_.rank());
+  offset_ = b;
+  weight_ = register_parameter("weight", rows(whole.weight(), 1, b, e));
+  if (whole.bias().defined()) bias_ = register_parameter("bias", whole.bias().detach().clone());
+}
+
+Tensor RowParallelLinear::forward(const Tensor& x) {
+  Tensor y = reduce_from_tensor_parallel(linear(x, weight_), tp_);
+  return bias_.defined() ? add(y, bias_) : y;
+}
+
+void RowParallelLinear::add_specs(const std::string& prefix, ShardSpecs& specs) const {
+  specs[prefix + "weight"] = {.dim = 1, .full_shape = {out_, in_}, .offset = offset_};
+}
+
+ParallelAttention::ParallelAttention(const nn::MultiHeadAttention& whole, comm::Communicator tp)
+    : tp_(std::move(tp)), dim_(whole.dim()), heads_(whole.heads()), causal_(whole.options().causal) {
+  const int t = tp_.size();
+  if (heads_ % t != 0) {
+    fail<ConfigError>("tensor parallel: {} attention heads cannot be split evenly over parallel.tensor = {}", heads_, t);
+  }
+  local_heads_ = heads_ / t, head_dim_ = dim_ / heads_;
+  const auto [b, e] = shard_range(dim_, t, tp_.rank());  // this rank's heads' features
+  // in_proj packs [3, H, hd] on its outputs: take this rank's heads of q, k and v.
+  std::vector<Tensor> w, bias;
+  for (int part = 0; part < 3; ++part) {
+    w.push_back(rows(whole.in_proj()->weight(), 0, part * dim_ + b, part * dim_ + e));
+    if (whole.in_proj()->bias().defined()) bias.push_back(rows(whole.in_proj()->bias(), 0, part * dim_ + b, part * dim_ + e));
+  }
+  auto in = std::make_shared<Holder>();
+  in->add("weight", concat(w, 0));
+  if (!bias.empty()) in->add("bias", concat(bias, 0));
+  in_proj_ = register_module("in_proj", in);
+  out_proj_ = register_module("out_proj", std::make_shared<RowParallelLinear>(*whole.out_proj(), tp_));
+  const Generator* base = whole.dropout()->generator();
+  drop_gen_ = std::make_unique<Generator>(base ? base->state().seed : 0, 1000 + static_cast<uint64_t>(tp_.rank()));
+  drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout()->p(), drop_gen_.get()));
+}
+
+Tensor ParallelAttention::forward(const Tensor& x) {
+  if (x.ndim() != 3 || x.size(2) != dim_) {
+    fail<ValueError>("ParallelAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
+  }
+  const auto params = in_proj_->named_parameters();
+  const Tensor& w = params.at(0).second;
+  const Tensor b = params.size() > 1 ? params.at(1).second : Tensor();
+  const Tensor qkv = linear(copy_to_tensor_parallel(x, tp_), w, b);
+  return out_proj_->forward(nn::attend(qkv, local_heads_, causal_, *drop_));
+}
+
+void ParallelAttention::add_specs(const std::string& prefix, ShardSpecs& specs) const {
+  const int64_t offset = shard_range(dim_, tp_.size(), tp_.rank()).first;
+  for (const auto& [name, t] : in_proj_->named_parameters()) {
+    Shape full = t.shape();
+    full[0] = 3 * dim_;
+    specs[prefix + "in_proj." + name] = {.dim = 0, .full_shape = full, .offset = offset, .blocks = 3};
+  }
+  std::static_pointer_cast<RowParallelLinear>(out_proj_)->add_specs(prefix + "out_proj.", specs);
+}
+
+ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& whole, comm::Communicator tp) {
+  ln1_ = register_module("ln1", std::static_pointer_cast<nn::Module>(whole.ln1()));
+  attn_ = register_module("attn", std::make_shared<ParallelAttention>(*whole.attn(), tp));
+  ln2_ = register_module("ln2", std::static_pointer_cast<nn::Module>(whole.ln2()));
+  fc1_ = register_module("fc1", std::make_shared<ColumnParallelLinear>(*whole.fc1(), tp, /*gather_output=*/false));
+  fc2_ = register_module("fc2", std::make_shared<RowParallelLinear>(*whole.fc2(), tp));
+  drop_ = register_module("drop", whole.dropout());
+}
+
+Tensor ParallelTransformerBlock::forward(const Tensor& x) {
+  Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
+  return add(h, drop_->forward(fc2_->forward(gelu(fc1_->forward(ln2_->forward(h))))));
+}
+
+void ParallelTransformerBlock::add_specs(const std::string& prefix, ShardSpecs& specs) const {
+  attn_->add_specs(prefix + "attn.", specs);
+  fc1_->add_specs(prefix + "fc1.", specs);
+  fc2_->add_specs(prefix + "fc2.", specs);
+}
+
+ParallelTokenPositionEmbedding::ParallelTokenPositionEmbedding(const nn::TokenPositionEmbedding& whole,
+                                                               comm::Communicator tp)
+    : tp_(std::move(tp)) {
+  const Tensor& table = whole.tok()->weight();
+  vocab_ = table.size(0);
+  if (vocab_ < tp_.size()) fail<ConfigError>("tensor parallel: a vocabulary of {} cannot be split {} ways", vocab_, tp_.size());
+  std::tie(begin_, end_) = shard_range(vocab_, tp_.size(), tp_.rank());
+  auto tok = std::make_shared<Holder>();
+  tok_weight_ = tok->add("weight", rows(table, 0, begin_, end_));
+  tok_ = register_module("tok", std::static_pointer_cast<nn::Module>(tok));
+  pos_ = register_parameter("pos", whole.pos());
+  drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout(), whole.dropout_generator()));
+}
+
+Tensor ParallelTokenPositionEmbedding::forward(const Tensor& tokens) {
+  if (tokens.ndim() != 2 || tokens.size(1) > pos_.size(0)) {
+    fail<ValueError>("ParallelTokenPositionEmbedding: expects [B, T <= {}] tokens, got {}", pos_.size(0),
+                     to_string(tokens.shape()));
+  }
+  // Tokens outside this rank's rows look up row 0 and are zeroed.
+  const Tensor tk = tokens.to(DType::i64).contiguous();
+  Tensor local = Tensor::empty(tk.shape(), DType::i64);
+  Shape mask_shape = tk.shape();
+  mask_shape.push_back(1);
+  Tensor mask = Tensor::empty(mask_shape, DType::f32);
+  const int64_t* in = tk.data<int64_t>();
+  int64_t* out = local.data<int64_t>();
+  float* m = mask.data<float>();
+  for (int64_t i = 0; i < tk.numel(); ++i) {
+    if (in[i] < 0 || in[i] >= vocab_) fail<IndexError>("embedding: token {} outside [0, {})", in[i], vocab_);
+    const bool mine = in[i] >= begin_ && in[i] < end_;
+    out[i] = mine ? in[i] - begin_ : 0;
+    m[i] = mine ? 1.0f : 0.0f;
+  }
+  const Tensor rows_here = mul(embedding(tok_weight_, local), mask);
+  const Tensor x = add(reduce_from_tensor_parallel(rows_here, tp_), slice(pos_, 0, 0, tokens.size(1)));
+  return drop_->forward(x);
+}
+
+void ParallelTokenPositionEmbedding::add_specs(const std::string& prefix, ShardSpecs& specs) const {
+  specs[prefix + "tok.weight"] = {.dim = 0, .full_shape = {vocab_, pos_.size(1)}, .offset = begin_};
+}
+
+}  // namespace braid::parallel::tensor_parallel

@@ -1,0 +1,105 @@
+// Tensor-parallel layers (Megatron-LM), each built from the whole layer's
+// already-initialised weights: rank r of T keeps its slice, so a sharded
+// model starts exactly where the whole one does. Parameter names are those of
+// the layer it replaces. Slices that do not divide evenly go one row more to
+// the first ranks (shard_spec.h, shard_range).
+#pragma once
+
+#include <memory>
+
+#include "braid/comm/communicator.h"
+#include "braid/nn/attention.h"
+#include "braid/nn/dropout.h"
+#include "braid/nn/linear.h"
+#include "braid/parallel/shard_spec.h"
+
+namespace braid::parallel::tensor_parallel {
+
+// y = x W^T + b with W's rows (outputs) split: x replicated -> this rank's
+// slice of y, or the whole y with gather_output.
+class ColumnParallelLinear final : public nn::Module {
+ public:
+  ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output);
+  Tensor forward(const Tensor& x) override;
+  // Output widths of every rank (the vocabulary shards of a head).
+  const std::vector<int64_t>& widths() const { return widths_; }
+  int64_t offset() const { return offset_; }
+  void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+
+ private:
+  comm::Communicator tp_;
+  bool gather_;
+  std::vector<int64_t> widths_;
+  int64_t offset_, in_, out_;
+  Tensor weight_, bias_;
+};
+
+// y = x W^T + b with W's columns (inputs) split: x is this rank's slice of the
+// features -> the whole y (partial products all-reduced, then the bias once).
+class RowParallelLinear final : public nn::Module {
+ public:
+  RowParallelLinear(const nn::Linear& whole, comm::Communicator tp);
+  Tensor forward(const Tensor& x) override;
+  void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+
+ private:
+  comm::Communicator tp_;
+  int64_t offset_, in_, out_;
+  Tensor weight_, bias_;
+};
+
+// Self-attention with the heads split: q, k, v projections of this rank's
+// heads (column-parallel), attention on them, the output projection
+// row-parallel. Heads must divide evenly. Dropout on the attention weights
+// draws from a generator of this tensor rank's own (stream offset by the
+// rank), so ranks drop independent elements of different heads.
+class ParallelAttention final : public nn::Module {
+ public:
+  ParallelAttention(const nn::MultiHeadAttention& whole, comm::Communicator tp);
+  Tensor forward(const Tensor& x) override;
+  void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+
+ private:
+  comm::Communicator tp_;
+  int64_t dim_, heads_, local_heads_, head_dim_;
+  bool causal_;
+  std::unique_ptr<Generator> drop_gen_;
+  std::shared_ptr<nn::Module> in_proj_, out_proj_;  // parameter holders named like the whole layer's
+  std::shared_ptr<nn::Dropout> drop_;
+};
+
+// A pre-norm transformer block with parallel attention and the MLP split
+// column (fc1) then row (fc2); layer norms and residual dropout replicated
+// (the same generator state on every rank, so the same masks).
+class ParallelTransformerBlock final : public nn::Module {
+ public:
+  ParallelTransformerBlock(const nn::TransformerBlock& whole, comm::Communicator tp);
+  Tensor forward(const Tensor& x) override;
+  void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+
+ private:
+  std::shared_ptr<nn::Module> ln1_, ln2_;
+  std::shared_ptr<ParallelAttention> attn_;
+  std::shared_ptr<ColumnParallelLinear> fc1_;
+  std::shared_ptr<RowParallelLinear> fc2_;
+  std::shared_ptr<nn::Dropout> drop_;
+};
+
+// Token embedding with the vocabulary split: each rank looks up the tokens in
+// its range (zeros for the others) and the rows are all-reduced; learned
+// positions replicated.
+class ParallelTokenPositionEmbedding final : public nn::Module {
+ public:
+  ParallelTokenPositionEmbedding(const nn::TokenPositionEmbedding& whole, comm::Communicator tp);
+  Tensor forward(const Tensor& tokens) override;
+  void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+
+ private:
+  comm::Communicator tp_;
+  int64_t vocab_, begin_, end_;
+  std::shared_ptr<nn::Module> tok_;  // holds "weight", this rank's rows
+  Tensor tok_weight_, pos_;
+  std::shared_ptr<nn::Dropout> drop_;
+};
+
+}  // namespace braid::parallel::tensor_parallel

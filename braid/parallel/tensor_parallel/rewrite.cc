@@ -1,0 +1,79 @@
+#include "braid/parallel/tensor_parallel/rewrite.h"
+
+#include "braid/nn/activation.h"
+#include "braid/nn/attention.h"
+#include "braid/nn/linear.h"
+#include "braid/parallel/tensor_parallel/collectives.h"
+#include "braid/parallel/tensor_parallel/cross_entropy.h"
+#include "braid/parallel/tensor_parallel/layers.h"
+
+namespace braid::parallel::tensor_parallel {
+
+namespace {
+
+bool elementwise(const nn::Module& m) {
+  return dynamic_cast<const nn::ReLU*>(&m) || dynamic_cast<const nn::GELU*>(&m) ||
+         dynamic_cast<const nn::Tanh*>(&m);
+}
+
+const nn::Linear* as_linear(const nn::Sequential& m, size_t i) { return dynamic_cast<const nn::Linear*>(&m[i]); }
+
+// The next Linear after layer i with only elementwise layers between, or -1.
+int partner(const nn::Sequential& m, size_t i) {
+  for (size_t j = i + 1; j < m.size(); ++j) {
+    if (as_linear(m, j)) return static_cast<int>(j);
+    if (!elementwise(m[j])) return -1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss) {
+  Sharded out{.loss = loss, .full_output = [](const Tensor& y) { return y; }, .specs = {}, .replicated = {}};
+  int last_linear = -1;
+  for (size_t i = 0; i < model.size(); ++i) {
+    if (as_linear(model, i)) last_linear = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < model.size(); ++i) {
+    const std::string prefix = model.name_of(i) + ".";
+    if (auto* e = dynamic_cast<const nn::TokenPositionEmbedding*>(&model[i])) {
+      auto p = std::make_shared<ParallelTokenPositionEmbedding>(*e, tp);
+      p->add_specs(prefix, out.specs);
+      model.replace(i, p);
+    } else if (auto* b = dynamic_cast<const nn::TransformerBlock*>(&model[i])) {
+      auto p = std::make_shared<ParallelTransformerBlock>(*b, tp);
+      p->add_specs(prefix, out.specs);
+      model.replace(i, p);
+    } else if (auto* l = as_linear(model, i)) {
+      const int j = static_cast<int>(i) == last_linear ? -1 : partner(model, i);
+      if (j >= 0) {
+        auto col = std::make_shared<ColumnParallelLinear>(*l, tp, /*gather_output=*/false);
+        auto row = std::make_shared<RowParallelLinear>(*as_linear(model, static_cast<size_t>(j)), tp);
+        col->add_specs(prefix, out.specs);
+        row->add_specs(model.name_of(static_cast<size_t>(j)) + ".", out.specs);
+        model.replace(i, col);
+        model.replace(static_cast<size_t>(j), row);
+        i = static_cast<size_t>(j);
+      } else if (static_cast<int>(i) == last_linear && i + 1 == model.size()) {
+        // The head: split over the classes; the loss works on the slices.
+        auto head = std::make_shared<ColumnParallelLinear>(*l, tp, /*gather_output=*/false);
+        head->add_specs(prefix, out.specs);
+        const int64_t begin = head->offset(), classes = l->weight().size(0);
+        const std::vector<int64_t> widths = head->widths();
+        out.loss = [tp, begin, classes](const Tensor& logits, const Tensor& targets) {
+          return vocab_parallel_cross_entropy(logits, targets, begin, classes, tp);
+        };
+        out.full_output = [tp, widths](const Tensor& y) { return gather_last_dim(y, tp, widths); };
+        model.replace(i, head);
+      } else {
+        out.replicated.push_back(model.name_of(i));
+      }
+    } else if (model[i].num_parameters() > 0) {
+      out.replicated.push_back(model.name_of(i));
+    }
+  }
+  return out;
+}
+
+}  // namespace braid::parallel::tensor_parallel
