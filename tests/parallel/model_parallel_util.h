@@ -3,6 +3,8 @@
 // runs a plan on in-process ranks and collects each rank's parameters by name.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "braid/nn/loss.h"
 #include "braid/nn/norm.h"
 #include "braid/nn/sequential.h"
+#include "braid/ops/shape.h"
 #include "braid/parallel/plan_factory.h"
 #include "tests/testing/first_error.h"
 
@@ -37,16 +40,16 @@ inline std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
   return m;
 }
 
-// vocab 11 (not divisible by 2, 3 or 4), context 8, width 12, 3 heads, 2 blocks.
+// vocab 11 (not divisible by 2, 3 or 4), context 8, width 12, 2 blocks.
 inline constexpr int64_t kVocab = 11, kContext = 8;
-inline std::shared_ptr<nn::Sequential> char_transformer(uint64_t seed, double dropout = 0,
+inline std::shared_ptr<nn::Sequential> char_transformer(uint64_t seed, int64_t heads = 3, double dropout = 0,
                                                         Generator* dropout_gen = nullptr) {
   Generator g(seed);
   auto m = std::make_shared<nn::Sequential>();
   m->push_back(std::make_shared<nn::TokenPositionEmbedding>(kVocab, kContext, 12, g, dropout, dropout_gen));
   for (int i = 0; i < 2; ++i) {
     m->push_back(std::make_shared<nn::TransformerBlock>(
-        12, 3, g, nn::AttentionOptions{.causal = true, .dropout = dropout, .generator = dropout_gen}));
+        12, heads, g, nn::AttentionOptions{.causal = true, .dropout = dropout, .generator = dropout_gen}));
   }
   m->push_back(std::make_shared<nn::LayerNorm>(Shape{12}));
   m->push_back(std::make_shared<nn::Linear>(12, kVocab, g));
@@ -100,14 +103,19 @@ inline Params train_single(std::shared_ptr<nn::Sequential> model, bool tokens, i
   return values(*model);
 }
 
+struct RankResult {
+  Params params;
+  ShardSpecs specs;
+};
+
 // K steps under make_plan(options) on `world` in-process ranks; every rank
-// builds the whole model with `build` and reads the whole batch (one data
-// replica). Returns each rank's parameters by name.
+// builds the whole model with `build` and reads its replica's rows of the
+// batch. Returns each rank's parameters by name and its shard specs.
 template <class Build>
-std::vector<Params> train_planned(int world, PlanOptions options, Build build, bool tokens, int steps, int64_t rows,
-                                  double lr) {
+std::vector<RankResult> train_planned(int world, PlanOptions options, Build build, bool tokens, int steps,
+                                      int64_t rows, double lr) {
   auto inproc = comm::InprocWorld::create(world);
-  std::vector<Params> got(static_cast<size_t>(world));
+  std::vector<RankResult> got(static_cast<size_t>(world));
   test::run_threads_first_error(
       world,
       [&](int rank) {
@@ -116,17 +124,51 @@ std::vector<Params> train_planned(int world, PlanOptions options, Build build, b
                                 {.timeout = std::chrono::seconds(20)});
         PlannedModel pm = make_plan(options, comm, nullptr, build(), nn::cross_entropy_loss);
         pm.plan->setup(*pm.model, {});
+        const int64_t per = rows / pm.plan->data_world(), first = per * pm.plan->data_rank();
         for (int s = 0; s < steps; ++s) {
           auto [x, t] = batch(tokens, s, rows);
-          pm.plan->forward_backward(*pm.model, pm.loss, x, t);
+          pm.plan->forward_backward(*pm.model, pm.loss, slice(x, 0, first, first + per), slice(t, 0, first, first + per));
           pm.plan->finish_gradients();
           sgd(*pm.model, lr);
           pm.plan->after_step();
         }
-        got[static_cast<size_t>(rank)] = values(*pm.model);
+        got[static_cast<size_t>(rank)] = {values(*pm.model), pm.plan->shards()};
       },
       [&] { inproc->shutdown("a rank failed"); });
   return got;
+}
+
+// Every parameter a rank holds equals the whole model's (its slice of it,
+// for a tensor-parallel shard) within `tol`.
+inline void expect_matches_whole(const RankResult& mine, const Params& whole, double tol, const std::string& where) {
+  for (const auto& [name, v] : mine.params) {
+    ASSERT_TRUE(whole.count(name)) << where << ": " << name << " is not a parameter of the whole model";
+    const auto& want = whole.at(name);
+    const auto it = mine.specs.find(name);
+    if (it == mine.specs.end()) {  // the whole tensor
+      ASSERT_EQ(v.size(), want.size()) << where << ": " << name;
+      for (size_t i = 0; i < v.size(); ++i) ASSERT_NEAR(v[i], want[i], tol) << where << ": " << name << "[" << i << "]";
+      continue;
+    }
+    // The whole tensor as [outer, blocks, block, inner]; the slice as [outer, blocks, len, inner].
+    const ShardSpec& sp = it->second;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < sp.dim; ++d) outer *= sp.full_shape[static_cast<size_t>(d)];
+    for (size_t d = static_cast<size_t>(sp.dim) + 1; d < sp.full_shape.size(); ++d) inner *= sp.full_shape[d];
+    const int64_t block = sp.full_shape[static_cast<size_t>(sp.dim)] / sp.blocks;
+    const int64_t len = static_cast<int64_t>(v.size()) / (outer * sp.blocks * inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t b = 0; b < sp.blocks; ++b) {
+        for (int64_t k = 0; k < len; ++k) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const float a = v[static_cast<size_t>(((o * sp.blocks + b) * len + k) * inner + i)];
+            const float w = want[static_cast<size_t>(((o * sp.blocks + b) * block + sp.offset + k) * inner + i)];
+            ASSERT_NEAR(a, w, tol) << where << ": " << name << " (" << o << ", " << b << ", " << k << ", " << i << ")";
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace braid::parallel::testing
