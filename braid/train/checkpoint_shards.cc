@@ -141,6 +141,9 @@ Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const s
       merged.optimizer.tensors.emplace_back(std::to_string(i) + "." + key.substr(prefix.size()), assemble(key, parts));
     }
   }
+  if (merged.optimizer.scalars.is_object() && merged.optimizer.scalars.contains("num_params")) {
+    merged.optimizer.scalars["num_params"] = param_order.size();  // the whole model's, not shard t0-p0's
+  }
   merged.extra = {{"merged_from", shards}};
   return merged;
 }

@@ -50,7 +50,8 @@ TEST(CheckpointShards, TensorSlicesAndStagesMergeIntoTheWholeModel) {
     specs["2.weight"] = {.dim = 1, .full_shape = {2, 4}, .offset = 2 * t};
     write_shard(dir, "t" + std::to_string(t) + "-p0",
                 {{"1.weight", rows(w1, 0, 2 * t, 2 * t + 2)}, {"2.weight", rows(w2, 1, 2 * t, 2 * t + 2)}, {"2.bias", b2}},
-                {.tensors = {{"0.momentum_buffer", rows(m1, 0, 2 * t, 2 * t + 2)}}, .scalars = {{"name", "sgd"}}},
+                {.tensors = {{"0.momentum_buffer", rows(m1, 0, 2 * t, 2 * t + 2)}},
+                 .scalars = {{"name", "sgd"}, {"num_params", 3}}},
                 specs, 20);
     write_shard(dir, "t" + std::to_string(t) + "-p1", {{"3.weight", w3}}, {}, {}, 20);
   }
@@ -69,6 +70,7 @@ TEST(CheckpointShards, TensorSlicesAndStagesMergeIntoTheWholeModel) {
   EXPECT_EQ(c.optimizer.tensors[0].first, "0.momentum_buffer");
   expect_equal(c.optimizer.tensors[0].second, m1, "momentum");
   EXPECT_EQ(c.step, 20);
+  EXPECT_EQ(c.optimizer.scalars.at("num_params"), 4);
 }
 
 TEST(CheckpointShards, SlicesThatDoNotTileAreRefused) {
