@@ -6,8 +6,9 @@ For each configuration it runs build/bin/mp_step (through `braid launch -n 2`
 for two ranks) and reads each rank's JSON line: step time, samples/s, the
 bytes of parameters + gradients + optimizer state it holds, and its peak
 bytes in use. Pipeline runs also report each stage's busy time (forward and
-backward compute, waits excluded); the bubble is 1 - busy / step time of the
-busiest stage, printed beside the ideal (P - 1) / (M + P - 1).
+backward compute, waits excluded) and its part of the step (first forward to
+the loss broadcast); the bubble is 1 - busy / that, averaged over the stages,
+printed beside the ideal (P - 1) / (M + P - 1).
 
 The machine drifts, so the configurations run in a round, the round repeats
 --reps times (reversed every other round), and every figure is the median
@@ -56,7 +57,7 @@ def summarize(ranks):
     if "data 2" in ranks[0]["mesh"]:  # two replicas each take a batch: the step covers twice the samples
         s["samples_per_s"] *= 2
     if "busy_ms" in ranks[0]:
-        s["bubble"] = max(1 - r["busy_ms"] / r["step_ms"] for r in ranks)
+        s["bubble"] = statistics.mean(1 - r["busy_ms"] / r["stage_ms"] for r in ranks)
         s["max_live"] = [r.get("max_live_microbatches") for r in ranks]
         s["activation_peak_mib"] = [(r["peak_bytes"] - r["param_bytes"] - r["grad_bytes"] - r["optim_bytes"]) / 2**20
                                     for r in ranks]

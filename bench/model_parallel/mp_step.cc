@@ -48,7 +48,8 @@ int main(int argc, char** argv) try {
   train::Config config = train::load_config(argv[1], sets);
   train::TrainingRun run = train::make_training_run(config);
   train::Trainer& trainer = *run.trainer;
-  std::vector<double> ms;
+  std::vector<double> ms, busy, stage_ms;
+  int max_live = 0;
   int64_t samples = 0;
   int done = 0;
   for (int64_t epoch = 0; done < warmup + steps; ++epoch) {
@@ -58,7 +59,15 @@ int main(int argc, char** argv) try {
       const auto t0 = std::chrono::steady_clock::now();
       trainer.train_step(*b);
       const double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (done >= warmup) ms.push_back(dt), samples += b->size();
+      if (done >= warmup) {
+        ms.push_back(dt), samples += b->size();
+        const nlohmann::json st = trainer.plan().step_stats();  // a pipeline stage's figures
+        if (st.contains("busy_ms")) {
+          busy.push_back(st.at("busy_ms").get<double>());
+          stage_ms.push_back(st.at("step_ms").get<double>());
+          max_live = std::max(max_live, st.at("max_live_microbatches").get<int>());
+        }
+      }
       if (++done == warmup + steps) break;
     }
   }
@@ -76,7 +85,13 @@ int main(int argc, char** argv) try {
                         {"grad_bytes", tensor_bytes(grads)},
                         {"optim_bytes", tensor_bytes(optim_state)},
                         {"peak_bytes", CachingAllocator::host().stats().peak_bytes_in_use}};
-  out.update(plan.step_stats());
+  if (!busy.empty()) {
+    // Busy: this stage's forward and backward compute; the stage's step: its
+    // part of the step from the first forward to the loss broadcast.
+    out["busy_ms"] = median(busy);
+    out["stage_ms"] = median(stage_ms);
+    out["max_live_microbatches"] = max_live;
+  }
   std::printf("MP_STEP %s\n", out.dump().c_str());
   return 0;
 } catch (const braid::Error& e) {
