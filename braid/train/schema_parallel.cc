@@ -7,8 +7,8 @@ namespace braid::train {
 void add_parallel_keys(Schema& s) {
   using T = ValueType;
   s.add({.name = "parallel.strategy", .type = T::String, .default_value = std::string("auto"),
-         .help = "how replicas on the data axis combine: auto = allreduce when the job has more than one "
-                 "replica, else nothing; none = one process, no job; allreduce = synchronous data parallelism "
+         .help = "how replicas on the data axis combine: auto = ps when the job has parameter servers, "
+                 "allreduce when it has more than one replica, else nothing; none = one process, no job; allreduce = synchronous data parallelism "
                  "(gradients averaged in buckets that overlap backward); ps = parameter servers (ps.* keys; "
                  "start with braid launch --servers S --workers W)",
          .choices = {"auto", "none", "allreduce", "ps"}});

@@ -46,9 +46,10 @@ Tensor forward(const Batch& b, const Tensor& table_rows, const Tensor& w, const 
 }  // namespace
 
 SparseSummary train_sparse(const Config& c, const std::function<void(const std::string&)>& report) {
-  if (c.get_string("parallel.strategy") != "ps")
-    fail<ConfigError>("model.name = sparse_linear trains through parameter servers: set parallel.strategy = ps and "
-                      "start it with braid launch --servers S --workers W");
+  const std::string& strategy = c.get_string("parallel.strategy");
+  if (strategy != "ps" && strategy != "auto")
+    fail<ConfigError>("model.name = sparse_linear trains through parameter servers: set parallel.strategy = ps (or "
+                      "auto) and start it with braid launch --servers S --workers W");
   if (c.get_string("data.name") != "libsvm")
     fail<ConfigError>("model.name = sparse_linear reads libsvm data (data.name = libsvm), got data.name = {}",
                       c.get_string("data.name"));

@@ -229,12 +229,14 @@ TrainingRun make_training_run(const Config& c) {
   if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size"));
   if (strategy != "none") {
     run.group = parallel::ProcessGroup::join(group_options);
-    const int servers = strategy == "ps" ? run.group->env().ps_servers : 0;
-    if (strategy == "ps" && servers == 0) {
+    // auto: a job started with parameter servers trains through them.
+    if (strategy == "auto" && run.group->env().ps_servers > 0) po.strategy = "ps";
+    const int servers = po.strategy == "ps" ? run.group->env().ps_servers : 0;
+    if (po.strategy == "ps" && servers == 0) {
       fail<ConfigError>("parallel.strategy = ps needs parameter servers: start the job with "
                         "braid launch --servers S --workers W -- braid train ...");
     }
-    if (strategy == "ps") po.ps = ps_options(c, servers, timeout);
+    if (po.strategy == "ps") po.ps = ps_options(c, servers, timeout);
   } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1) {
     fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor and "
                       "parallel.pipeline need a job (braid launch, mpirun or srun) and strategy auto or allreduce");
