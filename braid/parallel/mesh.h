@@ -1,0 +1,73 @@
+// The device mesh: the world's ranks laid out on a data x tensor x pipeline
+// grid, with one communicator per axis (docs/mesh.md).
+//
+// Rank layout, tensor fastest, then data, then pipeline, so a tensor group is
+// neighbouring ranks (one host, where the all-reduces of every layer stay on
+// shared memory) and a pipeline stage is a contiguous block:
+//
+//   world rank = (p * data + d) * tensor + t
+//
+// group(a) is a plain comm::Communicator over the ranks that differ from this
+// one only along a, ordered by that coordinate; tensor-parallel layers and
+// pipeline schedules take it as their communicator. All groups share the
+// world's progress engine and tag space (comm/engine.h, comm/tags.h).
+//
+//   auto pg = ProcessGroup::join({});
+//   Mesh mesh = Mesh::build(pg->comm(), {.tensor = 2, .pipeline = 2});
+//   comm::Communicator tp = mesh.group(Axis::tensor);
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "braid/comm/communicator.h"
+
+namespace braid::parallel {
+
+enum class Axis : uint8_t { data, tensor, pipeline };
+inline constexpr std::array<Axis, 3> kAxes{Axis::data, Axis::tensor, Axis::pipeline};
+std::string_view name(Axis axis);
+
+struct MeshShape {
+  int data = 0;  // 0: world size / (tensor * pipeline)
+  int tensor = 1;
+  int pipeline = 1;
+};
+
+class Mesh {
+ public:
+  // Collective over `world`: every rank calls it with the same shape (checked:
+  // ranks that disagree get a ConfigError naming both shapes). The degrees
+  // must be >= 1 and multiply to world.size(). Splits the world three times.
+  static Mesh build(const comm::Communicator& world, MeshShape shape);
+  // A mesh of one rank (all degrees 1) over an in-process world: no sockets,
+  // no launcher.
+  static Mesh single_process();
+
+  int rank() const { return world_.rank(); }
+  int size() const { return world_.size(); }
+  int degree(Axis a) const { return degree_[index(a)]; }
+  int coord(Axis a) const { return coord_[index(a)]; }
+  const comm::Communicator& world() const { return world_; }
+  // The ranks differing from this one only along `a`, ordered by that
+  // coordinate: group(a).rank() == coord(a), group(a).size() == degree(a).
+  // A degree-1 axis gets a valid one-rank communicator.
+  const comm::Communicator& group(Axis a) const { return group_[index(a)]; }
+  // World rank at the given coordinates (e.g. the next pipeline stage);
+  // ValueError when one is outside its degree.
+  int world_rank(int data, int tensor, int pipeline) const;
+  // "data 2 x tensor 1 x pipeline 2; rank 3 = (d 1, t 0, p 1)"
+  std::string describe() const;
+
+ private:
+  Mesh() = default;
+  static size_t index(Axis a) { return static_cast<size_t>(a); }
+  comm::Communicator world_;
+  std::array<int, 3> degree_{1, 1, 1};
+  std::array<int, 3> coord_{0, 0, 0};
+  std::array<comm::Communicator, 3> group_;
+};
+
+}  // namespace braid::parallel
