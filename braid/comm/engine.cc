@@ -67,7 +67,7 @@ struct Engine::State {
         lazy.clear();
         continue;
       }
-      if (parked >= options.max_idle) break;
+      if (parked + (ticker ? 1 : 0) >= options.max_idle) break;  // idle threads kept: max_idle
       ++parked;
       parked_cv.wait(lock);
       --parked;

@@ -44,7 +44,7 @@ class Engine {
   static constexpr Duration kStayAwake = std::chrono::seconds(1);
 
   struct Options {
-    int max_idle = 2;  // parked threads kept; more exit
+    int max_idle = 2;  // idle threads kept (parked or ticking); more exit
   };
   explicit Engine(Options options);
   Engine() : Engine(Options{}) {}
