@@ -46,7 +46,10 @@ struct Communicator::Impl final : std::enable_shared_from_this<Communicator::Imp
 
   // Worker-side helpers (communicator_split.cc).
   Communicator split_now(Group& g, int color, int key);
-  uint32_t agree_on_child_id(Group& g, bool member);
+  // The id of a split's children, agreed by every rank of g; `highest`: each
+  // rank's highest_id() when the split started.
+  uint32_t agree_on_child_id(Group& g, bool member, std::vector<uint32_t> highest);
+  uint32_t highest_id() const;  // the largest id this rank's family has taken
   void discover_hosts(Group& g);
   void hierarchical_allreduce(Group& g, const ReduceArgs& a);
   std::atomic<int> hosts{0};  // distinct hosts in the group; 0 until discovered (set by the thread running the queue)

@@ -23,10 +23,6 @@ std::string this_host() {
   return buf.data();
 }
 
-}  // namespace
-
-namespace {
-
 template <class T>
 void allgather_one(Group& g, std::vector<T>& all, size_t chunk_bytes) {
   const size_t p = all.size();
@@ -35,22 +31,21 @@ void allgather_one(Group& g, std::vector<T>& all, size_t chunk_bytes) {
 
 }  // namespace
 
-// The child's id: 1 + the largest id any member of the parent has taken, so no
-// communicator that any member is in has it, and every rank computes the same
-// value. (The children of different colors share it: they have no member in
-// common.) Splits of other communicators of this family may run at the same
-// time on this rank and reach the same value, so a member holds it in
-// family->ids while the ranks vote, and a split that finds it taken somewhere
-// tries again above it.
-uint32_t Communicator::Impl::agree_on_child_id(Group& g, bool member) {
+uint32_t Communicator::Impl::highest_id() const {
+  std::lock_guard lock(family->ids_mu);
+  return *family->ids.rbegin();
+}
+
+// The child's id: 1 + the largest id any member of the parent has taken
+// (`highest`, gathered with the colors), so no communicator that any member is
+// in has it, and every rank computes the same value. (The children of
+// different colors share it: they have no member in common.) Splits of other
+// communicators of this family may run at the same time on this rank and
+// reach the same value, so a member holds it in family->ids while the ranks
+// vote, and a split that finds it taken somewhere tries again above it.
+uint32_t Communicator::Impl::agree_on_child_id(Group& g, bool member, std::vector<uint32_t> highest) {
   const int p = g.size();
   for (;;) {
-    std::vector<uint32_t> highest(p);
-    {
-      std::lock_guard lock(family->ids_mu);
-      highest[rank] = *family->ids.rbegin();
-    }
-    allgather_one(g, highest, options.chunk_bytes);
     const uint64_t id = 1 + static_cast<uint64_t>(*std::max_element(highest.begin(), highest.end()));
     if (id > kLastCommunicatorId)
       fail<ConfigError>("rank {}: split: communicator ids are exhausted ({} taken on some rank)", g.rank(),
@@ -68,15 +63,19 @@ uint32_t Communicator::Impl::agree_on_child_id(Group& g, bool member) {
       std::lock_guard lock(family->ids_mu);
       family->ids.erase(static_cast<uint32_t>(id));
     }
+    highest[rank] = highest_id();
+    allgather_one(g, highest, options.chunk_bytes);
   }
 }
 
 Communicator Communicator::Impl::split_now(Group& g, int color, int key) {
   const int p = g.size();
-  std::vector<std::array<int64_t, 2>> all(p);  // (color, key) per rank
-  all[rank] = {color, key};
+  std::vector<std::array<int64_t, 3>> all(p);  // (color, key, highest id taken) per rank
+  all[rank] = {color, key, highest_id()};
   allgather_one(g, all, options.chunk_bytes);
-  const uint32_t child_id = agree_on_child_id(g, color >= 0);
+  std::vector<uint32_t> highest(p);
+  for (int r = 0; r < p; ++r) highest[r] = static_cast<uint32_t>(all[r][2]);
+  const uint32_t child_id = agree_on_child_id(g, color >= 0, std::move(highest));
   if (color < 0) return {};
   std::vector<int> order;
   for (int r = 0; r < p; ++r)
@@ -102,7 +101,7 @@ Communicator Communicator::split(int color, int key) const {
   auto result = std::make_shared<Communicator>();
   const Duration timeout = m.options.timeout;
   Work w = m.submit("split", [color, key] { return fmt::format(" color {} key {}", color, key); },
-                    16 * size(), timeout,
+                    24 * size(), timeout,
                     [&m, result, color, key](Group& g) { *result = m.split_now(g, color, key); });
   // The worker enforces the timeout; the extra second covers its diagnosis.
   w.wait(Deadline::after(timeout + std::chrono::seconds(3)));
