@@ -5,7 +5,6 @@
 
 #include "braid/base/copy_bytes.h"
 #include "braid/base/error.h"
-#include "braid/base/thread_name.h"
 #include "braid/comm/communicator_impl.h"
 
 namespace braid::comm {
@@ -34,27 +33,24 @@ Work::Describe at_root(int root) {
 
 }  // namespace
 
-Communicator::Impl::Impl(std::shared_ptr<Transport> t, CommOptions o, std::vector<int> m, int r, uint32_t i)
-    : transport(std::move(t)), options(std::move(o)), members(std::move(m)), rank(r), id(i),
+Communicator::Impl::Impl(std::shared_ptr<Transport> t, CommOptions o, std::vector<int> m, int r, uint32_t i,
+                         std::shared_ptr<CommFamily> f)
+    : transport(std::move(t)), options(std::move(o)), members(std::move(m)), rank(r), id(i), family(std::move(f)),
       arrivals(transport, members, rank, p2p_tag(id, kMaxUserTag), p2p_tag(id, kMaxUserTag + 1)) {
   cost = options.cost.value_or(default_link_cost(transport->name()));
   // Wrappers ("faulty+shm") do not move ranks: judge the innermost transport.
   const std::string kind = transport->name().substr(transport->name().rfind('+') + 1);
   arena_by_default = kind == "shm" || kind == "inproc";
   inter_cost = options.inter_host_cost.value_or(default_link_cost("tcp"));
-  worker = std::thread([this] {
-    name_this_thread("comm-worker");
-    run();
-  });
 }
 
 Communicator::Impl::~Impl() {
-  {
-    std::lock_guard lock(mu);
-    stopping = true;
-  }
-  cv.notify_all();
-  worker.join();
+  std::unique_lock lock(mu);
+  // Lazy posts that have not started are taken back; what is queued runs now.
+  // Each collective ends by its own timeout, so this wait ends too.
+  posts -= family->engine.withdraw_lazy(this);
+  if (!queue.empty() && !posted_now) post_now();
+  cv.wait(lock, [&] { return posts == 0 && !running && queue.empty(); });
 }
 
 SharedArena* Communicator::Impl::arena(Group& g) {
@@ -67,22 +63,19 @@ SharedArena* Communicator::Impl::arena(Group& g) {
   return usable ? arena_.get() : nullptr;
 }
 
-void Communicator::Impl::run() {
+void Communicator::Impl::post_now() {
+  posted_now = true;
+  ++posts;
+  family->engine.post(this);
+}
+
+void Communicator::Impl::drain(bool lazy) {
   std::unique_lock lock(mu);
-  auto ready = [&] { return !running && (stopping || !queue.empty()); };
-  for (;;) {
-    if (!ready()) {
-      if (Clock::now() - last_submit < kStayAwake) {
-        ticking = true;
-        cv.wait_for(lock, kTick, ready);
-        ticking = false;
-        continue;
-      }
-      cv.wait(lock, ready);
-    }
-    if (queue.empty()) return;  // stopping, and everything queued has run
-    run_front(lock, /*on_worker=*/true);
-  }
+  // A helper running a collective hands what is left back when it is done.
+  while (!running && !queue.empty()) run_front(lock, /*on_worker=*/true);
+  if (!lazy) posted_now = false;
+  --posts;
+  cv.notify_all();  // under mu: once it is released, ~Impl may run
 }
 
 void Communicator::Impl::run_front(std::unique_lock<std::mutex>& lock, bool on_worker) {
@@ -102,10 +95,9 @@ void Communicator::Impl::help(uint64_t seq) {
     run_front(lock, /*on_worker=*/false);
     ran = true;
   }
-  // Hand what is left to the worker; do not wake it for nothing.
-  const bool wake = ran && (!queue.empty() || stopping);
-  lock.unlock();
-  if (wake) cv.notify_all();
+  // Hand what is left to an engine thread; do not wake one for nothing.
+  if (ran && !queue.empty() && !posted_now) post_now();
+  if (ran) cv.notify_all();  // ~Impl may wait for the queue
 }
 
 Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
@@ -138,10 +130,15 @@ Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t by
       work.complete(std::current_exception());
     }
   }});
-  last_submit = Clock::now();
-  // A ticking worker finds the collective by itself within kTick, unless the
-  // caller waits for it first and runs it (the usual case).
-  if (!ticking || background) cv.notify_one();
+  // A lazy post starts the collective within Engine::kTick, unless the caller
+  // waits for it first and runs it (the usual case). One outstanding post
+  // covers everything queued meanwhile.
+  if (background) {
+    if (!posted_now) post_now();
+  } else if (posts == 0) {
+    ++posts;
+    family->engine.post_lazily(this);
+  }
   return work;
 }
 
@@ -150,7 +147,8 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opt
   std::vector<int> members(transport->size());
   for (int r = 0; r < transport->size(); ++r) members[r] = r;
   const int rank = transport->rank();
-  impl_ = std::make_shared<Impl>(std::move(transport), std::move(options), std::move(members), rank, 1);
+  impl_ = std::make_shared<Impl>(std::move(transport), std::move(options), std::move(members), rank,
+                                 kRootCommunicatorId, std::make_shared<CommFamily>());
 }
 
 Communicator::~Communicator() = default;
@@ -163,6 +161,7 @@ Communicator::Impl& Communicator::impl() const {
 int Communicator::rank() const { return impl().rank; }
 int Communicator::size() const { return static_cast<int>(impl().members.size()); }
 int Communicator::transport_rank(int r) const { return impl().members.at(r); }
+uint32_t Communicator::id() const { return impl().id; }
 const CommOptions& Communicator::options() const { return impl().options; }
 
 LinkCost Communicator::link_cost() const {

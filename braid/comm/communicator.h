@@ -1,8 +1,10 @@
 // Communicator: a group of ranks over a Transport (docs/design.md, "comm").
 //
 // Every collective is asynchronous: it is numbered (per-communicator sequence
-// number, encoded into its tags), queued on the communicator's worker thread
-// (collectives run in call order), and returns a Work. All ranks must call the
+// number, encoded into its tags), queued on the communicator (collectives run
+// in call order, one at a time, on a thread of the progress engine shared by
+// every communicator split from the same root: comm/engine.h), and returns a
+// Work. All ranks must call the
 // same collectives in the same order. Buffers must stay valid until the Work
 // completes. A collective that runs past its timeout completes its Work with a
 // TimeoutError naming rank, peer, op, bytes, sequence number and the ranks that
@@ -69,11 +71,11 @@ struct AllreduceOptions {
   Op op = Op::sum;
   Algorithm algorithm = Algorithm::automatic;
   Duration timeout{};  // zero: CommOptions::timeout
-  // Start at once on the communicator's thread, for a collective meant to run
+  // Start at once on a progress-engine thread, for a collective meant to run
   // while the caller computes (a data-parallel bucket during backward), unless
   // it goes through shared memory (see Impl::memory_path). Otherwise it runs in
-  // the first thread that waits for it, or on the communicator's thread within
-  // 10 ms if nobody waits.
+  // the first thread that waits for it, or on an engine thread within 10 ms if
+  // nobody waits.
   bool background = false;
 };
 struct ReduceOptions {
@@ -102,7 +104,7 @@ class Communicator {
   // that asked for no group (color < 0).
   Communicator() = default;
   explicit Communicator(std::shared_ptr<Transport> transport, CommOptions options = {});
-  // Copies share the group, worker and sequence numbers.
+  // Copies share the group, queue and sequence numbers.
   Communicator(const Communicator&) = default;
   Communicator& operator=(const Communicator&) = default;
   ~Communicator();
@@ -112,6 +114,9 @@ class Communicator {
   int size() const;
   // Transport rank of group rank r.
   int transport_rank(int r) const;
+  // This communicator's id in the transport's tag space (comm/tags.h): the
+  // same on every member, and distinct among the communicators of one rank.
+  uint32_t id() const;
   const CommOptions& options() const;
 
   // Collective: ranks with the same color >= 0 form a new communicator,

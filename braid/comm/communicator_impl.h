@@ -1,13 +1,7 @@
-// Communicator internals shared by communicator.cc (public calls, worker) and
+// Communicator internals shared by communicator.cc (public calls, the queue) and
 // communicator_split.cc (split, host discovery, hierarchical all-reduce).
 //
-// Tag layout (64 bits), so communicators sharing a transport never match each
-// other's messages:
-//   bit 63      0 = collective, 1 = point-to-point / diagnostics
-//   bits 62..40 communicator id (23 bits; root 1, children hashed from parent id
-//               and split index)
-//   collective: bits 39..16 sequence number (mod 2^24), bits 15..0 lane
-//   p2p:        bits 39..0 user tag (< 2^39); 2^39 + {0, 1}: arrival queries/replies
+// Tags: braid/comm/tags.h. Threads: braid/comm/engine.h.
 #pragma once
 
 #include <atomic>
@@ -16,33 +10,33 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <set>
 
 #include "braid/comm/arrivals.h"
 #include "braid/comm/communicator.h"
+#include "braid/comm/engine.h"
 #include "braid/comm/shared_arena.h"
+#include "braid/comm/tags.h"
 
 namespace braid::comm {
 
-inline constexpr uint64_t kP2PBit = 1ull << 63;
-inline constexpr uint64_t kMaxUserTag = 1ull << 39;
-inline constexpr uint32_t kIdMask = (1u << 23) - 1;
-// Lanes inside one collective reserved for host discovery and split.
-inline constexpr uint16_t kHostLane = 0xff00, kSplitLane = 0xff01;
+// What the communicators split from one root share on this rank: the engine
+// that lends them threads, and the ids they have taken.
+struct CommFamily {
+  Engine engine;
+  std::mutex ids_mu;
+  // Ids of this rank's communicators, and ids held by splits in progress
+  // (communicator_split.cc). Never shrinks: an id is not reused.
+  std::set<uint32_t> ids{kRootCommunicatorId};
+};
 
-inline uint64_t collective_tag(uint32_t id, uint64_t seq) {
-  return (static_cast<uint64_t>(id & kIdMask) << 40) | ((seq & 0xffffff) << 16);
-}
-inline uint64_t p2p_tag(uint32_t id, uint64_t user) {
-  return kP2PBit | (static_cast<uint64_t>(id & kIdMask) << 40) | user;
-}
-
-struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
+struct Communicator::Impl final : std::enable_shared_from_this<Communicator::Impl>, Engine::Queue {
   Impl(std::shared_ptr<Transport> transport, CommOptions options, std::vector<int> members, int rank,
-       uint32_t id);
+       uint32_t id, std::shared_ptr<CommFamily> family);
+  // Lets queued collectives finish (or time out) first.
   ~Impl();
 
-  // Queues `body` on the worker as collective `op` moving `bytes`; the Work
+  // Queues `body` as collective `op` moving `bytes`; the Work
   // completes when body returns or throws. `detail` (", root 2") is formatted
   // only if a message needs it: a small collective takes less time than
   // formatting its name.
@@ -52,13 +46,17 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
 
   // Worker-side helpers (communicator_split.cc).
   Communicator split_now(Group& g, int color, int key);
+  // The id of a split's children, agreed by every rank of g; `highest`: each
+  // rank's highest_id() when the split started.
+  uint32_t agree_on_child_id(Group& g, bool member, std::vector<uint32_t> highest);
+  uint32_t highest_id() const;  // the largest id this rank's family has taken
   void discover_hosts(Group& g);
   void hierarchical_allreduce(Group& g, const ReduceArgs& a);
-  std::atomic<int> hosts{0};  // distinct hosts in the group; 0 until discovered (set by the worker)
+  std::atomic<int> hosts{0};  // distinct hosts in the group; 0 until discovered (set by the thread running the queue)
   Communicator local, leaders;
 
   // The shared-memory arena (shared_arena.h), set up by the first collective
-  // that wants it; null when the ranks cannot share memory (worker only).
+  // that wants it; null when the ranks cannot share memory (the thread running the queue only).
   SharedArena* arena(Group& g);
   // Whether `automatic` may pick shared_memory: the group is known to be on
   // one host (shm and inproc transports, a hierarchical all-reduce's host
@@ -67,7 +65,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   bool arena_by_default = false;
   // Whether an all-reduce with `a` will go through the arena. Such a
   // collective is memory copies on every rank's own cores: started early on
-  // the worker it competes with the computation it was meant to overlap (two
+  // an engine thread it competes with the computation it was meant to overlap (two
   // ranks on two cores trained the MLP 6-34 % slower that way), so
   // `background` is not honoured for it. (Network transfers, by contrast, need
   // little CPU and gain from starting early.)
@@ -88,50 +86,49 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::vector<int> members;  // group rank -> transport rank
   int rank;
   uint32_t id;
-  int splits = 0;  // split() calls so far (worker only)
+  std::shared_ptr<CommFamily> family;
   Scratch scratch;
-  Scratch staging;  // copies of inputs an algorithm would clobber (worker only)
+  Scratch staging;  // copies of inputs an algorithm would clobber (the thread running the queue only)
   Arrivals arrivals;
 
   mutable std::mutex cost_mu;
   LinkCost cost, inter_cost;
 
-  // Collectives run one at a time, in submission order: on the worker thread,
-  // or on a thread that waits for one before the worker took it (help()), so
-  // a caller that waits at once pays no thread hand-off.
+  // Collectives run one at a time, in submission order: on a thread the
+  // family's engine lends (engine.h), or on a thread that waits for one
+  // before the engine's thread took it (help()), so a caller that waits at
+  // once pays no thread hand-off.
   struct Task {
     uint64_t seq;
     std::function<void(bool on_worker)> run;
   };
   //
-  // Waking the worker costs more than many collectives take, and on a machine
-  // whose cores are all busy the woken worker takes a core from a rank inside
+  // Waking a thread costs more than many collectives take, and on a machine
+  // whose cores are all busy the woken thread takes a core from a rank inside
   // a collective (measured: 256 KiB shm all-reduces 50 -> 28 us median without
-  // the wake). So submit() wakes it only for `background` collectives (or when
-  // it sleeps for good, below); a caller that waits runs the collective
-  // itself. While collectives keep coming (kStayAwake) the worker naps in
-  // kTick steps and starts, within kTick, any that nobody waits for. The tick
-  // is coarse because each nap costs a wake-up: at 1 ms (30 per step of the
-  // CNN) two data-parallel ranks on two cores trained 6-12 % slower.
-  static constexpr Duration kTick = std::chrono::milliseconds(10);
-  static constexpr Duration kStayAwake = std::chrono::seconds(1);
+  // the wake). So submit() posts the queue to the engine at once only for
+  // `background` collectives; otherwise it posts it lazily (the engine starts
+  // it within Engine::kTick if nobody waits for it first), and only when no
+  // post is outstanding already.
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable cv;  // ~Impl waits here for the queue to drain
   std::deque<Task> queue;
-  bool running = false;  // a task is executing (on the worker or a helper)
-  bool ticking = false;  // the worker naps in kTick steps
-  Clock::time_point last_submit{};
-  bool stopping = false;
+  bool running = false;    // a task is executing (on an engine thread or a helper)
+  int posts = 0;           // engine posts not yet answered by drain()
+  bool posted_now = false; // one of them is an immediate post()
   uint64_t next_seq = 1;
-  std::thread worker;
+
+  // Engine::Queue: runs the queue on the engine's thread until it is empty.
+  void drain(bool lazy) override;
 
  private:
-  void run();
   // Runs the oldest queued collective with `lock` (on mu) released meanwhile.
   void run_front(std::unique_lock<std::mutex>& lock, bool on_worker);
   // Runs queued collectives up to `seq` in the calling thread, unless one is
   // already running elsewhere.
   void help(uint64_t seq);
+  // Has an engine thread run the queue now (mu held).
+  void post_now();
 };
 
 }  // namespace braid::comm

@@ -5,7 +5,6 @@
 #include <array>
 
 #include "braid/base/error.h"
-#include "braid/base/hash.h"
 #include "braid/comm/communicator_impl.h"
 
 namespace braid::comm {
@@ -18,29 +17,65 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-// Child communicator id: a hash of the parent id and the split's index, so
-// every rank derives the same id without talking. 23 bits; 0 is never used.
-uint32_t child_id(uint32_t parent, int index) {
-  const uint64_t z = mix64((static_cast<uint64_t>(parent) << 32) + static_cast<uint64_t>(index));
-  const uint32_t id = static_cast<uint32_t>(z) & kIdMask;
-  return id <= 1 ? id + 2 : id;
-}
-
 std::string this_host() {
   std::array<char, 256> buf{};
   if (gethostname(buf.data(), buf.size() - 1) != 0) return "localhost";
   return buf.data();
 }
 
+template <class T>
+void allgather_one(Group& g, std::vector<T>& all, size_t chunk_bytes) {
+  const size_t p = all.size();
+  ring_allgather(g, reinterpret_cast<std::byte*>(all.data()), Partition{p, p}, sizeof(T), chunk_bytes);
+}
+
 }  // namespace
+
+uint32_t Communicator::Impl::highest_id() const {
+  std::lock_guard lock(family->ids_mu);
+  return *family->ids.rbegin();
+}
+
+// The child's id: 1 + the largest id any member of the parent has taken
+// (`highest`, gathered with the colors), so no communicator that any member is
+// in has it, and every rank computes the same value. (The children of
+// different colors share it: they have no member in common.) Splits of other
+// communicators of this family may run at the same time on this rank and
+// reach the same value, so a member holds it in family->ids while the ranks
+// vote, and a split that finds it taken somewhere tries again above it.
+uint32_t Communicator::Impl::agree_on_child_id(Group& g, bool member, std::vector<uint32_t> highest) {
+  const int p = g.size();
+  for (;;) {
+    const uint64_t id = 1 + static_cast<uint64_t>(*std::max_element(highest.begin(), highest.end()));
+    if (id > kLastCommunicatorId)
+      fail<ConfigError>("rank {}: split: communicator ids are exhausted ({} taken on some rank)", g.rank(),
+                        kLastCommunicatorId);
+    std::vector<uint32_t> held(p);
+    if (member) {
+      std::lock_guard lock(family->ids_mu);
+      held[rank] = family->ids.insert(static_cast<uint32_t>(id)).second ? 1 : 0;
+    } else {
+      held[rank] = 1;  // in no child: nothing to hold
+    }
+    allgather_one(g, held, options.chunk_bytes);
+    if (std::all_of(held.begin(), held.end(), [](uint32_t h) { return h == 1; })) return static_cast<uint32_t>(id);
+    if (member && held[rank] == 1) {
+      std::lock_guard lock(family->ids_mu);
+      family->ids.erase(static_cast<uint32_t>(id));
+    }
+    highest[rank] = highest_id();
+    allgather_one(g, highest, options.chunk_bytes);
+  }
+}
 
 Communicator Communicator::Impl::split_now(Group& g, int color, int key) {
   const int p = g.size();
-  std::vector<std::array<int64_t, 2>> all(p);  // (color, key) per rank
-  all[rank] = {color, key};
-  ring_allgather(g, reinterpret_cast<std::byte*>(all.data()), Partition{static_cast<size_t>(p), static_cast<size_t>(p)},
-                 sizeof(all[0]), options.chunk_bytes);
-  const int index = splits++;
+  std::vector<std::array<int64_t, 3>> all(p);  // (color, key, highest id taken) per rank
+  all[rank] = {color, key, highest_id()};
+  allgather_one(g, all, options.chunk_bytes);
+  std::vector<uint32_t> highest(p);
+  for (int r = 0; r < p; ++r) highest[r] = static_cast<uint32_t>(all[r][2]);
+  const uint32_t child_id = agree_on_child_id(g, color >= 0, std::move(highest));
   if (color < 0) return {};
   std::vector<int> order;
   for (int r = 0; r < p; ++r)
@@ -52,8 +87,7 @@ Communicator Communicator::Impl::split_now(Group& g, int color, int key) {
     if (r == rank) child_rank = static_cast<int>(child_members.size());
     child_members.push_back(members[r]);
   }
-  auto child = std::make_shared<Impl>(transport, options, std::move(child_members), child_rank,
-                                      child_id(id, index));
+  auto child = std::make_shared<Impl>(transport, options, std::move(child_members), child_rank, child_id, family);
   {
     std::lock_guard lock(cost_mu);
     child->cost = cost;
@@ -67,7 +101,7 @@ Communicator Communicator::split(int color, int key) const {
   auto result = std::make_shared<Communicator>();
   const Duration timeout = m.options.timeout;
   Work w = m.submit("split", [color, key] { return fmt::format(" color {} key {}", color, key); },
-                    16 * size(), timeout,
+                    24 * size(), timeout,
                     [&m, result, color, key](Group& g) { *result = m.split_now(g, color, key); });
   // The worker enforces the timeout; the extra second covers its diagnosis.
   w.wait(Deadline::after(timeout + std::chrono::seconds(3)));

@@ -1,14 +1,24 @@
-// Mesh: the job's ranks on named axes (data, tensor, pipeline), with one
-// communicator per axis group built once (docs/design.md, "parallel").
+// The device mesh: the world's ranks laid out on a data x tensor x pipeline
+// grid, with one communicator per axis (docs/mesh.md).
 //
-// Rank layout: tensor fastest, then data, then pipeline,
-//   world rank = (p * data + d) * tensor + t,
-// so a tensor-parallel group is neighbouring ranks (one host under braid
-// launch), whose collectives run once per layer, while the pipeline's
-// point-to-point traffic, the lightest, crosses the widest distance.
+// Rank layout, tensor fastest, then data, then pipeline, so a tensor group is
+// neighbouring ranks (one host, where the all-reduces of every layer stay on
+// shared memory) and a pipeline stage is a contiguous block:
+//
+//   world rank = (p * data + d) * tensor + t
+//
+// group(a) is a plain comm::Communicator over the ranks that differ from this
+// one only along a, ordered by that coordinate; tensor-parallel layers and
+// pipeline schedules take it as their communicator. All groups share the
+// world's progress engine and tag space (comm/engine.h, comm/tags.h).
+//
+//   auto pg = ProcessGroup::join({});
+//   Mesh mesh = Mesh::build(pg->comm(), {.tensor = 2, .pipeline = 2});
+//   comm::Communicator tp = mesh.group(Axis::tensor);
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,42 +27,47 @@
 namespace braid::parallel {
 
 enum class Axis : uint8_t { data, tensor, pipeline };
-inline constexpr std::array<Axis, 3> kAxes = {Axis::data, Axis::tensor, Axis::pipeline};
+inline constexpr std::array<Axis, 3> kAxes{Axis::data, Axis::tensor, Axis::pipeline};
 std::string_view name(Axis axis);
 
 struct MeshShape {
-  int data = 0;  // 0: world / (tensor * pipeline)
+  int data = 0;  // 0: world size / (tensor * pipeline)
   int tensor = 1;
   int pipeline = 1;
 };
 
 class Mesh {
  public:
-  // A one-rank mesh (every axis of degree 1) without a communicator.
-  Mesh();
-  // Collective over `world`. ConfigError when the degrees are not >= 1 or do
-  // not multiply to world.size().
+  // Collective over `world`: every rank calls it with the same shape (checked:
+  // ranks that disagree get a ConfigError naming both shapes). The degrees
+  // must be >= 1 and multiply to world.size(). Splits the world three times.
   static Mesh build(const comm::Communicator& world, MeshShape shape);
+  // A mesh of one rank (all degrees 1) over an in-process world: no sockets,
+  // no launcher.
+  static Mesh single_process();
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  int degree(Axis a) const { return degree_[static_cast<size_t>(a)]; }
-  int coord(Axis a) const { return coord_[static_cast<size_t>(a)]; }
-  // Invalid for a one-rank mesh.
+  int rank() const { return world_.rank(); }
+  int size() const { return world_.size(); }
+  int degree(Axis a) const { return degree_[index(a)]; }
+  int coord(Axis a) const { return coord_[index(a)]; }
   const comm::Communicator& world() const { return world_; }
-  // Ranks that differ from this one only along `axis`, ordered by that
-  // coordinate (group(a).rank() == coord(a)). Invalid when degree(a) == 1
-  // and the mesh has one rank.
-  const comm::Communicator& group(Axis a) const { return groups_[static_cast<size_t>(a)]; }
+  // The ranks differing from this one only along `a`, ordered by that
+  // coordinate: group(a).rank() == coord(a), group(a).size() == degree(a).
+  // A degree-1 axis gets a valid one-rank communicator.
+  const comm::Communicator& group(Axis a) const { return group_[index(a)]; }
+  // World rank at the given coordinates (e.g. the next pipeline stage);
+  // ValueError when one is outside its degree.
   int world_rank(int data, int tensor, int pipeline) const;
   // "data 2 x tensor 1 x pipeline 2; rank 3 = (d 1, t 0, p 1)"
   std::string describe() const;
 
  private:
-  int rank_ = 0, size_ = 1;
-  std::array<int, 3> degree_{1, 1, 1}, coord_{0, 0, 0};
+  Mesh() = default;
+  static size_t index(Axis a) { return static_cast<size_t>(a); }
   comm::Communicator world_;
-  std::array<comm::Communicator, 3> groups_;
+  std::array<int, 3> degree_{1, 1, 1};
+  std::array<int, 3> coord_{0, 0, 0};
+  std::array<comm::Communicator, 3> group_;
 };
 
 }  // namespace braid::parallel

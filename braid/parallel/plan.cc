@@ -15,9 +15,7 @@ void sum_over(const Mesh& mesh, Axis axis, std::vector<double>& values, Duration
   comm::Communicator(g).allreduce(values, {.op = comm::Op::sum, .timeout = timeout}).wait(Deadline::after(timeout * 2));
 }
 
-Duration timeout_of(const Mesh& mesh) {
-  return mesh.world().valid() ? mesh.world().options().timeout : std::chrono::seconds(300);
-}
+Duration timeout_of(const Mesh& mesh) { return mesh.world().options().timeout; }
 
 }  // namespace
 

@@ -30,7 +30,7 @@
 namespace braid::parallel {
 
 struct PlanParts {
-  Mesh mesh{};
+  Mesh mesh = Mesh::single_process();
   std::unique_ptr<StepSchedule> schedule;     // null: LocalSchedule(1)
   std::unique_ptr<GradSync> grad_sync;        // null: none
   std::unique_ptr<Aggregation> aggregation;   // null: the local optimizer alone

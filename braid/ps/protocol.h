@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "braid/comm/tags.h"
+
 namespace braid::ps {
 
 enum class Op : uint32_t {
@@ -38,10 +40,12 @@ enum class Op : uint32_t {
 const char* op_name(Op op);
 
 inline constexpr uint32_t kMagic = 0x31535042;  // "BPS1"
-inline constexpr uint64_t kRequestTag = 0x7073000000000001ull;
-inline constexpr uint64_t kRequestDataTag = 0x7073000000000002ull;
-inline constexpr uint64_t kReplyTag = 0x7073000000000003ull;
-inline constexpr uint64_t kReplyDataTag = 0x7073000000000004ull;
+// In the parameter server's own id range of the transport's tag space
+// (comm/tags.h), which no communicator can take.
+inline constexpr uint64_t kRequestTag = comm::service_tag(comm::Service::parameter_server, 1);
+inline constexpr uint64_t kRequestDataTag = comm::service_tag(comm::Service::parameter_server, 2);
+inline constexpr uint64_t kReplyTag = comm::service_tag(comm::Service::parameter_server, 3);
+inline constexpr uint64_t kReplyDataTag = comm::service_tag(comm::Service::parameter_server, 4);
 // Largest hello/define_table payload, and most keys in one sparse request.
 inline constexpr uint64_t kMaxJsonBytes = 1u << 20;
 inline constexpr uint64_t kMaxKeys = uint64_t{1} << 26;
