@@ -11,6 +11,7 @@
 #include "braid/ops/linear.h"
 #include "braid/ops/reduce.h"
 #include "braid/parallel/bucketed_allreduce.h"
+#include "tests/parallel/inproc_ranks.h"
 #include "tests/parallel/toy_model.h"
 #include "tests/testing/first_error.h"
 
@@ -29,18 +30,7 @@ std::pair<Tensor, Tensor> global_batch(int64_t step, int64_t rows) { return test
 
 std::vector<std::vector<double>> train_single(int world) { return testing::train_single<double>(world); }
 
-template <class Fn>
-void on_ranks(int world, Fn fn) {
-  auto inproc = comm::InprocWorld::create(world);
-  test::run_threads_first_error(
-      world,
-      [&](int r) {
-        set_num_threads(1);
-        fn(r, comm::Communicator(std::shared_ptr<comm::Transport>(inproc->transport(r)),
-                                 {.timeout = std::chrono::seconds(20)}));
-      },
-      [&] { inproc->shutdown("a rank failed"); });
-}
+using testing::on_ranks;
 
 class Equivalence : public ::testing::TestWithParam<int> {};
 

@@ -22,7 +22,7 @@
 #include "braid/nn/sequential.h"
 #include "braid/ops/shape.h"
 #include "braid/parallel/plan_factory.h"
-#include "tests/testing/first_error.h"
+#include "tests/parallel/inproc_ranks.h"
 
 namespace braid::parallel::testing {
 
@@ -114,27 +114,20 @@ struct RankResult {
 template <class Build>
 std::vector<RankResult> train_planned(int world, PlanOptions options, Build build, bool tokens, int steps,
                                       int64_t rows, double lr) {
-  auto inproc = comm::InprocWorld::create(world);
   std::vector<RankResult> got(static_cast<size_t>(world));
-  test::run_threads_first_error(
-      world,
-      [&](int rank) {
-        set_num_threads(1);
-        comm::Communicator comm(std::shared_ptr<comm::Transport>(inproc->transport(rank)),
-                                {.timeout = std::chrono::seconds(20)});
-        PlannedModel pm = make_plan(options, comm, nullptr, build(), nn::cross_entropy_loss);
-        pm.plan->setup(*pm.model, {});
-        const int64_t per = rows / pm.plan->data_world(), first = per * pm.plan->data_rank();
-        for (int s = 0; s < steps; ++s) {
-          auto [x, t] = batch(tokens, s, rows);
-          pm.plan->forward_backward(*pm.model, pm.loss, slice(x, 0, first, first + per), slice(t, 0, first, first + per));
-          pm.plan->finish_gradients();
-          sgd(*pm.model, lr);
-          pm.plan->after_step();
-        }
-        got[static_cast<size_t>(rank)] = {values(*pm.model), pm.plan->shards()};
-      },
-      [&] { inproc->shutdown("a rank failed"); });
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    PlannedModel pm = make_plan(options, comm, nullptr, build(), nn::cross_entropy_loss);
+    pm.plan->setup(*pm.model, {});
+    const int64_t per = rows / pm.plan->data_world(), first = per * pm.plan->data_rank();
+    for (int s = 0; s < steps; ++s) {
+      auto [x, t] = batch(tokens, s, rows);
+      pm.plan->forward_backward(*pm.model, pm.loss, slice(x, 0, first, first + per), slice(t, 0, first, first + per));
+      pm.plan->finish_gradients();
+      sgd(*pm.model, lr);
+      pm.plan->after_step();
+    }
+    got[static_cast<size_t>(rank)] = {values(*pm.model), pm.plan->shards()};
+  });
   return got;
 }
 

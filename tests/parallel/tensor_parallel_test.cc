@@ -9,6 +9,7 @@
 #include "braid/parallel/tensor_parallel/collectives.h"
 #include "braid/parallel/tensor_parallel/cross_entropy.h"
 #include "braid/parallel/tensor_parallel/rewrite.h"
+#include "tests/parallel/inproc_ranks.h"
 #include "tests/parallel/model_parallel_util.h"
 
 namespace braid::parallel {
@@ -16,18 +17,7 @@ namespace {
 
 using namespace testing;
 
-template <class Fn>
-void on_ranks(int world, Fn fn) {
-  auto inproc = comm::InprocWorld::create(world);
-  test::run_threads_first_error(
-      world,
-      [&](int rank) {
-        set_num_threads(1);
-        fn(rank, comm::Communicator(std::shared_ptr<comm::Transport>(inproc->transport(rank)),
-                                    {.timeout = std::chrono::seconds(20)}));
-      },
-      [&] { inproc->shutdown("a rank failed"); });
-}
+using testing::on_ranks;
 
 Tensor random_logits(int64_t rows, int64_t classes) {
   Generator g(77);
