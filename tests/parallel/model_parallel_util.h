@@ -21,6 +21,7 @@
 #include "braid/nn/norm.h"
 #include "braid/nn/sequential.h"
 #include "braid/ops/shape.h"
+#include "braid/optim/clip.h"
 #include "braid/parallel/plan_factory.h"
 #include "tests/parallel/inproc_ranks.h"
 
@@ -92,12 +93,15 @@ inline Params values(const nn::Module& m) {
   return out;
 }
 
-// K steps of the whole model in one process, whole batches.
-inline Params train_single(std::shared_ptr<nn::Sequential> model, bool tokens, int steps, int64_t rows, double lr) {
+// K steps of the whole model in one process, whole batches; `first_norm`
+// receives the global gradient norm of the first step.
+inline Params train_single(std::shared_ptr<nn::Sequential> model, bool tokens, int steps, int64_t rows, double lr,
+                           double* first_norm = nullptr) {
   set_num_threads(1);
   for (int s = 0; s < steps; ++s) {
     auto [x, t] = batch(tokens, s, rows);
     backward(nn::cross_entropy_loss(model->forward(x), t));
+    if (s == 0 && first_norm) *first_norm = optim::grad_norm(model->parameters());
     sgd(*model, lr);
   }
   return values(*model);
@@ -106,6 +110,7 @@ inline Params train_single(std::shared_ptr<nn::Sequential> model, bool tokens, i
 struct RankResult {
   Params params;
   ShardSpecs specs;
+  double first_grad_norm = 0;  // Plan::grad_norm() after the first step's backward
 };
 
 // K steps under make_plan(options) on `world` in-process ranks; every rank
@@ -123,10 +128,12 @@ std::vector<RankResult> train_planned(int world, PlanOptions options, Build buil
       auto [x, t] = batch(tokens, s, rows);
       pm.plan->forward_backward(*pm.model, pm.loss, slice(x, 0, first, first + per), slice(t, 0, first, first + per));
       pm.plan->finish_gradients();
+      if (s == 0) got[static_cast<size_t>(rank)].first_grad_norm = pm.plan->grad_norm();
       sgd(*pm.model, lr);
       pm.plan->after_step();
     }
-    got[static_cast<size_t>(rank)] = {values(*pm.model), pm.plan->shards()};
+    got[static_cast<size_t>(rank)].params = values(*pm.model);
+    got[static_cast<size_t>(rank)].specs = pm.plan->shards();
   });
   return got;
 }
