@@ -51,7 +51,10 @@ void accumulate_leaf(const Tensor& leaf, Tensor g) {
     }
   }
   if (meta.grad) {
-    for (auto& hook : meta.grad_ready_hooks) hook(*meta.grad);
+    // Held here: a hook may drop the leaf's gradient once it has taken what
+    // it needs (ZeRO stages 2-3 keep only their reduced piece).
+    const std::shared_ptr<Tensor> grad = meta.grad;
+    for (auto& hook : meta.grad_ready_hooks) hook(*grad);
   }
 }
 

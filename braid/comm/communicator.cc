@@ -274,7 +274,9 @@ Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   Impl& m = impl();
   check_blocks(out, in, size(), "allgather");
   return m.submit("allgather", nullptr, out.bytes(), m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
-    if (in.bytes()) copy_bytes(out.data + g.rank() * in.bytes(), in.data, in.bytes());
+    // `in` may already be the rank's block of `out` (ZeRO gathers in place).
+    std::byte* mine = out.data + g.rank() * in.bytes();
+    if (in.bytes() && mine != in.data) copy_bytes(mine, in.data, in.bytes());
     ring_allgather(g, out.data, Partition{out.count, static_cast<size_t>(g.size())}, itemsize(in.dtype),
                    m.options.chunk_bytes);
   });

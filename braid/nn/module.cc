@@ -19,6 +19,7 @@ void check_name(const std::string& name) {
 Tensor Module::register_parameter(std::string name, Tensor t) {
   check_name(name);
   t.set_requires_grad(true);
+  t.set_memory_category(MemoryCategory::parameters);
   params_.emplace_back(std::move(name), t);
   return t;
 }

@@ -22,7 +22,7 @@ void Sequential::replace(size_t i, std::shared_ptr<Module> layer) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& l : layers_) y = l->forward(y);
+  for (size_t i = 0; i < layers_.size(); ++i) y = call_ ? call_(i, *layers_[i], y) : layers_[i]->forward(y);
   return y;
 }
 

@@ -21,11 +21,16 @@ class Sequential final : public Module {
   const std::string& name_of(size_t i) const { return children().at(i).first; }
   std::shared_ptr<Module> layer(size_t i) const { return layers_.at(i); }
   Tensor forward(const Tensor& x) override;
+  // Runs every layer's forward through `call` from now on (ZeRO stage 3
+  // gathers a layer's parameters around it); null: layer.forward(x).
+  using LayerCall = std::function<Tensor(size_t index, Module& layer, const Tensor& x)>;
+  void set_layer_call(LayerCall call) { call_ = std::move(call); }
   size_t size() const { return layers_.size(); }
   Module& operator[](size_t i) const { return *layers_.at(i); }
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
+  LayerCall call_;
 };
 
 }  // namespace braid::nn

@@ -20,30 +20,42 @@ void LAMB::step() {
   const float inv_bc2 = static_cast<float>(1 / (1 - std::pow(o_.beta2, t)));
   const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
   const float eps = static_cast<float>(o_.eps), wd = static_cast<float>(o_.weight_decay);
+  auto ratio = [&](const float* m, const float* v, const float* p, int64_t k) {
+    return (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps) + wd * p[k];
+  };
+  // Pass 1 over every parameter: moments, ||w||^2 and ||r||^2, totalled across
+  // shards in one go; pass 2 recomputes r (cheaper than storing it).
+  std::vector<double> sq(2 * params_.size(), 0.0);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    float* p = param_data(params_[i]);
+    const float* p = param_data(params_[i]);
     const float* g = grad_data(params_[i]);
     float* m = buffer(i, "exp_avg").data<float>();
     float* v = buffer(i, "exp_avg_sq").data<float>();
     const int64_t n = params_[i].numel();
-    auto ratio = [&](int64_t k) { return (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps) + wd * p[k]; };
-    // Pass 1: moments and ||r||^2; pass 2 recomputes r (cheaper than storing it).
-    const double r_sq = parallel_sum(n, [&](int64_t lo, int64_t hi) {
+    sq[2 * i + 1] = parallel_sum(n, [&](int64_t lo, int64_t hi) {
       double s = 0;
       for (int64_t k = lo; k < hi; ++k) {
         m[k] = b1 * m[k] + (1 - b1) * g[k];
         v[k] = b2 * v[k] + (1 - b2) * g[k] * g[k];
-        const float r = ratio(k);
+        const float r = ratio(m, v, p, k);
         s += static_cast<double>(r) * r;
       }
       return s;
     });
-    const double w_norm = std::sqrt(sum_squares(p, n)), r_norm = std::sqrt(r_sq);
+    sq[2 * i] = sum_squares(p, n);
+  }
+  total_partial_sums(sq, 2);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    float* p = param_data(params_[i]);
+    const float* m = buffer(i, "exp_avg").data<float>();
+    const float* v = buffer(i, "exp_avg_sq").data<float>();
+    const double w_norm = std::sqrt(sq[2 * i]), r_norm = std::sqrt(sq[2 * i + 1]);
     const double trust = w_norm > 0 && r_norm > 0 ? w_norm / r_norm : 1.0;
     const float scale = static_cast<float>(lr_ * trust);
-    parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t k = lo; k < hi; ++k) p[k] -= scale * ratio(k);
+    parallel_for(0, params_[i].numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) p[k] -= scale * ratio(m, v, p, k);
     });
   }
   ++steps_;

@@ -15,13 +15,20 @@ LARS::LARS(std::vector<Tensor> params, LARSOptions options) : Optimizer(std::mov
 
 void LARS::step() {
   const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
+  // ||w||^2 and ||g||^2 of every parameter first, totalled across shards in one go.
+  std::vector<double> sq(2 * params_.size(), 0.0);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) continue;
+    sq[2 * i] = sum_squares(param_data(params_[i]), params_[i].numel());
+    sq[2 * i + 1] = sum_squares(grad_data(params_[i]), params_[i].numel());
+  }
+  total_partial_sums(sq, 2);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
     float* p = param_data(params_[i]);
     const float* g = grad_data(params_[i]);
     const int64_t n = params_[i].numel();
-    const double w_norm = std::sqrt(sum_squares(p, n));
-    const double g_norm = std::sqrt(sum_squares(g, n));
+    const double w_norm = std::sqrt(sq[2 * i]), g_norm = std::sqrt(sq[2 * i + 1]);
     const double trust =
         w_norm > 0 && g_norm > 0 ? o_.eta * w_norm / (g_norm + o_.weight_decay * w_norm + o_.eps) : 1.0;
     const float scale = static_cast<float>(lr_ * trust);

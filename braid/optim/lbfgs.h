@@ -29,6 +29,7 @@ class LBFGS final : public Optimizer {
   LBFGS(std::vector<Tensor> params, std::function<double()> closure, LBFGSOptions options);
   void step() override;
   std::string name() const override { return "lbfgs"; }
+  bool works_on_shards() const override { return false; }
   // The loss the closure returned at the start of the last step().
   double last_loss() const { return last_loss_; }
   int64_t function_evaluations() const { return func_evals_; }

@@ -29,7 +29,11 @@ Tensor& Optimizer::buffer(size_t i, const std::string& buf_name, bool* created) 
   auto& m = buffers_.at(i);
   auto it = m.find(buf_name);
   if (created) *created = it == m.end();
-  if (it == m.end()) it = m.emplace(buf_name, Tensor::zeros(params_[i].shape())).first;
+  if (it == m.end()) {
+    Tensor t = Tensor::zeros(params_[i].shape());
+    t.set_memory_category(MemoryCategory::optimizer_state);
+    it = m.emplace(buf_name, t).first;
+  }
   return it->second;
 }
 
@@ -83,6 +87,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
                        to_string(params_[i].shape()));
     }
     bufs[i][key.substr(dot + 1)] = t.to(DType::f32).contiguous().clone();
+    bufs[i][key.substr(dot + 1)].set_memory_category(MemoryCategory::optimizer_state);
   }
   buffers_ = std::move(bufs);
   lr_ = j.at("lr").get<double>();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -51,6 +52,17 @@ class Optimizer {
   // step() calls so far.
   int64_t steps() const { return steps_; }
 
+  // ZeRO gives each rank a slice of every parameter (parallel/zero/): a
+  // whole-tensor figure (the norms LARS and LAMB scale by) is then the sum of
+  // the ranks' partial figures. `sums` holds `figures` values per parameter,
+  // parameter-major; the function replaces each by its total over the ranks
+  // that share the parameter. Unset: every parameter is whole here.
+  using PartialSums = std::function<void(std::vector<double>& sums, size_t figures)>;
+  void set_partial_sums(PartialSums totals) { partial_sums_ = std::move(totals); }
+  // False for methods that cannot run on slices of parameters (L-BFGS's
+  // full-batch closure evaluates the whole model).
+  virtual bool works_on_shards() const { return true; }
+
   OptimizerState state_dict() const;
   // Restores state from state_dict() of an optimizer of the same kind over
   // parameters of the same shapes; throws ValueError naming what differs.
@@ -67,6 +79,10 @@ class Optimizer {
   // Float32 parameter and gradient pointers; checks dtype and contiguity.
   static float* param_data(const Tensor& p);
   static const float* grad_data(const Tensor& p);
+  // set_partial_sums's totals, in place (nothing when unset).
+  void total_partial_sums(std::vector<double>& sums, size_t figures) const {
+    if (partial_sums_) partial_sums_(sums, figures);
+  }
 
   std::vector<Tensor> params_;
   double lr_;
@@ -74,6 +90,7 @@ class Optimizer {
 
  private:
   std::vector<std::map<std::string, Tensor>> buffers_;
+  PartialSums partial_sums_;
 };
 
 // Elements per parallel_for chunk in the fused update loops.

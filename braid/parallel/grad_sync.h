@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "braid/nn/module.h"
+#include "braid/optim/optimizer.h"
 #include "braid/tensor/tensor.h"
 
 namespace braid::parallel {
@@ -38,6 +40,26 @@ class GradSync {
   virtual void set_sync(bool /*sync*/) {}
   virtual void finish() {}
   virtual void after_step() {}
+
+  // What the optimizer updates, when not the model's parameters: ZeRO's
+  // slices of them, each under its parameter's name. Empty: the parameters.
+  virtual std::vector<NamedParameter> optimizer_parameters() const { return {}; }
+  // True when those slices split the data axis's work: a whole-model figure
+  // (the gradient norm) is then summed over the data axis.
+  virtual bool splits_optimizer() const { return false; }
+  // The optimizer that will update optimizer_parameters(), after setup().
+  virtual void attach(optim::Optimizer& /*optimizer*/) {}
+
+  // Checkpoints hold the whole model and whole optimizer buffers (numbered by
+  // the model's parameter order), so any later plan can load them. Collective
+  // over the data axis where the state is split; the result is complete on
+  // data rank 0.
+  virtual nn::NamedTensors model_state(const nn::Module& model) { return model.state_dict(); }
+  virtual void load_model_state(nn::Module& model, const nn::NamedTensors& state) { model.load_state_dict(state); }
+  virtual optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) { return optimizer.state_dict(); }
+  virtual void load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state) {
+    optimizer.load_state_dict(state);
+  }
 };
 
 // Calls sync.on_grad_ready(i, grad) whenever params[i]'s gradient is final.

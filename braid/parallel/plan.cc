@@ -1,6 +1,7 @@
 #include "braid/parallel/plan.h"
 
 #include <cmath>
+#include <map>
 
 #include "braid/optim/clip.h"
 
@@ -33,7 +34,14 @@ std::string Plan::describe() const {
                      p_.aggregation ? p_.aggregation->name() : "none");
 }
 
-void Plan::setup(nn::Module& model, const nlohmann::json& description) {
+std::vector<Tensor> Plan::optimizer_parameters(const nn::Module& model) const {
+  if (!p_.grad_sync || p_.grad_sync->optimizer_parameters().empty()) return model.parameters();
+  std::vector<Tensor> out;
+  for (const auto& s : p_.grad_sync->optimizer_parameters()) out.push_back(s.tensor);
+  return out;
+}
+
+void Plan::setup(nn::Module& model, const nlohmann::json& description, optim::Optimizer* optimizer) {
   params_.clear();
   for (auto& [name, tensor] : model.named_parameters()) params_.push_back({name, tensor});
   std::vector<NamedParameter> buffers;
@@ -41,8 +49,50 @@ void Plan::setup(nn::Module& model, const nlohmann::json& description) {
   if (p_.grad_sync) {
     p_.grad_sync->setup(params_, buffers, description);
     connect_grad_hooks(*p_.grad_sync, params_);
+    slices_ = p_.grad_sync->optimizer_parameters();
+    if (optimizer) {
+      p_.grad_sync->attach(*optimizer);
+    } else if (!slices_.empty()) {
+      fail<ValueError>("Plan::setup: {} updates slices of the parameters; pass the optimizer built over "
+                       "optimizer_parameters()", p_.grad_sync->name());
+    }
   }
+  if (optimizer && (!slices_.empty() || p_.mesh.degree(Axis::tensor) > 1)) total_across_shards(*optimizer);
   if (p_.aggregation) p_.aggregation->setup(params_, description);
+}
+
+void Plan::total_across_shards(optim::Optimizer& optimizer) {
+  // Optimizer parameter j is (a slice of) model parameter owner[j].
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index[params_[i].name] = i;
+  std::vector<size_t> owner;
+  for (const auto& p : gradient_holders()) owner.push_back(index.at(p.name));
+  std::vector<size_t> tensor_sliced;  // parameters split along the tensor axis
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto it = p_.shards.find(params_[i].name);
+    if (it != p_.shards.end() && it->second.dim >= 0) tensor_sliced.push_back(i);
+  }
+  optimizer.set_partial_sums([this, owner, tensor_sliced](std::vector<double>& sums, size_t figures) {
+    const Duration timeout = timeout_of(p_.mesh);
+    std::vector<double> all(params_.size() * figures, 0.0);
+    for (size_t j = 0; j < owner.size(); ++j) {
+      for (size_t f = 0; f < figures; ++f) all[owner[j] * figures + f] = sums[j * figures + f];
+    }
+    // ZeRO's slices make up each tensor-parallel slice over the data axis,
+    // and the tensor-parallel slices the whole tensor over the tensor axis.
+    if (!slices_.empty()) sum_over(p_.mesh, Axis::data, all, timeout);
+    if (!tensor_sliced.empty() && p_.mesh.degree(Axis::tensor) > 1) {
+      std::vector<double> part;
+      for (size_t i : tensor_sliced) part.insert(part.end(), all.begin() + i * figures, all.begin() + (i + 1) * figures);
+      sum_over(p_.mesh, Axis::tensor, part, timeout);
+      for (size_t k = 0; k < tensor_sliced.size(); ++k) {
+        std::copy(part.begin() + k * figures, part.begin() + (k + 1) * figures, all.begin() + tensor_sliced[k] * figures);
+      }
+    }
+    for (size_t j = 0; j < owner.size(); ++j) {
+      for (size_t f = 0; f < figures; ++f) sums[j * figures + f] = all[owner[j] * figures + f];
+    }
+  });
 }
 
 double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target) {
@@ -60,11 +110,11 @@ double Plan::grad_norm() const {
   // Every element once: a slice counts on its rank; a tensor replicated
   // across the tensor axis counts on tensor rank 0; pipeline stages hold
   // disjoint parameters. Data-axis replicas hold the same (combined)
-  // gradients, so the data axis takes no part.
+  // gradients, so the data axis takes part only when ZeRO splits them.
   std::vector<double> sq{0.0};
   const bool first_tensor_rank = p_.mesh.coord(Axis::tensor) == 0;
   std::vector<Tensor> counted;
-  for (const auto& p : params_) {
+  for (const auto& p : gradient_holders()) {
     const auto it = p_.shards.find(p.name);
     if ((it != p_.shards.end() && it->second.dim >= 0) || first_tensor_rank) counted.push_back(p.tensor);
   }
@@ -73,13 +123,14 @@ double Plan::grad_norm() const {
   const Duration timeout = timeout_of(p_.mesh);
   sum_over(p_.mesh, Axis::tensor, sq, timeout);
   sum_over(p_.mesh, Axis::pipeline, sq, timeout);
+  if (!slices_.empty()) sum_over(p_.mesh, Axis::data, sq, timeout);
   return std::sqrt(sq[0]);
 }
 
 double Plan::clip_grad_norm(double max_norm) const {
   std::vector<Tensor> all;
-  for (const auto& p : params_) all.push_back(p.tensor);
-  if (p_.mesh.degree(Axis::tensor) == 1 && p_.mesh.degree(Axis::pipeline) == 1) {
+  for (const auto& p : gradient_holders()) all.push_back(p.tensor);
+  if (p_.mesh.degree(Axis::tensor) == 1 && p_.mesh.degree(Axis::pipeline) == 1 && slices_.empty()) {
     return optim::clip_grad_norm(all, max_norm);
   }
   const double norm = grad_norm();
@@ -137,6 +188,41 @@ nlohmann::json Plan::state_dict() const {
 
 void Plan::load_state_dict(const nlohmann::json& state) {
   if (p_.aggregation) p_.aggregation->load_state_dict(state.value("aggregation", nlohmann::json::object()));
+}
+
+std::string Plan::agree_on_run_id(const std::string& id) const {
+  const comm::Communicator& world = p_.mesh.world();
+  if (!world.valid() || world.size() == 1) return id;
+  if (id.size() > 32) fail<ValueError>("run id '{}' is longer than 32 bytes", id);
+  std::vector<uint8_t> bytes(33, 0);
+  std::copy(id.begin(), id.end(), bytes.begin());
+  const Duration timeout = timeout_of(p_.mesh);
+  comm::Communicator(world).broadcast(bytes, {.root = 0, .timeout = timeout}).wait(Deadline::after(timeout * 2));
+  return std::string(reinterpret_cast<const char*>(bytes.data()));
+}
+
+nn::NamedTensors Plan::model_state(const nn::Module& model) {
+  return p_.grad_sync ? p_.grad_sync->model_state(model) : model.state_dict();
+}
+
+void Plan::load_model_state(nn::Module& model, const nn::NamedTensors& state) {
+  if (p_.grad_sync) {
+    p_.grad_sync->load_model_state(model, state);
+  } else {
+    model.load_state_dict(state);
+  }
+}
+
+optim::OptimizerState Plan::optimizer_state(const optim::Optimizer& optimizer) {
+  return p_.grad_sync ? p_.grad_sync->optimizer_state(optimizer) : optimizer.state_dict();
+}
+
+void Plan::load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state) {
+  if (p_.grad_sync) {
+    p_.grad_sync->load_optimizer_state(optimizer, state);
+  } else {
+    optimizer.load_state_dict(state);
+  }
 }
 
 }  // namespace braid::parallel

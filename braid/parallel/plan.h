@@ -54,8 +54,14 @@ class Plan {
   // "data 2 x tensor 1 x pipeline 1 ...; schedule local x1; grad sync allreduce; aggregation none"
   std::string describe() const;
 
-  // Before the first step, with the model this rank trains (after sharding).
-  void setup(nn::Module& model, const nlohmann::json& description);
+  // What the optimizer must be built over: the model's parameters, or the
+  // slices of them this rank updates under ZeRO.
+  std::vector<Tensor> optimizer_parameters(const nn::Module& model) const;
+  // Before the first step, with the model this rank trains (after sharding)
+  // and the optimizer built over optimizer_parameters() (ZeRO needs it: the
+  // norms LARS and LAMB scale by are summed across slices; may be null
+  // otherwise).
+  void setup(nn::Module& model, const nlohmann::json& description, optim::Optimizer* optimizer = nullptr);
   // Forward and backward of the step; every gradient final and combined
   // afterwards except for finish_gradients(). Returns the batch's mean loss.
   double forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target);
@@ -91,12 +97,33 @@ class Plan {
   // The schedule's figures of the last step (StepSchedule::stats).
   nlohmann::json step_stats() const { return p_.schedule->stats(); }
 
+  // The plan parts' own state (a parameter server's position).
   nlohmann::json state_dict() const;
   void load_state_dict(const nlohmann::json& state);
+  // The whole model's and optimizer's state for a checkpoint, whatever the
+  // data axis splits (GradSync::model_state): collective over the data axis;
+  // complete on the ranks that write checkpoints.
+  nn::NamedTensors model_state(const nn::Module& model);
+  void load_model_state(nn::Module& model, const nn::NamedTensors& state);
+  optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer);
+  void load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state);
+  // World rank 0's `id` (at most 32 bytes) on every rank of the job, so all
+  // shards of a run label their checkpoints alike.
+  std::string agree_on_run_id(const std::string& id) const;
+  // "zero-2" style name of the data axis's gradient synchronisation, "" when none.
+  std::string grad_sync_name() const { return p_.grad_sync ? p_.grad_sync->name() : ""; }
 
  private:
   PlanParts p_;
-  std::vector<NamedParameter> params_;
+  // Makes the optimizer's whole-tensor figures (LARS's and LAMB's norms)
+  // whole again where its parameters are slices: summed over the data axis
+  // under ZeRO, over the tensor axis for tensor-parallel slices.
+  void total_across_shards(optim::Optimizer& optimizer);
+  // The gradients a step's norm is taken over: the optimizer's slices under
+  // ZeRO, else the parameters.
+  const std::vector<NamedParameter>& gradient_holders() const { return slices_.empty() ? params_ : slices_; }
+
+  std::vector<NamedParameter> params_, slices_;
   bool finished_ = false;
 };
 

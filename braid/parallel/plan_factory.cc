@@ -6,7 +6,7 @@
 
 namespace braid::parallel {
 
-std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "ps"}; }
+std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "zero", "ps"}; }
 
 namespace {
 
@@ -92,9 +92,11 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches);
   }
   const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && parts.mesh.degree(Axis::data) > 1);
-  if (sync && world.valid()) {
-    comm::Communicator data = parts.mesh.group(Axis::data);
-    parts.grad_sync = std::make_unique<BucketedAllreduce>(data, o.data_parallel);
+  if (o.strategy == "zero") {
+    if (!world.valid()) fail<ConfigError>("parallel.strategy = zero needs a job's communicator");
+    parts.grad_sync = std::make_unique<zero::ZeroSync>(parts.mesh.group(Axis::data), o.zero, out.model);
+  } else if (sync && world.valid()) {
+    parts.grad_sync = std::make_unique<BucketedAllreduce>(parts.mesh.group(Axis::data), o.data_parallel);
   }
   out.plan = std::make_unique<Plan>(std::move(parts));
   return out;

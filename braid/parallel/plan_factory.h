@@ -14,12 +14,13 @@
 #include "braid/parallel/bucketed_allreduce.h"
 #include "braid/parallel/parameter_server.h"
 #include "braid/parallel/plan.h"
+#include "braid/parallel/zero/zero.h"
 
 namespace braid::parallel {
 
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
-  // "allreduce", "ps".
+  // "allreduce", "zero", "ps".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -34,6 +35,7 @@ struct PlanOptions {
   // replays it; null: the thread's dropout_generator()).
   Generator* dropout_generator = nullptr;
   DataParallelOptions data_parallel{};
+  zero::ZeroOptions zero{};
   ParameterServerOptions ps{};
 };
 

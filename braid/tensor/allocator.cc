@@ -22,7 +22,24 @@ struct CachingAllocator::Impl {
   mutable std::mutex mu;
   std::unordered_map<size_t, std::vector<void*>> free_lists;  // block size -> blocks
   AllocatorStats stats;
+
+  CategoryStats& category(MemoryCategory c) { return stats.categories[static_cast<size_t>(c)]; }
+  void add(MemoryCategory c, size_t nbytes) {
+    CategoryStats& s = category(c);
+    s.in_use += nbytes;
+    s.peak = std::max(s.peak, s.in_use);
+  }
 };
+
+const char* name(MemoryCategory c) {
+  switch (c) {
+    case MemoryCategory::other: return "other";
+    case MemoryCategory::parameters: return "parameters";
+    case MemoryCategory::gradients: return "gradients";
+    case MemoryCategory::optimizer_state: return "optimizer_state";
+  }
+  return "?";
+}
 
 CachingAllocator::CachingAllocator() : impl_(std::make_unique<Impl>()) {}
 
@@ -43,10 +60,11 @@ size_t CachingAllocator::round_size(size_t nbytes) {
   return (nbytes + step - 1) / step * step;
 }
 
-void* CachingAllocator::allocate(size_t nbytes) {
+void* CachingAllocator::allocate(size_t nbytes, MemoryCategory category) {
   const size_t size = round_size(nbytes);
   {
     std::lock_guard lock(impl_->mu);
+    impl_->add(category, nbytes);
     impl_->stats.allocations++;
     impl_->stats.bytes_in_use += size;
     impl_->stats.peak_bytes_in_use = std::max(impl_->stats.peak_bytes_in_use, impl_->stats.bytes_in_use);
@@ -72,10 +90,11 @@ void* CachingAllocator::allocate(size_t nbytes) {
   return p;
 }
 
-void CachingAllocator::deallocate(void* ptr, size_t nbytes) {
+void CachingAllocator::deallocate(void* ptr, size_t nbytes, MemoryCategory category) {
   if (ptr == nullptr) return;
   const size_t size = round_size(nbytes);
   std::lock_guard lock(impl_->mu);
+  impl_->category(category).in_use -= nbytes;
   impl_->free_lists[size].push_back(ptr);
   impl_->stats.bytes_in_use -= size;
   impl_->stats.bytes_cached += size;
@@ -90,9 +109,17 @@ void CachingAllocator::release_cached() {
   impl_->stats.bytes_cached = 0;
 }
 
+void CachingAllocator::recategorize(size_t nbytes, MemoryCategory from, MemoryCategory to) {
+  if (from == to) return;
+  std::lock_guard lock(impl_->mu);
+  impl_->category(from).in_use -= nbytes;
+  impl_->add(to, nbytes);
+}
+
 void CachingAllocator::reset_peak() {
   std::lock_guard lock(impl_->mu);
   impl_->stats.peak_bytes_in_use = impl_->stats.bytes_in_use;
+  for (CategoryStats& c : impl_->stats.categories) c.peak = c.in_use;
 }
 
 AllocatorStats CachingAllocator::stats() const {

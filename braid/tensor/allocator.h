@@ -9,11 +9,26 @@
 // a cached block serves any request within 25 % of its size.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 namespace braid {
+
+// What a block holds, for the per-category figures ZeRO's memory accounting
+// reads. Blocks start as `other` (activations, temporaries); the layers that
+// own model state re-label theirs: modules their parameters, autograd the
+// gradients it stores on leaves, optimizers their buffers.
+enum class MemoryCategory : uint8_t { other, parameters, gradients, optimizer_state };
+inline constexpr size_t kMemoryCategories = 4;
+const char* name(MemoryCategory c);
+
+// Bytes requested (not rounded to blocks) in one category.
+struct CategoryStats {
+  size_t in_use = 0;
+  size_t peak = 0;  // since the last reset_peak()
+};
 
 struct AllocatorStats {
   size_t bytes_in_use = 0;   // handed out and not yet freed
@@ -22,6 +37,8 @@ struct AllocatorStats {
   uint64_t allocations = 0;  // allocate() calls
   uint64_t cache_hits = 0;   // allocate() calls served from a free list
   uint64_t system_allocations = 0;
+  std::array<CategoryStats, kMemoryCategories> categories{};
+  const CategoryStats& operator[](MemoryCategory c) const { return categories[static_cast<size_t>(c)]; }
 };
 
 class CachingAllocator {
@@ -30,9 +47,11 @@ class CachingAllocator {
   static CachingAllocator& host();
 
   // Returns a 64-byte aligned block of at least `nbytes` (nbytes may be 0).
-  void* allocate(size_t nbytes);
-  // Returns a block obtained from allocate(nbytes) to the cache.
-  void deallocate(void* ptr, size_t nbytes);
+  void* allocate(size_t nbytes, MemoryCategory category = MemoryCategory::other);
+  // Returns a block obtained from allocate(nbytes, category) to the cache.
+  void deallocate(void* ptr, size_t nbytes, MemoryCategory category = MemoryCategory::other);
+  // Moves `nbytes` in use from one category's figures to another's.
+  void recategorize(size_t nbytes, MemoryCategory from, MemoryCategory to);
   // Gives every cached block back to the system.
   void release_cached();
   // Starts a new peak from what is in use now (benchmarks measure one phase).

@@ -18,8 +18,24 @@ Storage::~Storage() {
   if (deleter_) {
     deleter_(data_);
   } else {
-    CachingAllocator::host().deallocate(data_, nbytes_);
+    CachingAllocator::host().deallocate(data_, nbytes_, category_);
   }
+}
+
+void Storage::set_category(MemoryCategory c) {
+  if (deleter_ || c == category_) return;
+  if (data_ != nullptr) CachingAllocator::host().recategorize(nbytes_, category_, c);
+  category_ = c;
+}
+
+void Storage::release() {
+  if (deleter_) fail<ValueError>("Storage::release: only allocator blocks can be released");
+  CachingAllocator::host().deallocate(data_, nbytes_, category_);
+  data_ = nullptr;
+}
+
+void Storage::materialize() {
+  if (data_ == nullptr) data_ = CachingAllocator::host().allocate(nbytes_, category_);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
@@ -83,6 +99,21 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::raw_data() const {
   return static_cast<char*>(impl()->storage->data()) + offset() * static_cast<int64_t>(itemsize(dtype()));
+}
+
+void Tensor::set_data(const Tensor& src) const {
+  if (src.shape() != shape() || src.dtype() != dtype()) {
+    fail<ValueError>("set_data: {} {} cannot take the memory of {} {}", name(dtype()), braid::to_string(shape()),
+                     name(src.dtype()), braid::to_string(src.shape()));
+  }
+  impl()->storage = src.impl()->storage;
+  impl()->strides = src.impl()->strides;
+  impl()->offset = src.impl()->offset;
+}
+
+const Tensor& Tensor::set_memory_category(MemoryCategory c) const {
+  if (impl()->storage) impl()->storage->set_category(c);
+  return *this;
 }
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
@@ -215,6 +246,7 @@ void Tensor::set_grad(const Tensor& g) const {
     fail<ValueError>("set_grad: gradient shape {} does not match tensor shape {}", braid::to_string(g.shape()),
                      braid::to_string(shape()));
   }
+  g.set_memory_category(MemoryCategory::gradients);
   impl()->grad.grad = std::make_shared<Tensor>(g);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "braid/base/error.h"
+#include "braid/tensor/allocator.h"
 #include "braid/tensor/dtype.h"
 #include "braid/tensor/shape.h"
 
@@ -32,13 +33,27 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // Null while released.
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+
+  // What the block holds (allocator.h); foreign memory is not counted.
+  MemoryCategory category() const { return category_; }
+  void set_category(MemoryCategory c);
+
+  // Gives the block back while every tensor on this storage keeps its place
+  // (ZeRO stage 3 frees gathered parameters between their uses; autograd's
+  // saved tensors see the values again once materialize() refills them).
+  // Only for caching-allocator blocks. materialize() leaves values undefined.
+  void release();
+  void materialize();
+  bool released() const { return data_ == nullptr && nbytes_ > 0; }
 
  private:
   void* data_;
   size_t nbytes_;
   std::function<void(void*)> deleter_;  // empty: caching allocator block
+  MemoryCategory category_ = MemoryCategory::other;
 };
 
 // Autograd state of a tensor (the engine in braid/autograd reads and writes it).
@@ -92,6 +107,13 @@ class Tensor {
   template <class T>
   T* data() const;
   void* raw_data() const;
+
+  // Points this tensor (every handle of it) at `src`'s memory, which must have
+  // the same shape and dtype; autograd state stays. ZeRO uses it to place
+  // parameters inside the flat buffers it communicates.
+  void set_data(const Tensor& src) const;
+  // Labels this tensor's storage for the allocator's per-category figures.
+  const Tensor& set_memory_category(MemoryCategory c) const;
 
   // A view sharing storage. Offsets and strides are in elements.
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;

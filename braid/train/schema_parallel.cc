@@ -9,9 +9,16 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.strategy", .type = T::String, .default_value = std::string("auto"),
          .help = "how replicas on the data axis combine: auto = ps when the job has parameter servers, "
                  "allreduce when it has more than one replica, else nothing; none = one process, no job; allreduce = synchronous data parallelism "
-                 "(gradients averaged in buckets that overlap backward); ps = parameter servers (ps.* keys; "
+                 "(gradients averaged in buckets that overlap backward); zero = data parallelism that splits the model "
+                 "state over the replicas (ZeRO, parallel.zero_stage); ps = parameter servers (ps.* keys; "
                  "start with braid launch --servers S --workers W)",
-         .choices = {"auto", "none", "allreduce", "ps"}});
+         .choices = {"auto", "none", "allreduce", "zero", "ps"}});
+  s.add({.name = "parallel.zero_stage", .type = T::Int, .default_value = int64_t{1},
+         .help = "strategy zero: 1 = optimizer state split over the data axis; 2 = also gradients; 3 = also "
+                 "parameters (each layer gathered around its forward and backward)",
+         .min = 1.0, .max = 3.0});
+  s.add({.name = "parallel.zero_prefetch", .type = T::Bool, .default_value = true,
+         .help = "zero stage 3: gather the next layer's parameters while this one computes"});
   s.add({.name = "parallel.data", .type = T::Int, .default_value = int64_t{0},
          .help = "data-parallel degree (replicas); 0: world / (tensor x pipeline)", .min = 0.0});
   s.add({.name = "parallel.tensor", .type = T::Int, .default_value = int64_t{1},
@@ -42,7 +49,7 @@ void add_parallel_keys(Schema& s) {
                  "where one flow cannot fill the path (docs/communication.md)",
          .min = 1.0, .max = static_cast<double>(comm::kMaxTcpStreams), .env = "BRAID_TCP_STREAMS"});
   s.add({.name = "parallel.bucket_kb", .type = T::Int, .default_value = int64_t{256},
-         .help = "gradient bucket size in KiB (allreduce)", .min = 1.0});
+         .help = "gradient bucket size in KiB (allreduce; zero stages 1-2)", .min = 1.0});
   s.add({.name = "parallel.overlap", .type = T::Bool, .default_value = true,
          .help = "start each bucket's all-reduce during backward (false: all after backward)"});
   s.add({.name = "parallel.algorithm", .type = T::String, .default_value = std::string("auto"),

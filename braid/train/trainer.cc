@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <thread>
 
 #include "braid/autograd/engine.h"
@@ -57,6 +58,8 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
       o_(std::move(options)),
       plan_(std::make_shared<parallel::Plan>()),
       gen_(o_.generator ? o_.generator : std::make_shared<Generator>(o_.seed, /*stream=*/1)) {
+  std::random_device entropy;
+  run_id_ = fmt::format("{:08x}{:08x}", entropy(), entropy());
   if (!model_ || !optimizer_ || !loss_ || !train_) fail<ValueError>("Trainer: model, optimizer, loss and train loader are required");
   if (!schedule_) schedule_ = std::make_unique<optim::ConstantLR>(optimizer_->lr());
   if (o_.epochs < 1) fail<ValueError>("Trainer: epochs must be >= 1, got {}", o_.epochs);
@@ -100,7 +103,7 @@ double Trainer::train_step(const data::Batch& batch) {
 void Trainer::setup_plan() {
   if (plan_ready_) return;
   plan_ready_ = true;
-  plan_->setup(*model_, o_.config);
+  plan_->setup(*model_, o_.config, optimizer_.get());
 }
 
 EvalMetrics Trainer::evaluate() {
@@ -141,14 +144,23 @@ EvalMetrics Trainer::evaluate() {
 
 std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   Checkpoint c;
-  c.model = model_->state_dict();
-  c.optimizer = optimizer_->state_dict();
+  // Whole tensors whatever the plan splits (collective on the data axis under ZeRO).
+  c.model = plan_->model_state(*model_);
+  c.optimizer = plan_->optimizer_state(*optimizer_);
+  const std::string dir = checkpoint_dir();
+  if (!plan_->writes_checkpoints()) {
+    last_checkpoint_ = checkpoint_stem(dir, step_);
+    return last_checkpoint_;
+  }
   c.step = step_;
   c.epoch = epoch;
   c.batch = batch_in_epoch;
   c.rng = gen_->state();
   c.config = o_.config;
-  c.extra = {{"plan", plan_->state_dict()}};
+  c.extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}};
+  if (const std::string sync = plan_->grad_sync_name(); sync.starts_with("zero-")) {
+    c.extra["zero"] = {{"stage", std::stoi(sync.substr(5))}, {"data_world", plan_->data_world()}};
+  }
   if (!plan_->shard_name().empty()) {
     // The optimizer numbers buffers by parameter position; the tensor file
     // keeps names only, so the order is written beside them.
@@ -157,7 +169,6 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
     c.extra["shard"] = {{"name", plan_->shard_name()}, {"mesh", plan_->mesh().describe()},
                         {"specs", parallel::to_json(plan_->shards())}, {"params", order}};
   }
-  const std::string dir = checkpoint_dir();
   save_checkpoint(dir, c);
   prune_checkpoints(dir, o_.keep_checkpoints);
   last_checkpoint_ = checkpoint_stem(dir, step_);
@@ -196,8 +207,9 @@ std::pair<int64_t, int64_t> Trainer::resume() {
     for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + checkpoint_dir() + ", starting from scratch");
     return {0, 0};
   }
-  model_->load_state_dict(c->model);
-  optimizer_->load_state_dict(c->optimizer);
+  plan_->load_model_state(*model_, c->model);
+  plan_->load_optimizer_state(*optimizer_, c->optimizer);
+  run_id_ = c->extra.value("run_id", run_id_);
   gen_->set_state(c->rng);
   plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
   step_ = c->step;
@@ -214,6 +226,7 @@ void Trainer::log(const StepMetrics& m) {
 }
 
 TrainSummary Trainer::fit() {
+  run_id_ = plan_->agree_on_run_id(run_id_);
   auto [start_epoch, start_batch] = o_.resume ? resume() : std::pair<int64_t, int64_t>{0, 0};
   const int64_t per_epoch = train_->batches_per_epoch();
   int64_t total_steps = o_.epochs * per_epoch;

@@ -101,6 +101,9 @@ class Trainer {
   int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages
   std::vector<Tensor> params_;
   std::string last_checkpoint_;
+  // Names the run in its checkpoints (every rank's, every step's, kept
+  // across resumes), so shards of different runs are never merged.
+  std::string run_id_;
 };
 
 // Fraction of rows whose target is the top-1 / among the top-5 logits.

@@ -163,7 +163,11 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
           .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
                             .overlap = c.get_bool("parallel.overlap"),
                             .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                            .timeout = timeout}};
+                            .timeout = timeout},
+          .zero = {.stage = static_cast<int>(c.get_int("parallel.zero_stage")),
+                   .bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
+                   .prefetch = c.get_bool("parallel.zero_prefetch"),
+                   .timeout = timeout}};
 }
 
 parallel::ProcessGroupOptions process_group_options(const Config& c) {
@@ -273,7 +277,7 @@ TrainingRun make_training_run(const Config& c) {
     run.test_examples = ds.test->size();
   }
 
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, run.model->parameters());
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, plan->optimizer_parameters(*run.model));
   const int64_t epochs = c.get_int("train.epochs"), max_steps = c.get_int("train.max_steps");
   int64_t total = epochs * run.train_loader->batches_per_epoch();
   if (max_steps > 0) total = std::min(total, max_steps);
@@ -283,7 +287,7 @@ TrainingRun make_training_run(const Config& c) {
                                         .warmup_steps = c.get_int("optim.warmup_steps")});
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
-                    .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = plan->writes_checkpoints(),
+                    .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
