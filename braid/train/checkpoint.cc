@@ -101,14 +101,18 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt) {
   write_file_atomic(stem + ".json", side.dump(2) + "\n");
 }
 
+nlohmann::json read_checkpoint_sidecar(const std::string& stem) {
+  const std::string path = stem + ".json";
+  try {
+    return nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("checkpoint sidecar {} is corrupt: {}", path, e.what());
+  }
+}
+
 Checkpoint load_checkpoint(const std::string& stem) {
   const std::string side_path = stem + ".json", st_path = stem + ".safetensors";
-  nlohmann::json side;
-  try {
-    side = nlohmann::json::parse(read_text(side_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail<IoError>("checkpoint sidecar {} is corrupt: {}", side_path, e.what());
-  }
+  const nlohmann::json side = read_checkpoint_sidecar(stem);
   Checkpoint c;
   try {
     const uint32_t want = side.at("tensors_crc32").get<uint32_t>();

@@ -47,6 +47,11 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt);
 // IoError naming the file when either file is missing, truncated or altered.
 Checkpoint load_checkpoint(const std::string& stem);
 
+// The parsed sidecar of the checkpoint with stem `stem`, without reading or
+// verifying its tensors (for looking across many shards cheaply). IoError
+// naming the file when it is missing or not JSON.
+nlohmann::json read_checkpoint_sidecar(const std::string& stem);
+
 // Steps of the complete-looking checkpoints (sidecar present) in `dir`, ascending.
 std::vector<int64_t> list_checkpoints(const std::string& dir);
 
