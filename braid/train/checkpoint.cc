@@ -68,6 +68,23 @@ uint32_t file_crc(const std::string& path) {
   return crc;
 }
 
+// The model's tensors as "<model_prefix><name>", the optimizer's as
+// "optim.<i>.<buffer>", in one safetensors file written atomically.
+void write_tensors(const std::string& path, const Checkpoint& ckpt, const std::string& model_prefix,
+                   const safetensors::Metadata& metadata) {
+  std::map<std::string, safetensors::TensorRef> refs;
+  std::vector<Tensor> keep;  // contiguous copies alive until written
+  auto add = [&](const std::string& name, const Tensor& t) {
+    Tensor c = t.contiguous();
+    keep.push_back(c);
+    refs[name] = {st_dtype(c.dtype()), c.shape(),
+                  {static_cast<const std::byte*>(c.raw_data()), c.nbytes()}};
+  };
+  for (const auto& [n, t] : ckpt.model) add(model_prefix + n, t);
+  for (const auto& [n, t] : ckpt.optimizer.tensors) add(kOptimPrefix + n, t);
+  safetensors::write(path, refs, metadata);
+}
+
 }  // namespace
 
 std::string checkpoint_stem(const std::string& dir, int64_t step) {
@@ -78,18 +95,9 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail<IoError>("cannot create checkpoint folder {}: {}", dir, ec.message());
-  std::map<std::string, safetensors::TensorRef> refs;
-  std::vector<Tensor> keep;  // contiguous copies alive until written
-  auto add = [&](const std::string& name, const Tensor& t) {
-    Tensor c = t.contiguous();
-    keep.push_back(c);
-    refs[name] = {st_dtype(c.dtype()), c.shape(),
-                  {static_cast<const std::byte*>(c.raw_data()), c.nbytes()}};
-  };
-  for (const auto& [n, t] : ckpt.model) add(kModelPrefix + n, t);
-  for (const auto& [n, t] : ckpt.optimizer.tensors) add(kOptimPrefix + n, t);
   const std::string stem = checkpoint_stem(dir, ckpt.step);
-  safetensors::write(stem + ".safetensors", refs, {{"format", "braid-checkpoint"}, {"step", std::to_string(ckpt.step)}});
+  write_tensors(stem + ".safetensors", ckpt, kModelPrefix,
+                {{"format", "braid-checkpoint"}, {"step", std::to_string(ckpt.step)}});
   nlohmann::json side = {{"step", ckpt.step},
                          {"epoch", ckpt.epoch},
                          {"batch", ckpt.batch},
@@ -101,14 +109,18 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt) {
   write_file_atomic(stem + ".json", side.dump(2) + "\n");
 }
 
+nlohmann::json read_checkpoint_sidecar(const std::string& stem) {
+  const std::string path = stem + ".json";
+  try {
+    return nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("checkpoint sidecar {} is corrupt: {}", path, e.what());
+  }
+}
+
 Checkpoint load_checkpoint(const std::string& stem) {
   const std::string side_path = stem + ".json", st_path = stem + ".safetensors";
-  nlohmann::json side;
-  try {
-    side = nlohmann::json::parse(read_text(side_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail<IoError>("checkpoint sidecar {} is corrupt: {}", side_path, e.what());
-  }
+  const nlohmann::json side = read_checkpoint_sidecar(stem);
   Checkpoint c;
   try {
     const uint32_t want = side.at("tensors_crc32").get<uint32_t>();
@@ -140,6 +152,25 @@ Checkpoint load_checkpoint(const std::string& stem) {
     }
   }
   return c;
+}
+
+void save_consolidated(const std::string& path, const Checkpoint& ckpt) {
+  for (const auto& [name, t] : ckpt.model) {
+    // Unprefixed, such a name would read back as an optimizer buffer.
+    if (name.starts_with(kOptimPrefix)) {
+      fail<ValueError>("{}: model tensor '{}' clashes with the optimizer's names", path, name);
+    }
+  }
+  safetensors::Metadata meta = {{"format", "braid-consolidated"},
+                                {"step", std::to_string(ckpt.step)},
+                                {"epoch", std::to_string(ckpt.epoch)},
+                                {"batch", std::to_string(ckpt.batch)},
+                                {"optimizer", ckpt.optimizer.scalars.dump()},
+                                {"config", ckpt.config.dump()}};
+  if (const auto id = ckpt.extra.find("run_id"); id != ckpt.extra.end()) {
+    meta["run_id"] = id->is_string() ? id->get<std::string>() : id->dump();
+  }
+  write_tensors(path, ckpt, "", meta);
 }
 
 std::vector<int64_t> list_checkpoints(const std::string& dir) {

@@ -47,6 +47,20 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt);
 // IoError naming the file when either file is missing, truncated or altered.
 Checkpoint load_checkpoint(const std::string& stem);
 
+// The parsed sidecar of the checkpoint with stem `stem`, without reading or
+// verifying its tensors (for looking across many shards cheaply). IoError
+// naming the file when it is missing or not JSON.
+nlohmann::json read_checkpoint_sidecar(const std::string& stem);
+
+// Writes the whole model and its optimizer state as ONE safetensors file for
+// tools that know nothing of braid's checkpoints: model tensors under their
+// own names ("0.weight", as PyTorch's state_dict names them), optimizer
+// buffers as "optim.<i>.<buffer>"; the metadata holds format
+// "braid-consolidated", step, epoch, batch, run_id (when extra has one), and
+// the optimizer scalars and config as JSON text. Atomic, like a checkpoint.
+// ValueError when a model tensor's name starts with "optim.".
+void save_consolidated(const std::string& path, const Checkpoint& ckpt);
+
 // Steps of the complete-looking checkpoints (sidecar present) in `dir`, ascending.
 std::vector<int64_t> list_checkpoints(const std::string& dir);
 

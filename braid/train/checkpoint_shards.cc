@@ -1,6 +1,8 @@
 #include "braid/train/checkpoint_shards.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -59,6 +61,36 @@ Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
   return whole;
 }
 
+// extra.run_id, or "" when the trainer that wrote the checkpoint recorded none.
+std::string run_id(const nlohmann::json& extra) {
+  const auto it = extra.find("run_id");
+  if (it == extra.end()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::string run_text(const std::string& id) { return id.empty() ? "no run id" : fmt::format("run id \"{}\"", id); }
+
+// Refuses shards of one step that two runs wrote (a folder reused without
+// clearing it): merged, they would mix two models. `sidecars` holds each
+// shard's sidecar path and its extra, shard t0-p0 first. A checkpoint without
+// a run id differs from one with, as one trainer writes it on every rank.
+void check_one_run(int64_t step, const std::vector<std::pair<std::string, nlohmann::json>>& sidecars) {
+  const std::string want = run_id(sidecars.front().second);
+  for (const auto& [file, extra] : sidecars) {
+    if (const std::string got = run_id(extra); got != want) {
+      fail<IoError>("checkpoint shards of step {} come from different runs: {} has {}, {} has {}", step, file,
+                    run_text(got), sidecars.front().first, run_text(want));
+    }
+  }
+}
+
+// (tensor rank, stage) of "shard-t<t>-p<p>"; other names sort last.
+std::pair<int, int> shard_coords(const std::string& folder) {
+  int t = 0, p = 0;
+  if (std::sscanf(folder.c_str(), "shard-t%d-p%d", &t, &p) != 2) return {INT_MAX, INT_MAX};
+  return {t, p};
+}
+
 }  // namespace
 
 std::vector<std::string> shard_folders(const std::string& dir) {
@@ -68,7 +100,9 @@ std::vector<std::string> shard_folders(const std::string& dir) {
     const std::string n = e.path().filename().string();
     if (e.is_directory() && n.rfind("shard-", 0) == 0) out.push_back(n);
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    return std::pair(shard_coords(a), a) < std::pair(shard_coords(b), b);
+  });
   return out;
 }
 
@@ -88,19 +122,50 @@ std::optional<int64_t> latest_common_shard_step(const std::string& dir) {
     }
   }
   if (!common || common->empty()) return std::nullopt;
-  return *common->rbegin();
+  const int64_t step = *common->rbegin();
+  std::vector<std::pair<std::string, nlohmann::json>> sidecars;
+  for (const std::string& s : shards) {
+    const std::string stem = checkpoint_stem(dir + "/" + s, step);
+    sidecars.emplace_back(stem + ".json", read_checkpoint_sidecar(stem).value("extra", nlohmann::json::object()));
+  }
+  check_one_run(step, sidecars);
+  return step;
+}
+
+std::vector<ShardCheckpoint> load_shard_checkpoints(const std::string& dir, int64_t step) {
+  const std::vector<std::string> shards = shard_folders(dir);
+  if (shards.empty()) fail<IoError>("{}: no shard-* folders", dir);
+  std::vector<ShardCheckpoint> out;
+  std::vector<std::pair<std::string, nlohmann::json>> sidecars;
+  for (const std::string& s : shards) {
+    const std::string stem = checkpoint_stem(dir + "/" + s, step);
+    out.push_back({s, stem, load_checkpoint(stem)});
+    sidecars.emplace_back(stem + ".json", out.back().ckpt.extra);
+  }
+  check_one_run(step, sidecars);
+  return out;
+}
+
+std::vector<std::string> shard_param_order(const std::string& dir, int64_t step) {
+  std::vector<std::string> order;
+  for (const std::string& s : shard_folders(dir)) {
+    const nlohmann::json side = read_checkpoint_sidecar(checkpoint_stem(dir + "/" + s, step));
+    const nlohmann::json shard = side.value("extra", nlohmann::json::object()).value("shard", nlohmann::json::object());
+    for (const std::string& name : shard.value("params", std::vector<std::string>{})) {
+      if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
+    }
+  }
+  return order;
 }
 
 Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const std::vector<std::string>& param_order) {
-  const std::vector<std::string> shards = shard_folders(dir);
-  if (shards.empty()) fail<IoError>("{}: no shard-* folders to merge", dir);
+  const std::vector<ShardCheckpoint> loaded = load_shard_checkpoints(dir, step);
   std::map<std::string, std::vector<Part>> model_parts;
   std::map<std::string, std::vector<Part>> optim_parts;  // by "<name>.<buffer>"
   std::vector<std::string> model_order;
-  Checkpoint merged;
-  bool have_base = false;
-  for (const std::string& s : shards) {
-    Checkpoint c = load_checkpoint(checkpoint_stem(dir + "/" + s, step));
+  std::vector<std::string> shards;
+  for (const auto& [s, stem, c] : loaded) {
+    shards.push_back(s);
     const nlohmann::json shard = c.extra.value("shard", nlohmann::json::object());
     const parallel::ShardSpecs specs =
         parallel::shard_specs_from_json(shard.value("specs", nlohmann::json::object()));
@@ -126,13 +191,12 @@ Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const s
       if (t.shape() != by_name[pname].shape()) spec = parallel::ShardSpec{};
       optim_parts[pname + "/" + key.substr(dot + 1)].push_back({spec, t, s});
     }
-    if (!have_base) {  // shard-t0-p0 sorts first
-      merged.optimizer.scalars = c.optimizer.scalars;
-      merged.step = c.step, merged.epoch = c.epoch, merged.batch = c.batch;
-      merged.rng = c.rng, merged.config = c.config;
-      have_base = true;
-    }
   }
+  const Checkpoint& base = loaded.front().ckpt;  // shard t0-p0's
+  Checkpoint merged;
+  merged.optimizer.scalars = base.optimizer.scalars;
+  merged.step = base.step, merged.epoch = base.epoch, merged.batch = base.batch;
+  merged.rng = base.rng, merged.config = base.config;
   for (const std::string& name : model_order) merged.model.emplace_back(name, assemble(name, model_parts[name]));
   for (size_t i = 0; i < param_order.size(); ++i) {
     const std::string prefix = param_order[i] + "/";
@@ -145,6 +209,7 @@ Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const s
     merged.optimizer.scalars["num_params"] = param_order.size();  // the whole model's, not shard t0-p0's
   }
   merged.extra = {{"merged_from", shards}};
+  if (const std::string id = run_id(base.extra); !id.empty()) merged.extra["run_id"] = id;
   return merged;
 }
 

@@ -1,7 +1,11 @@
 // Sharded checkpoints merged into one process's: tensor-parallel slices
 // along rows and columns, replicated tensors, pipeline stages holding
-// different layers, optimizer buffers renumbered by the whole model's order.
+// different layers, optimizer buffers renumbered by the whole model's order;
+// shards of two runs and truncated shards refused, naming the file.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
 
 #include "braid/ops/shape.h"
 #include "braid/parallel/shard_spec.h"
@@ -21,14 +25,15 @@ Tensor rows(const Tensor& t, int dim, int64_t b, int64_t e) { return slice(t, di
 
 // Writes one shard's checkpoint of `step` with its specs.
 void write_shard(const std::string& dir, const std::string& shard, const nn::NamedTensors& model,
-                 const optim::OptimizerState& opt, const parallel::ShardSpecs& specs, int64_t step) {
+                 const optim::OptimizerState& opt, const parallel::ShardSpecs& specs, int64_t step,
+                 const std::string& run_id = "run-a") {
   Checkpoint c;
   c.model = model;
   c.optimizer = opt;
   c.step = step;
   std::vector<std::string> order;
   for (const auto& [name, t] : model) order.push_back(name);
-  c.extra = {{"shard", {{"name", shard}, {"specs", parallel::to_json(specs)}, {"params", order}}}};
+  c.extra = {{"shard", {{"name", shard}, {"specs", parallel::to_json(specs)}, {"params", order}}}, {"run_id", run_id}};
   save_checkpoint(dir + "/shard-" + shard, c);
 }
 
@@ -71,6 +76,54 @@ TEST(CheckpointShards, TensorSlicesAndStagesMergeIntoTheWholeModel) {
   expect_equal(c.optimizer.tensors[0].second, m1, "momentum");
   EXPECT_EQ(c.step, 20);
   EXPECT_EQ(c.optimizer.scalars.at("num_params"), 4);
+  EXPECT_EQ(c.extra.at("run_id"), "run-a");
+  // Without a model at hand, the shards' own lists give the same order.
+  EXPECT_EQ(shard_param_order(dir, 20), (std::vector<std::string>{"1.weight", "2.weight", "2.bias", "3.weight"}));
+}
+
+// The message must name the file and both runs, for the operator to find
+// which run wrote into the folder.
+void expect_io_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointShards, ShardsOfTwoRunsAreRefusedNamingTheFile) {
+  test::TempDir tmp;
+  const std::string dir = tmp.path();
+  write_shard(dir, "t0-p0", {{"a", iota({2}, 0)}}, {}, {}, 7, "run-a");
+  write_shard(dir, "t0-p1", {{"b", iota({2}, 0)}}, {}, {}, 7, "run-b");
+  const std::string file = checkpoint_stem(dir + "/shard-t0-p1", 7) + ".json";
+  expect_io_error([&] { latest_common_shard_step(dir); }, {file, "\"run-a\"", "\"run-b\""});
+  expect_io_error([&] { merge_shard_checkpoints(dir, 7, {"a", "b"}); }, {file, "\"run-a\"", "\"run-b\""});
+  // A shard without a run id is another run's too (one trainer writes it on every rank).
+  write_shard(dir, "t0-p1", {{"b", iota({2}, 0)}}, {}, {}, 7, "");
+  expect_io_error([&] { merge_shard_checkpoints(dir, 7, {"a", "b"}); }, {file, "no run id"});
+}
+
+TEST(CheckpointShards, ATruncatedShardIsRefusedNamingTheFile) {
+  test::TempDir tmp;
+  const std::string dir = tmp.path();
+  for (int p = 0; p < 2; ++p) {
+    write_shard(dir, "t0-p" + std::to_string(p), {{"w" + std::to_string(p), iota({64}, 0)}}, {}, {}, 3);
+  }
+  const std::string file = checkpoint_stem(dir + "/shard-t0-p1", 3) + ".safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);  // cut in the middle
+  EXPECT_EQ(latest_common_shard_step(dir), std::optional<int64_t>(3));        // sidecars only: not its job
+  expect_io_error([&] { merge_shard_checkpoints(dir, 3, {"w0", "w1"}); }, {file, "truncated"});
+}
+
+TEST(CheckpointShards, FoldersSortByTensorRankThenStageAsNumbers) {
+  test::TempDir tmp;
+  for (const char* s : {"shard-t0-p10", "shard-t1-p0", "shard-t0-p2", "shard-t0-p0"}) {
+    std::filesystem::create_directories(tmp.path() / s);
+  }
+  EXPECT_EQ(shard_folders(tmp.path()),
+            (std::vector<std::string>{"shard-t0-p0", "shard-t0-p2", "shard-t0-p10", "shard-t1-p0"}));
 }
 
 TEST(CheckpointShards, SlicesThatDoNotTileAreRefused) {

@@ -11,6 +11,7 @@ inline int exit_code = 0;
 
 void add_version(CLI::App& app);
 void add_inspect(CLI::App& app);
+void add_inspect_checkpoint(CLI::App& inspect);  // inspect_checkpoint.cc, called by add_inspect
 void add_train(CLI::App& app);
 void add_launch(CLI::App& app);
 void add_bench_collective(CLI::App& app);

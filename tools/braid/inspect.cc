@@ -6,6 +6,8 @@
 //       throughput over N training epochs (samples/s)
 //   inspect safetensors FILE
 //       a safetensors file's tensors and metadata, after checking its checksum
+//   inspect checkpoint DIR [--step S] [--format table|json] [--consolidate OUT]
+//       a run's checkpoints (inspect_checkpoint.cc)
 #include <cstdio>
 
 #include "braid/base/deadline.h"
@@ -93,7 +95,7 @@ void inspect_safetensors(const std::string& path) {
 }  // namespace
 
 void add_inspect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "show the config schema, datasets or a checkpoint file");
+  auto* cmd = app.add_subcommand("inspect", "show the config schema, datasets, a safetensors file or a run's checkpoints");
   cmd->require_subcommand(1);
   auto args = std::make_shared<ConfigArgs>();
 
@@ -110,6 +112,8 @@ void add_inspect(CLI::App& app) {
   auto* st = cmd->add_subcommand("safetensors", "list a safetensors file's tensors and metadata, verifying it");
   st->add_option("file", args->file, "a .safetensors file")->required();
   st->callback([args] { inspect_safetensors(args->file); });
+
+  add_inspect_checkpoint(*cmd);
 }
 
 }  // namespace braid::cli

@@ -1,0 +1,148 @@
+#include "braid/train/checkpoint_info.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "braid/base/error.h"
+#include "braid/parallel/shard_spec.h"
+#include "braid/train/checkpoint_shards.h"
+
+namespace braid::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t bytes_of(const nn::NamedTensors& tensors) {
+  int64_t n = 0;
+  for (const auto& [name, t] : tensors) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+// Replicas on the data axis: ZeRO records them; otherwise the mesh text,
+// which starts "data <N> x ..." (parallel::Mesh), or a configured degree.
+int64_t data_world(const Checkpoint& c, const std::string& mesh) {
+  if (const auto z = c.extra.find("zero"); z != c.extra.end() && z->contains("data_world")) {
+    return z->at("data_world").get<int64_t>();
+  }
+  long long n = 0;
+  if (std::sscanf(mesh.c_str(), "data %lld", &n) == 1) return n;
+  return std::max<int64_t>(0, c.config.value("parallel", nlohmann::json::object()).value("data", int64_t{0}));
+}
+
+// Fills everything but `step`, `sharded` and `problem` from the step's files,
+// shard t0-p0 (or the whole checkpoint) first.
+void summarise(StepSummary& s, const std::vector<ShardCheckpoint>& parts) {
+  const Checkpoint& base = parts.front().ckpt;
+  s.epoch = base.epoch, s.batch = base.batch;
+  s.optimizer = base.optimizer.scalars.value("name", std::string());
+  s.optimizer_steps = base.optimizer.scalars.value("steps", int64_t{0});
+  s.run_id = base.extra.value("run_id", std::string());
+  s.zero_stage = base.extra.value("zero", nlohmann::json::object()).value("stage", 0);
+  std::map<std::string, int64_t> whole;  // model tensor -> its whole element count
+  for (const auto& [folder, stem, c] : parts) {
+    const nlohmann::json shard = c.extra.value("shard", nlohmann::json::object());
+    const parallel::ShardSpecs specs = parallel::shard_specs_from_json(shard.value("specs", nlohmann::json::object()));
+    ShardSummary& out = s.shards.emplace_back();
+    out = {.name = folder, .file = stem + ".safetensors", .mesh = shard.value("mesh", std::string()),
+           .model_bytes = bytes_of(c.model), .optimizer_bytes = bytes_of(c.optimizer.tensors)};
+    for (const auto& [name, t] : c.model) {
+      out.elements += t.numel();
+      const auto it = specs.find(name);
+      whole[name] = it != specs.end() && it->second.dim >= 0 ? numel(it->second.full_shape) : t.numel();
+    }
+  }
+  for (const auto& [name, n] : whole) s.model_elements += n;
+  // The trainer appends the writing rank's coordinates after ';'.
+  s.mesh = s.shards.front().mesh.substr(0, s.shards.front().mesh.find(';'));
+  s.data_world = data_world(base, s.mesh);
+}
+
+StepSummary describe_step(const std::string& dir, int64_t step, bool sharded) {
+  StepSummary s{.step = step, .sharded = sharded};
+  try {
+    if (sharded) {
+      summarise(s, load_shard_checkpoints(dir, step));
+    } else {
+      const std::string stem = checkpoint_stem(dir, step);
+      summarise(s, {{"", stem, load_checkpoint(stem)}});
+    }
+  } catch (const IoError& e) {
+    s = {.step = step, .sharded = sharded, .problem = e.what()};
+  } catch (const nlohmann::json::exception& e) {  // a sidecar field of the wrong type
+    s = {.step = step, .sharded = sharded,
+         .problem = fmt::format("a sidecar of step {} in {} is malformed: {}", step, dir, e.what())};
+  }
+  return s;
+}
+
+}  // namespace
+
+CheckpointInfo describe_checkpoints(const std::string& dir, std::optional<int64_t> step) {
+  if (!fs::is_directory(dir)) fail<IoError>("{} is not a folder", dir);
+  CheckpointInfo info{.dir = dir, .shard_folders = shard_folders(dir), .whole_steps = list_checkpoints(dir)};
+  std::map<int64_t, std::set<std::string>> holders;  // step -> shard folders that have it
+  for (const std::string& s : info.shard_folders) {
+    for (int64_t k : list_checkpoints(dir + "/" + s)) holders[k].insert(s);
+  }
+  for (const auto& [k, have] : holders) {
+    if (have.size() == info.shard_folders.size()) {
+      info.shard_steps.push_back(k);
+      continue;
+    }
+    for (const std::string& s : info.shard_folders) {
+      if (!have.count(s)) info.incomplete[k].push_back(s);
+    }
+  }
+  const auto has = [](const std::vector<int64_t>& v, int64_t k) { return std::binary_search(v.begin(), v.end(), k); };
+  std::set<int64_t> all(info.whole_steps.begin(), info.whole_steps.end());
+  all.insert(info.shard_steps.begin(), info.shard_steps.end());
+  if (step && !all.count(*step)) fail<IoError>("{} holds no complete checkpoint of step {}", dir, *step);
+  for (int64_t k : all) {
+    if (step && k != *step) continue;
+    if (has(info.whole_steps, k)) info.steps.push_back(describe_step(dir, k, false));
+    if (has(info.shard_steps, k)) info.steps.push_back(describe_step(dir, k, true));
+  }
+  return info;
+}
+
+nlohmann::json to_json(const CheckpointInfo& info) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepSummary& s : info.steps) {
+    nlohmann::json j = {{"step", s.step}, {"sharded", s.sharded}};
+    if (!s.problem.empty()) {
+      j["problem"] = s.problem;
+      steps.push_back(j);
+      continue;
+    }
+    nlohmann::json shards = nlohmann::json::array();
+    for (const ShardSummary& h : s.shards) {
+      shards.push_back({{"name", h.name}, {"file", h.file}, {"mesh", h.mesh}, {"elements", h.elements},
+                        {"model_bytes", h.model_bytes}, {"optimizer_bytes", h.optimizer_bytes}});
+    }
+    j.update({{"epoch", s.epoch}, {"batch", s.batch}, {"mesh", s.mesh}, {"data_world", s.data_world},
+              {"zero_stage", s.zero_stage}, {"optimizer", s.optimizer}, {"optimizer_steps", s.optimizer_steps},
+              {"run_id", s.run_id}, {"model_elements", s.model_elements}, {"shards", shards}});
+    steps.push_back(j);
+  }
+  nlohmann::json incomplete = nlohmann::json::object();
+  for (const auto& [k, lacking] : info.incomplete) incomplete[std::to_string(k)] = lacking;
+  return {{"dir", info.dir}, {"shard_folders", info.shard_folders}, {"whole_steps", info.whole_steps},
+          {"shard_steps", info.shard_steps}, {"incomplete", incomplete}, {"steps", steps}};
+}
+
+Checkpoint load_whole_checkpoint(const std::string& dir, std::optional<int64_t> step) {
+  const std::vector<int64_t> whole = list_checkpoints(dir);
+  if (!step) {
+    const std::optional<int64_t> sharded = latest_common_shard_step(dir);
+    if (whole.empty() && !sharded) fail<IoError>("{} holds no complete checkpoint", dir);
+    step = std::max(whole.empty() ? int64_t{-1} : whole.back(), sharded.value_or(-1));
+  }
+  if (std::binary_search(whole.begin(), whole.end(), *step)) return load_checkpoint(checkpoint_stem(dir, *step));
+  if (shard_folders(dir).empty()) fail<IoError>("{} holds no checkpoint of step {}", dir, *step);
+  return merge_shard_checkpoints(dir, *step, shard_param_order(dir, *step));
+}
+
+}  // namespace braid::train
