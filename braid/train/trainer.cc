@@ -9,7 +9,7 @@
 #include "braid/autograd/node.h"
 #include "braid/optim/clip.h"
 #include "braid/train/checkpoint.h"
-#include "braid/train/checkpoint_shards.h"
+#include "braid/train/checkpoint_reshard.h"
 
 namespace braid::train {
 
@@ -157,15 +157,13 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   c.batch = batch_in_epoch;
   c.rng = gen_->state();
   c.config = o_.config;
-  c.extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}};
+  nlohmann::json order = nlohmann::json::array();  // numbers the optimizer's buffers
+  for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
+  c.extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}, {"params", order}};
   if (const std::string sync = plan_->grad_sync_name(); sync.starts_with("zero-")) {
     c.extra["zero"] = {{"stage", std::stoi(sync.substr(5))}, {"data_world", plan_->data_world()}};
   }
   if (!plan_->shard_name().empty()) {
-    // The optimizer numbers buffers by parameter position; the tensor file
-    // keeps names only, so the order is written beside them.
-    nlohmann::json order = nlohmann::json::array();
-    for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
     c.extra["shard"] = {{"name", plan_->shard_name()}, {"mesh", plan_->mesh().describe()},
                         {"specs", parallel::to_json(plan_->shards())}, {"params", order}};
   }
@@ -182,23 +180,14 @@ std::string Trainer::checkpoint_dir() const {
 }
 
 std::pair<int64_t, int64_t> Trainer::resume() {
-  std::vector<std::string> skipped;
-  std::optional<Checkpoint> c;
-  if (!plan_->shard_name().empty()) {
-    // Every shard resumes from the same step: the newest that all completed.
-    if (const auto step = latest_common_shard_step(o_.out_dir)) c = load_checkpoint(checkpoint_stem(checkpoint_dir(), *step));
-  } else {
-    c = load_latest_checkpoint(o_.out_dir, &skipped);
-    const auto sharded = c ? std::nullopt : latest_common_shard_step(o_.out_dir);
-    if (sharded) {  // a sharded run's checkpoint, continued in one process
-      std::vector<std::string> order;
-      for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
-      c = merge_shard_checkpoints(o_.out_dir, *sharded, order);
-      for (auto& cb : callbacks_) {
-        cb->on_message(fmt::format("merged the {} shards of step {} into the whole model", shard_folders(o_.out_dir).size(),
-                                   *sharded));
-      }
-    }
+  std::vector<std::string> skipped, notes;
+  // Whatever plan wrote the checkpoint, this rank takes its own part of it.
+  RankPart part{.shard = plan_->shard_name(), .state = model_->state_dict(), .param_order = {},
+                .specs = plan_->shards()};
+  for (const auto& [name, t] : model_->named_parameters()) part.param_order.push_back(name);
+  std::optional<Checkpoint> c = load_for_part(o_.out_dir, part, &notes, &skipped);
+  for (const std::string& n : notes) {
+    for (auto& cb : callbacks_) cb->on_message(n);
   }
   for (const std::string& s : skipped) {
     for (auto& cb : callbacks_) cb->on_message("skipping unusable checkpoint: " + s);
