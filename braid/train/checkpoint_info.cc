@@ -88,12 +88,21 @@ CheckpointInfo describe_checkpoints(const std::string& dir, std::optional<int64_
     for (int64_t k : list_checkpoints(dir + "/" + s)) holders[k].insert(s);
   }
   for (const auto& [k, have] : holders) {
-    if (have.size() == info.shard_folders.size()) {
+    if (!shards_of_step(dir, k).empty()) {
       info.shard_steps.push_back(k);
       continue;
     }
-    for (const std::string& s : info.shard_folders) {
-      if (!have.count(s)) info.incomplete[k].push_back(s);
+    // The grid the holders span (runs under other layouts may share the folder).
+    int tensor = 0, stages = 0;
+    for (const std::string& s : have) {
+      int t = 0, p = 0;
+      if (std::sscanf(s.c_str(), "shard-t%d-p%d", &t, &p) == 2) tensor = std::max(tensor, t + 1), stages = std::max(stages, p + 1);
+    }
+    for (int t = 0; t < tensor; ++t) {
+      for (int p = 0; p < stages; ++p) {
+        const std::string s = fmt::format("shard-t{}-p{}", t, p);
+        if (!have.count(s)) info.incomplete[k].push_back(s);
+      }
     }
   }
   const auto has = [](const std::vector<int64_t>& v, int64_t k) { return std::binary_search(v.begin(), v.end(), k); };

@@ -49,8 +49,8 @@ struct CheckpointInfo {
   std::string dir{};
   std::vector<std::string> shard_folders{};                  // empty when no sharded run wrote here
   std::vector<int64_t> whole_steps{};                        // whole-model checkpoints in `dir`, ascending
-  std::vector<int64_t> shard_steps{};                        // steps every shard folder has, ascending
-  std::map<int64_t, std::vector<std::string>> incomplete{};  // a step some shards have -> the folders lacking it
+  std::vector<int64_t> shard_steps{};                        // steps a whole grid of shard folders has (shards_of_step)
+  std::map<int64_t, std::vector<std::string>> incomplete{};  // a step some shards have -> the folders of its grid lacking it
   // The described steps, ascending; a step's whole-model checkpoint before its shards.
   std::vector<StepSummary> steps{};
 };

@@ -82,7 +82,7 @@ std::optional<Checkpoint> load_for_part(const std::string& dir, const RankPart& 
     }
     whole_order = shard_param_order(dir, *sharded);
     whole = merge_shard_checkpoints(dir, *sharded, whole_order);
-    if (notes) notes->push_back(fmt::format("merged the {} shards of step {} into the whole model", shard_folders(dir).size(), *sharded));
+    if (notes) notes->push_back(fmt::format("merged the {} shards of step {} into the whole model", shards_of_step(dir, *sharded).size(), *sharded));
   } else if (whole) {
     whole_order = whole->extra.value("params", std::vector<std::string>{});
     if (whole_order.empty()) {

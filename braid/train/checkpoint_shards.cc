@@ -106,35 +106,44 @@ std::vector<std::string> shard_folders(const std::string& dir) {
   return out;
 }
 
+std::vector<std::string> shards_of_step(const std::string& dir, int64_t step) {
+  std::vector<std::string> have;
+  int tensor = 0, stages = 0;
+  for (const std::string& s : shard_folders(dir)) {
+    if (!fs::exists(checkpoint_stem(dir + "/" + s, step) + ".json")) continue;
+    const auto [t, p] = shard_coords(s);
+    if (t == INT_MAX) continue;
+    have.push_back(s);
+    tensor = std::max(tensor, t + 1), stages = std::max(stages, p + 1);
+  }
+  // A later run under another layout writes other folders beside these; a
+  // step counts only where its folders tile a whole tensor x pipeline grid.
+  if (have.empty() || static_cast<int64_t>(have.size()) != int64_t{tensor} * stages) return {};
+  return have;
+}
+
 std::optional<int64_t> latest_common_shard_step(const std::string& dir) {
-  const std::vector<std::string> shards = shard_folders(dir);
-  if (shards.empty()) return std::nullopt;
-  std::optional<std::set<int64_t>> common;
-  for (const std::string& s : shards) {
-    const std::vector<int64_t> steps = list_checkpoints(dir + "/" + s);
-    std::set<int64_t> mine(steps.begin(), steps.end());
-    if (!common) {
-      common = mine;
-    } else {
-      std::set<int64_t> both;
-      std::set_intersection(common->begin(), common->end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
-      common = both;
+  std::set<int64_t> steps;
+  for (const std::string& s : shard_folders(dir)) {
+    for (int64_t step : list_checkpoints(dir + "/" + s)) steps.insert(step);
+  }
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::vector<std::string> shards = shards_of_step(dir, *it);
+    if (shards.empty()) continue;
+    std::vector<std::pair<std::string, nlohmann::json>> sidecars;
+    for (const std::string& s : shards) {
+      const std::string stem = checkpoint_stem(dir + "/" + s, *it);
+      sidecars.emplace_back(stem + ".json", read_checkpoint_sidecar(stem).value("extra", nlohmann::json::object()));
     }
+    check_one_run(*it, sidecars);
+    return *it;
   }
-  if (!common || common->empty()) return std::nullopt;
-  const int64_t step = *common->rbegin();
-  std::vector<std::pair<std::string, nlohmann::json>> sidecars;
-  for (const std::string& s : shards) {
-    const std::string stem = checkpoint_stem(dir + "/" + s, step);
-    sidecars.emplace_back(stem + ".json", read_checkpoint_sidecar(stem).value("extra", nlohmann::json::object()));
-  }
-  check_one_run(step, sidecars);
-  return step;
+  return std::nullopt;
 }
 
 std::vector<ShardCheckpoint> load_shard_checkpoints(const std::string& dir, int64_t step) {
-  const std::vector<std::string> shards = shard_folders(dir);
-  if (shards.empty()) fail<IoError>("{}: no shard-* folders", dir);
+  const std::vector<std::string> shards = shards_of_step(dir, step);
+  if (shards.empty()) fail<IoError>("{}: no complete set of shard-* folders holds step {}", dir, step);
   std::vector<ShardCheckpoint> out;
   std::vector<std::pair<std::string, nlohmann::json>> sidecars;
   for (const std::string& s : shards) {
@@ -148,7 +157,7 @@ std::vector<ShardCheckpoint> load_shard_checkpoints(const std::string& dir, int6
 
 std::vector<std::string> shard_param_order(const std::string& dir, int64_t step) {
   std::vector<std::string> order;
-  for (const std::string& s : shard_folders(dir)) {
+  for (const std::string& s : shards_of_step(dir, step)) {
     const nlohmann::json side = read_checkpoint_sidecar(checkpoint_stem(dir + "/" + s, step));
     const nlohmann::json shard = side.value("extra", nlohmann::json::object()).value("shard", nlohmann::json::object());
     for (const std::string& name : shard.value("params", std::vector<std::string>{})) {

@@ -22,8 +22,13 @@ namespace braid::train {
 // not sharded.
 std::vector<std::string> shard_folders(const std::string& dir);
 
-// The newest step every shard folder has a complete checkpoint of; nullopt
-// when there is none. IoError naming the file when that step's shards come
+// The shard folders that hold `step`, when they tile a whole tensor x
+// pipeline grid (t0..T-1 x p0..P-1); empty otherwise. Runs resumed under
+// another layout leave other folders beside them.
+std::vector<std::string> shards_of_step(const std::string& dir, int64_t step);
+
+// The newest step some complete grid of shard folders holds (shards_of_step);
+// nullopt when there is none. IoError naming the file when that step's shards come
 // from different runs (their sidecars' extra.run_id differ): two runs wrote
 // into one folder, and no step of it is safe to resume from.
 std::optional<int64_t> latest_common_shard_step(const std::string& dir);
