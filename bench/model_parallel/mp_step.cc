@@ -3,9 +3,11 @@
 //
 //   braid launch -n 2 -- build/bin/mp_step CONFIG STEPS WARMUP [--set key=value ...]
 //
-// Memory is read from the host allocator: parameters, gradients and
-// optimizer state are counted from the tensors this rank holds; the step's
-// peak is the allocator's most bytes in use during the timed steps.
+// Memory is read from the host allocator's categories (tensor/allocator.h):
+// the bytes of parameters, gradients and optimizer state this rank holds
+// after the timed steps, each one's peak during them and their sum's peak
+// (model state at its highest at one moment), and the most bytes
+// in use of any kind (activations included).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,18 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "braid/nn/sequential.h"
 #include "braid/tensor/allocator.h"
 #include "braid/train/trainer_setup.h"
 
 using namespace braid;
 
 namespace {
-
-size_t tensor_bytes(const std::vector<Tensor>& ts) {
-  size_t n = 0;
-  for (const Tensor& t : ts) n += t.defined() ? t.nbytes() : 0;
-  return n;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -71,20 +68,31 @@ int main(int argc, char** argv) try {
       if (++done == warmup + steps) break;
     }
   }
-  std::vector<Tensor> params = trainer.model().parameters(), grads, optim_state;
-  for (const Tensor& p : params) grads.push_back(p.grad());
-  for (const auto& [name, t] : trainer.optimizer().state_dict().tensors) optim_state.push_back(t);
   const parallel::Plan& plan = trainer.plan();
+  const AllocatorStats mem = CachingAllocator::host().stats();
   const double step_ms = median(ms);
+  size_t largest_layer = 0;  // bytes of the largest layer's parameters (ZeRO stage 3 gathers one at a time)
+  if (const auto* seq = dynamic_cast<const nn::Sequential*>(&trainer.model())) {
+    for (size_t i = 0; i < seq->size(); ++i) {
+      size_t bytes = 0;
+      for (const Tensor& p : seq->layer(i)->parameters()) bytes += p.nbytes();
+      largest_layer = std::max(largest_layer, bytes);
+    }
+  }
   nlohmann::json out = {{"rank", plan.mesh().rank()},
                         {"mesh", plan.mesh().describe()},
                         {"plan", plan.describe()},
                         {"step_ms", step_ms},
                         {"batch", samples / std::max<int64_t>(1, static_cast<int64_t>(ms.size()))},
-                        {"param_bytes", tensor_bytes(params)},
-                        {"grad_bytes", tensor_bytes(grads)},
-                        {"optim_bytes", tensor_bytes(optim_state)},
-                        {"peak_bytes", CachingAllocator::host().stats().peak_bytes_in_use}};
+                        {"param_bytes", mem[MemoryCategory::parameters].in_use},
+                        {"grad_bytes", mem[MemoryCategory::gradients].in_use},
+                        {"optim_bytes", mem[MemoryCategory::optimizer_state].in_use},
+                        {"param_peak", mem[MemoryCategory::parameters].peak},
+                        {"grad_peak", mem[MemoryCategory::gradients].peak},
+                        {"optim_peak", mem[MemoryCategory::optimizer_state].peak},
+                        {"state_peak", mem.model_state_peak},
+                        {"peak_bytes", mem.peak_bytes_in_use},
+                        {"largest_layer_bytes", largest_layer}};
   if (!busy.empty()) {
     // Busy: this stage's forward and backward compute; the stage's step: its
     // part of the step from the first forward to the loss broadcast.

@@ -35,10 +35,11 @@ void accumulate_leaf(const Tensor& leaf, Tensor g) {
     Tensor incoming = g.dtype() == leaf.dtype() ? std::move(g) : g.to(leaf.dtype());
     if (!meta.grad || meta.grad_is_zero) {
       // Keep the incoming buffer when nothing else can see it (a fresh
-      // product, as from a layer's weight gradient): no copy. Otherwise own a
-      // copy, written into the old buffer when there is one so views of it
-      // (a data-parallel bucket) stay valid.
-      if (incoming.sole_owner()) {
+      // product, as from a layer's weight gradient) and the old one is the
+      // leaf's own: no copy. Otherwise own a copy, written into the old
+      // buffer when there is one, so views of it (a data-parallel bucket)
+      // stay valid and no second gradient stays alive beside them.
+      if (incoming.sole_owner() && (!meta.grad || meta.grad->sole_owner())) {
         leaf.set_grad(incoming);
       } else if (!meta.grad) {
         leaf.set_grad(incoming.clone());

@@ -28,6 +28,11 @@ struct CachingAllocator::Impl {
     CategoryStats& s = category(c);
     s.in_use += nbytes;
     s.peak = std::max(s.peak, s.in_use);
+    if (c != MemoryCategory::other) stats.model_state_peak = std::max(stats.model_state_peak, model_state());
+  }
+  size_t model_state() const {
+    return stats[MemoryCategory::parameters].in_use + stats[MemoryCategory::gradients].in_use +
+           stats[MemoryCategory::optimizer_state].in_use;
   }
 };
 
@@ -120,6 +125,7 @@ void CachingAllocator::reset_peak() {
   std::lock_guard lock(impl_->mu);
   impl_->stats.peak_bytes_in_use = impl_->stats.bytes_in_use;
   for (CategoryStats& c : impl_->stats.categories) c.peak = c.in_use;
+  impl_->stats.model_state_peak = impl_->model_state();
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -38,6 +38,9 @@ struct AllocatorStats {
   uint64_t cache_hits = 0;   // allocate() calls served from a free list
   uint64_t system_allocations = 0;
   std::array<CategoryStats, kMemoryCategories> categories{};
+  // Parameters + gradients + optimizer state at their highest at one moment
+  // (the per-category peaks may fall at different moments).
+  size_t model_state_peak = 0;
   const CategoryStats& operator[](MemoryCategory c) const { return categories[static_cast<size_t>(c)]; }
 };
 

@@ -92,11 +92,26 @@ CheckpointInfo describe_checkpoints(const std::string& dir, std::optional<int64_
       info.shard_steps.push_back(k);
       continue;
     }
-    // The grid the holders span (runs under other layouts may share the folder).
+    // The grid of the run that wrote the step: its mesh as a holder recorded
+    // it, else the span of the holders (runs under other layouts may share
+    // the folder, so not every shard folder belongs to this step's grid).
     int tensor = 0, stages = 0;
     for (const std::string& s : have) {
       int t = 0, p = 0;
       if (std::sscanf(s.c_str(), "shard-t%d-p%d", &t, &p) == 2) tensor = std::max(tensor, t + 1), stages = std::max(stages, p + 1);
+    }
+    try {
+      const nlohmann::json sidecar = read_checkpoint_sidecar(checkpoint_stem(dir + "/" + *have.begin(), k));
+      const std::string mesh = sidecar.value("extra", nlohmann::json::object())
+                                   .value("shard", nlohmann::json::object())
+                                   .value("mesh", std::string());
+      int t = 0, p = 0;
+      const auto at = mesh.find("tensor ");
+      const auto ap = mesh.find("pipeline ");
+      if (at != std::string::npos && std::sscanf(mesh.c_str() + at, "tensor %d", &t) == 1) tensor = std::max(tensor, t);
+      if (ap != std::string::npos && std::sscanf(mesh.c_str() + ap, "pipeline %d", &p) == 1) stages = std::max(stages, p);
+    } catch (const std::exception&) {
+      // An unreadable or odd sidecar: the span of the holders is all there is.
     }
     for (int t = 0; t < tensor; ++t) {
       for (int p = 0; p < stages; ++p) {

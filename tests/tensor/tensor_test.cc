@@ -49,6 +49,31 @@ TEST(Allocator, PeakFollowsTheMostInUseSinceTheLastReset) {
   a.deallocate(p, 1 << 20);
 }
 
+TEST(Allocator, CategoriesCountRequestedBytesAndTheirJointPeak) {
+  CachingAllocator a;
+  using C = MemoryCategory;
+  void* params = a.allocate(1000, C::parameters);
+  void* grads = a.allocate(300, C::gradients);
+  a.deallocate(grads, 300, C::gradients);
+  void* state = a.allocate(200);  // starts as `other`, then re-labelled
+  a.recategorize(200, C::other, C::optimizer_state);
+  const AllocatorStats s = a.stats();
+  EXPECT_EQ(s[C::parameters].in_use, 1000u);
+  EXPECT_EQ(s[C::gradients].in_use, 0u);
+  EXPECT_EQ(s[C::gradients].peak, 300u);
+  EXPECT_EQ(s[C::optimizer_state].in_use, 200u);
+  EXPECT_EQ(s[C::other].in_use, 0u);
+  EXPECT_EQ(s[C::other].peak, 200u);
+  // The gradients were gone before the state came: the joint peak is
+  // 1000 + 300, not the sum of the three peaks (1500).
+  EXPECT_EQ(s.model_state_peak, 1300u);
+  a.reset_peak();
+  EXPECT_EQ(a.stats().model_state_peak, 1200u);
+  EXPECT_EQ(a.stats()[C::gradients].peak, 0u);
+  a.deallocate(params, 1000, C::parameters);
+  a.deallocate(state, 200, C::optimizer_state);
+}
+
 TEST(Allocator, RoundSizeWithinQuarter) {
   for (size_t n : {1ul, 64ul, 65ul, 4097ul, 1000000ul, 123456789ul}) {
     size_t r = CachingAllocator::round_size(n);

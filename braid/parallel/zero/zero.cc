@@ -217,6 +217,29 @@ void ZeroSync::launch(Unit& u, size_t b) {
   const Tensor out = o_.stage == 1 ? my_piece(u.grads, b) : shard_piece(shard_grads_, b);
   u.reduce = comm_.reduce_scatter(ref(u.grads), ref(out), {.op = comm::Op::avg, .timeout = o_.timeout});
   u.launched = true;
+  if (o_.stage == 1) return;
+  // Stages 2-3 hold a bucket's whole gradients only until its reduce-scatter
+  // is done, and at most kInFlight of them at once, so backward never holds
+  // much more than the pieces.
+  constexpr size_t kInFlight = 2;
+  in_flight_.push_back(b);
+  while (!in_flight_.empty() && (in_flight_.size() > kInFlight || units_[in_flight_.front()].reduce.done())) {
+    finish_reduction(units_[in_flight_.front()]);
+    in_flight_.pop_front();
+  }
+}
+
+void ZeroSync::finish_reduction(Unit& u) {
+  if (!u.launched) return;
+  try {
+    u.reduce.wait(Deadline::after(o_.timeout));
+  } catch (const TimeoutError& e) {
+    fail<TimeoutError>("rank {}: ZeRO stage {} gradient reduce-scatter on the data axis did not finish: {}",
+                       comm_.rank(), o_.stage, e.what());
+  }
+  u.launched = false;
+  u.ready = 0;
+  if (o_.stage >= 2) u.grads = Tensor();  // the reduce-scatter input; the piece is in shard_grads_
 }
 
 void ZeroSync::finish() {
@@ -253,19 +276,8 @@ void ZeroSync::finish() {
 }
 
 void ZeroSync::wait_reductions() {
-  const Deadline deadline = Deadline::after(o_.timeout);
-  for (Unit& u : units_) {
-    if (!u.launched) continue;
-    try {
-      u.reduce.wait(deadline);
-    } catch (const TimeoutError& e) {
-      fail<TimeoutError>("rank {}: ZeRO stage {} gradient reduce-scatter on the data axis did not finish: {}",
-                         comm_.rank(), o_.stage, e.what());
-    }
-    u.launched = false;
-    u.ready = 0;
-    if (o_.stage >= 2) u.grads = Tensor();  // the reduce-scatter input; the piece is in shard_grads_
-  }
+  for (Unit& u : units_) finish_reduction(u);
+  in_flight_.clear();
 }
 
 void ZeroSync::after_step() {

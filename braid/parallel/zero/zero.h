@@ -20,6 +20,7 @@
 // size, stage or plan.
 #pragma once
 
+#include <deque>
 #include <memory>
 
 #include "braid/comm/communicator.h"
@@ -85,6 +86,7 @@ class ZeroSync final : public GradSync {
   void launch_ready();
   void launch(Unit& u, size_t index);
   void wait_reductions();
+  void finish_reduction(Unit& u);
   Tensor my_piece(const Tensor& flat, size_t bucket) const;
   Tensor shard_piece(const Tensor& flat, size_t bucket) const;
   void broadcast_buffers();
@@ -105,6 +107,7 @@ class ZeroSync final : public GradSync {
   std::vector<Unit> units_;
   std::vector<size_t> launch_order_;   // units in the order their reductions start on every rank
   size_t next_launch_ = 0;
+  std::deque<size_t> in_flight_;       // stages 2-3: units whose reduce-scatter input is still held
   std::vector<bool> ready_;            // parameter -> gradient final this backward
   std::vector<OwnedSlice> owned_;
   std::vector<NamedParameter> slices_; // the optimizer's parameters (views)
