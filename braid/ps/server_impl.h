@@ -86,7 +86,7 @@ struct Server::Impl {
   int rank_of(int worker) const { return o.servers + worker; }
 
   std::string checkpoint_path() const {
-    return fmt::format("{}/server-{}-of-{}.safetensors", config->checkpoint_dir, index, o.servers);
+    return shard_checkpoint_path(config->checkpoint_dir, index, o.servers);
   }
 
   // ---- the consistency model (server_clock.cc; all under mu) ----
