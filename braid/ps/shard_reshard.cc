@@ -66,14 +66,16 @@ std::optional<OldSet> pick_set(const std::string& dir, int servers, std::vector<
   std::optional<OldSet> best;
   for (const auto& [count, have] : shard_files(dir)) {
     if (count == servers) continue;  // this count's own files are loaded as they are
-    std::vector<std::string> missing;
-    for (int i = 0; i < count; ++i) {
-      if (!have.count(i)) missing.push_back(fs::path(shard_checkpoint_path(dir, i, count)).filename().string());
-    }
-    if (!missing.empty()) {
+    if (static_cast<int>(have.size()) < count) {
+      // The first few missing names (a stray server-0-of-1000000 must not list a million).
+      std::vector<std::string> missing;
+      for (int i = 0; i < count && missing.size() < 8; ++i) {
+        if (!have.count(i)) missing.push_back(fs::path(shard_checkpoint_path(dir, i, count)).filename().string());
+      }
+      const int more = count - static_cast<int>(have.size()) - static_cast<int>(missing.size());
       if (notes) {
-        notes->push_back(fmt::format("ignoring the incomplete set server-*-of-{} in {}: missing {}", count, dir,
-                                     fmt::join(missing, ", ")));
+        notes->push_back(fmt::format("ignoring the incomplete set server-*-of-{} in {}: missing {}{}", count, dir,
+                                     fmt::join(missing, ", "), more > 0 ? fmt::format(" and {} more", more) : ""));
       }
       continue;
     }

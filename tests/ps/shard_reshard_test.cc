@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "braid/base/error.h"
@@ -167,9 +168,12 @@ TEST(ReshardSet, AMissingFileMeansNoLoad) {
   write_set(dir.str(), config, 2);
   fs::rename(shard_checkpoint_path(dir.str(), 1, 2), dir.file("server-01-of-2.safetensors"));  // not its name
   fs::copy_file(dir.file("server-01-of-2.safetensors"), dir.file("server-1-of-2.safetensors.tmp"));
+  std::ofstream(dir.file("server-0-of-1000000000.safetensors")) << "stray";
   std::vector<std::string> notes;
   EXPECT_FALSE(reshard_from_checkpoints(dir.str(), 0, DenseLayout(kTotal, 3), config, &notes).has_value());
-  ASSERT_EQ(notes.size(), 1u);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[1].find("missing server-1-of-1000000000.safetensors, "), std::string::npos) << notes[1];
+  EXPECT_NE(notes[1].find("server-8-of-1000000000.safetensors and 999999991 more"), std::string::npos) << notes[1];
   EXPECT_NE(notes[0].find("incomplete set server-*-of-2"), std::string::npos) << notes[0];
   EXPECT_NE(notes[0].find("missing server-1-of-2.safetensors"), std::string::npos) << notes[0];
   test::TempDir empty;
