@@ -209,6 +209,7 @@ void Server::Impl::serve(int worker) {
     }
     ReplyHeader reply;
     bool refused = false, failed = false;
+    std::string why;  // of a refusal, repeated in the server's own error (a killed worker may not print it)
     try {
       payload.resize(expected_bytes(worker, h));
       if (!payload.empty()) {
@@ -228,6 +229,7 @@ void Server::Impl::serve(int worker) {
       failed = fatal || dynamic_cast<const IoError*>(&e) != nullptr;
       if (failed) set_fatal(fatal ? fatal : std::current_exception());
       refused = !failed;
+      if (refused) why = e.what();
       reply = ReplyHeader{.status = 1};
       out = text_bytes(e.what());
       reply.bytes = out.size();
@@ -241,7 +243,7 @@ void Server::Impl::serve(int worker) {
       return;
     }
     if (refused) {
-      mark_gone(worker, fmt::format("its {} was refused", op_name(h.op)));
+      mark_gone(worker, fmt::format("its {} was refused: {}", op_name(h.op), why));
       return;
     }
     if (failed || h.op == Op::done) return;
