@@ -157,4 +157,30 @@ File read(const std::string& path) {
   return parse({reinterpret_cast<const std::byte*>(buf.data()), buf.size()}, path);
 }
 
+Metadata read_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail<IoError>("cannot open safetensors file {}", path);
+  unsigned char len[8];
+  if (!in.read(reinterpret_cast<char*>(len), 8)) fail<IoError>("{}: truncated safetensors file: no header length", path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
+  if (n > kMaxHeader) fail<IoError>("{}: not a safetensors file: header length {} at byte 0 is implausible", path, n);
+  std::string text(n, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(n)))
+    fail<IoError>("{}: truncated safetensors file: the header of {} bytes is cut short", path, n);
+  Metadata out;
+  try {
+    const nlohmann::json header = nlohmann::json::parse(text);
+    if (!header.is_object()) fail<IoError>("{}: corrupt safetensors header: not a JSON object", path);
+    if (auto it = header.find("__metadata__"); it != header.end()) {
+      for (auto& [k, v] : it->items()) {
+        if (k != kCrcKey) out[k] = v.get<std::string>();
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("{}: corrupt safetensors header: {}", path, e.what());
+  }
+  return out;
+}
+
 }  // namespace braid::safetensors

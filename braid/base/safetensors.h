@@ -58,5 +58,9 @@ void write(const std::string& path, const std::map<std::string, TensorRef>& tens
 // Files without braid.crc32 (written by other tools) are accepted unverified.
 File parse(std::span<const std::byte> bytes, const std::string& name);
 File read(const std::string& path);
+// Only the header's __metadata__ (without braid.crc32), reading the header
+// and not the data: the data is not verified. IoError naming `path` when the
+// header is truncated or malformed.
+Metadata read_metadata(const std::string& path);
 
 }  // namespace braid::safetensors

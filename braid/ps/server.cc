@@ -13,6 +13,7 @@
 #include "braid/base/thread_name.h"
 #include "braid/ps/keyspace.h"
 #include "braid/ps/server_impl.h"
+#include "braid/ps/shard_reshard.h"
 
 namespace braid::ps {
 
@@ -54,19 +55,31 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
   dense_total = total;
   const DenseLayout layout(total, o.servers);
   shard = std::make_unique<Shard>(c, layout.size(index));
-  if (!c.checkpoint_dir.empty() && c.resume) {
-    int64_t clock = 0;
-    if (shard->load(checkpoint_path(), &clock)) {
-      initialized = true;
-      applied_clock = start_clock = clock;
-      last_checkpoint = shard->version();
-      stats.recovered_version = shard->version();
-      logging::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
-                    clock);
-    }
-  }
+  if (!c.checkpoint_dir.empty() && c.resume) resume_shard(layout);
   logging::info("{}: {} dense values [{}, {}), consistency {}, updater {}", who(), layout.size(index),
                 layout.begin(index), layout.end(index), to_string(c.consistency), c.updater.name);
+}
+
+void Server::Impl::resume_shard(const DenseLayout& layout) {
+  int64_t clock = 0;
+  if (shard->load(checkpoint_path(), &clock)) {
+    logging::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
+                  clock);
+  } else {
+    // Written by another number of servers (a job resumed with a different ps.servers)?
+    std::vector<std::string> notes;
+    std::optional<ReshardedShard> r = reshard_from_checkpoints(config->checkpoint_dir, index, layout, *config, &notes);
+    for (const std::string& n : notes) logging::warn("{}: {}", who(), n);
+    if (!r) return;
+    shard = std::move(r->shard);
+    clock = r->clock;
+    logging::info("{}: resharded its shard from {} checkpoints server-*-of-{} (update {}, clock {})", who(),
+                  r->from_servers, r->from_servers, shard->version(), clock);
+  }
+  initialized = true;
+  applied_clock = start_clock = clock;
+  last_checkpoint = shard->version();
+  stats.recovered_version = shard->version();
 }
 
 void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply, Bytes& out) {
@@ -196,6 +209,7 @@ void Server::Impl::serve(int worker) {
     }
     ReplyHeader reply;
     bool refused = false, failed = false;
+    std::string why;  // of a refusal, repeated in the server's own error (a killed worker may not print it)
     try {
       payload.resize(expected_bytes(worker, h));
       if (!payload.empty()) {
@@ -215,6 +229,7 @@ void Server::Impl::serve(int worker) {
       failed = fatal || dynamic_cast<const IoError*>(&e) != nullptr;
       if (failed) set_fatal(fatal ? fatal : std::current_exception());
       refused = !failed;
+      if (refused) why = e.what();
       reply = ReplyHeader{.status = 1};
       out = text_bytes(e.what());
       reply.bytes = out.size();
@@ -228,7 +243,7 @@ void Server::Impl::serve(int worker) {
       return;
     }
     if (refused) {
-      mark_gone(worker, fmt::format("its {} was refused", op_name(h.op)));
+      mark_gone(worker, fmt::format("its {} was refused: {}", op_name(h.op), why));
       return;
     }
     if (failed || h.op == Op::done) return;

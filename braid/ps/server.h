@@ -6,7 +6,9 @@
 // delays another's pull; the shard is updated under one lock. The first
 // worker's hello carries the job's PsConfig; in a resumed or restarted job
 // (PsConfig::resume) a server with a checkpoint of its shard in
-// ps.checkpoint_dir continues from it instead of the initial weights.
+// ps.checkpoint_dir continues from it instead of the initial weights; without
+// one, it builds its shard from the checkpoints another number of servers
+// wrote there (shard_reshard.h).
 //
 // Never hangs: a worker that dies is noticed through the transport, and one
 // that goes silent for `timeout` is noticed by the clock. Under asp, ssp and

@@ -17,6 +17,7 @@
 
 #include "braid/base/error.h"
 #include "braid/ps/config.h"
+#include "braid/ps/keyspace.h"
 #include "braid/ps/protocol.h"
 #include "braid/ps/server.h"
 #include "braid/ps/shard.h"
@@ -86,7 +87,7 @@ struct Server::Impl {
   int rank_of(int worker) const { return o.servers + worker; }
 
   std::string checkpoint_path() const {
-    return fmt::format("{}/server-{}-of-{}.safetensors", config->checkpoint_dir, index, o.servers);
+    return shard_checkpoint_path(config->checkpoint_dir, index, o.servers);
   }
 
   // ---- the consistency model (server_clock.cc; all under mu) ----
@@ -119,6 +120,8 @@ struct Server::Impl {
   // ---- requests (server.cc) ----
 
   void hello(int worker, std::span<const std::byte> payload);
+  // ps.resume: this server's own checkpoint, else one built from another server count's (shard_reshard.h).
+  void resume_shard(const DenseLayout& layout);
   // Handles one request; the reply payload goes to `out` (resized, its capacity reused).
   void handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply, Bytes& out);
   // The payload size the request may carry; ValueError when it is out of bounds.

@@ -18,8 +18,8 @@ std::span<const std::byte> bytes_of(const std::vector<T>& v) {
 }
 
 template <class T>
-std::vector<T> values_of(const safetensors::TensorData& t, const std::string& name) {
-  if (t.data.size() % sizeof(T) != 0) fail<IoError>("ps checkpoint: tensor {} has a ragged size", name);
+std::vector<T> values_of(const safetensors::TensorData& t, const std::string& path, const std::string& name) {
+  if (t.data.size() % sizeof(T) != 0) fail<IoError>("ps checkpoint {}: tensor {} has a ragged size", path, name);
   std::vector<T> v(t.data.size() / sizeof(T));
   std::memcpy(v.data(), t.data.data(), t.data.size());
   return v;
@@ -122,7 +122,32 @@ void Shard::save(const std::string& path, int64_t clock) const {
 
 bool Shard::load(const std::string& path, int64_t* clock) {
   if (!std::filesystem::exists(path)) return false;
-  const safetensors::File f = safetensors::read(path);
+  ShardFile f = read_shard_file(path);
+  const int64_t c = f.clock;
+  restore(std::move(f), path);
+  if (clock) *clock = c;
+  return true;
+}
+
+void Shard::restore(ShardFile f, const std::string& source) {
+  if (f.updater != config_.updater.name)
+    fail<ConfigError>("ps checkpoint {} was written by updater {}, this job uses {}", source, f.updater,
+                      config_.updater.name);
+  if (f.weights.size() != weights_.size())
+    fail<ConfigError>("ps checkpoint {} holds {} dense values; this job's shard has {} (a different model or server "
+                      "count)", source, f.weights.size(), weights_.size());
+  weights_ = std::move(f.weights);
+  state_ = std::move(f.state);
+  version_ = f.version;
+  tables_ = std::move(f.tables);
+}
+
+std::string shard_checkpoint_path(const std::string& dir, int server, int servers) {
+  return fmt::format("{}/server-{}-of-{}.safetensors", dir, server, servers);
+}
+
+ShardFile read_shard_file(const std::string& path) {
+  const safetensors::File f = safetensors::read(path);  // IoError naming the file when torn or truncated
   auto tensor = [&](const std::string& name) -> const safetensors::TensorData& {
     auto it = f.tensors.find(name);
     if (it == f.tensors.end()) fail<IoError>("ps checkpoint {} lacks tensor {}", path, name);
@@ -133,16 +158,20 @@ bool Shard::load(const std::string& path, int64_t* clock) {
     if (it == f.metadata.end()) fail<IoError>("ps checkpoint {} lacks metadata {}", path, key);
     return it->second;
   };
-  if (meta("braid.ps.updater") != config_.updater.name)
-    fail<ConfigError>("ps checkpoint {} was written by updater {}, this job uses {}", path, meta("braid.ps.updater"),
-                      config_.updater.name);
-  std::vector<float> w = values_of<float>(tensor("dense"), "dense");
-  if (w.size() != weights_.size())
-    fail<ConfigError>("ps checkpoint {} holds {} dense values; this job's shard has {} (a different model or server "
-                      "count)", path, w.size(), weights_.size());
-  std::vector<float> s = values_of<float>(tensor("dense.state"), "dense.state");
-  if (s.size() != state_.size()) fail<IoError>("ps checkpoint {}: dense.state has {} values, expected {}", path, s.size(), state_.size());
-  std::map<int, SparseTable> tables;
+  auto floats = [&](const std::string& name) { return values_of<float>(tensor(name), path, name); };
+  ShardFile out;
+  out.updater = meta("braid.ps.updater");
+  size_t k = 0;  // state floats per weight
+  try {
+    k = static_cast<size_t>(make_updater({.name = out.updater})->state_per_weight());
+  } catch (const ConfigError& e) {
+    fail<ConfigError>("ps checkpoint {}: {}", path, e.what());
+  }
+  out.weights = floats("dense");
+  out.state = floats("dense.state");
+  if (out.state.size() != out.weights.size() * k)
+    fail<IoError>("ps checkpoint {}: dense.state has {} values, expected {}", path, out.state.size(),
+                  out.weights.size() * k);
   const nlohmann::json defs = nlohmann::json::parse(meta("braid.ps.tables"));
   for (auto it = defs.begin(); it != defs.end(); ++it) {
     const int id = std::stoi(it.key());
@@ -150,23 +179,19 @@ bool Shard::load(const std::string& path, int64_t* clock) {
     SparseTable t;
     t.dim = it.value().at("dim").get<int64_t>();
     t.init_std = it.value().at("init_std").get<double>();
-    t.keys = values_of<uint64_t>(tensor(p + ".keys"), p + ".keys");
-    t.rows = values_of<float>(tensor(p + ".rows"), p + ".rows");
-    t.state = values_of<float>(tensor(p + ".state"), p + ".state");
-    t.steps = values_of<int64_t>(tensor(p + ".steps"), p + ".steps");
+    t.keys = values_of<uint64_t>(tensor(p + ".keys"), path, p + ".keys");
+    t.rows = floats(p + ".rows");
+    t.state = floats(p + ".state");
+    t.steps = values_of<int64_t>(tensor(p + ".steps"), path, p + ".steps");
     const size_t n = t.keys.size(), d = static_cast<size_t>(t.dim);
-    const auto k = static_cast<size_t>(updater_->state_per_weight());
     if (t.rows.size() != n * d || t.state.size() != n * d * k || t.steps.size() != n)
       fail<IoError>("ps checkpoint {}: table {} has inconsistent sizes", path, id);
     for (size_t r = 0; r < n; ++r) t.slot[t.keys[r]] = static_cast<int64_t>(r);
-    tables[id] = std::move(t);
+    out.tables[id] = std::move(t);
   }
-  weights_ = std::move(w);
-  state_ = std::move(s);
-  version_ = std::stoll(meta("braid.ps.version"));
-  tables_ = std::move(tables);
-  if (clock) *clock = std::stoll(meta("braid.ps.clock"));
-  return true;
+  out.version = std::stoll(meta("braid.ps.version"));
+  out.clock = std::stoll(meta("braid.ps.clock"));
+  return out;
 }
 
 }  // namespace braid::ps

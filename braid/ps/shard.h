@@ -26,6 +26,22 @@ struct SparseTable {
   std::vector<int64_t> steps;                  // updates per row
 };
 
+// What a shard checkpoint holds, as Shard::save writes it.
+struct ShardFile {
+  std::string updater;             // the updater's name
+  int64_t version = 0, clock = 0;  // dense updates applied; the server's clock
+  std::vector<float> weights;      // this server's dense range
+  std::vector<float> state;        // [state_per_weight, weights], block-wise
+  std::map<int, SparseTable> tables;
+};
+
+// Where server `server` of `servers` keeps its shard: <dir>/server-<i>-of-<S>.safetensors.
+std::string shard_checkpoint_path(const std::string& dir, int server, int servers);
+
+// Reads and checks a shard checkpoint: IoError naming `path` when it is torn,
+// truncated (the CRC) or its sizes disagree; ConfigError for an unknown updater.
+ShardFile read_shard_file(const std::string& path);
+
 class Shard {
  public:
   Shard(const PsConfig& config, int64_t dense_size);
@@ -50,6 +66,9 @@ class Shard {
   // Replaces the contents with the checkpoint's; false when there is no file,
   // ConfigError when it was written for a different model or updater.
   bool load(const std::string& path, int64_t* clock);
+  // Replaces the contents with `f`'s; ConfigError naming `source` when they
+  // were written for a different model or updater.
+  void restore(ShardFile f, const std::string& source);
 
  private:
   int64_t row_of(SparseTable& t, int table, uint64_t key);

@@ -83,6 +83,20 @@ TEST(Safetensors, TruncatedFileIsRefused) {
   }
 }
 
+TEST(Safetensors, MetadataAloneReadsTheHeaderOnly) {
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  safetensors::write(path, sample(), {{"epoch", "3"}});
+  EXPECT_EQ(safetensors::read_metadata(path), (safetensors::Metadata{{"epoch", "3"}}));
+  // A torn data buffer is not its business (read() refuses it); a torn header is, naming the file.
+  const std::string raw = slurp(path);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << raw.substr(0, raw.size() - 4);
+  EXPECT_EQ(safetensors::read_metadata(path).at("epoch"), "3");
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << raw.substr(0, 20);
+  const std::string msg = io_error([&] { safetensors::read_metadata(path); });
+  EXPECT_NE(msg.find(path + ": truncated"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, TamperedDataFailsTheChecksum) {
   auto bytes = safetensors::serialize(sample());
   bytes[bytes.size() - 3] ^= std::byte{1};  // a bit of the last tensor

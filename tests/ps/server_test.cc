@@ -249,6 +249,26 @@ TEST(Recovery, ARestartedServerResumesFromItsCheckpoint) {
   });
 }
 
+TEST(Recovery, AJobResumedWithOtherServerCountsFollowsTheSameTrajectory) {
+  PsConfig config;
+  config.updater.name = "momentum";  // state that must travel with the weights
+  config.resume = true;
+  std::vector<float> straight, resumed;
+  test::TempDir straight_dir, dir;
+  config.checkpoint_dir = straight_dir.str();
+  run_job(2, 2, 10s, [&](Client& c, int w) { train(c, w, config, 10, 0.2, w == 0 ? &straight : nullptr); });
+  // 5 clocks on 2 servers, 3 on 3 servers (built from server-*-of-2), 2 on 1 server (from the newer server-*-of-3).
+  config.checkpoint_dir = dir.str();
+  run_job(2, 2, 10s, [&](Client& c, int w) { train(c, w, config, 5, 0.2, nullptr); });
+  const auto three = run_job(3, 2, 10s, [&](Client& c, int w) { train(c, w, config, 3, 0.2, nullptr); });
+  for (const auto& s : three.servers) EXPECT_EQ(s.recovered_version, 5);
+  const auto one =
+      run_job(1, 2, 10s, [&](Client& c, int w) { train(c, w, config, 2, 0.2, w == 0 ? &resumed : nullptr); });
+  EXPECT_EQ(one.servers[0].recovered_version, 8);
+  EXPECT_EQ(one.servers[0].clock, 10);
+  EXPECT_EQ(resumed, straight);  // bsp: the partition does not change an elementwise update
+}
+
 TEST(Hello, WorkersThatDisagreeAreRefused) {
   try {
     run_job(1, 2, 2s, [&](Client& c, int w) {
