@@ -62,19 +62,21 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
 
 void Server::Impl::resume_shard(const DenseLayout& layout) {
   int64_t clock = 0;
-  if (shard->load(checkpoint_path(), &clock)) {
-    logging::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
-                  clock);
-  } else {
-    // Written by another number of servers (a job resumed with a different ps.servers)?
-    std::vector<std::string> notes;
-    std::optional<ReshardedShard> r = reshard_from_checkpoints(config->checkpoint_dir, index, layout, *config, &notes);
-    for (const std::string& n : notes) logging::warn("{}: {}", who(), n);
-    if (!r) return;
+  // Is the newest complete set another number of servers' (a job resumed
+  // with a different ps.servers)? Else this server's own file, if any.
+  std::vector<std::string> notes;
+  std::optional<ReshardedShard> r = reshard_from_checkpoints(config->checkpoint_dir, index, layout, *config, &notes);
+  for (const std::string& n : notes) logging::warn("{}: {}", who(), n);
+  if (r) {
     shard = std::move(r->shard);
     clock = r->clock;
     logging::info("{}: resharded its shard from {} checkpoints server-*-of-{} (update {}, clock {})", who(),
                   r->from_servers, r->from_servers, shard->version(), clock);
+  } else if (shard->load(checkpoint_path(), &clock)) {
+    logging::info("{}: recovered its shard from {} (update {}, clock {})", who(), checkpoint_path(), shard->version(),
+                  clock);
+  } else {
+    return;
   }
   initialized = true;
   applied_clock = start_clock = clock;

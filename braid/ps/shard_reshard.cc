@@ -61,11 +61,10 @@ int64_t meta_int(const safetensors::Metadata& m, const std::string& key, const s
   }
 }
 
-// The complete set of another count than `servers` to build from (see the header), reading only headers.
-std::optional<OldSet> pick_set(const std::string& dir, int servers, std::vector<std::string>* notes) {
+// The newest complete set of any count (see the header), reading only headers.
+std::optional<OldSet> pick_set(const std::string& dir, std::vector<std::string>* notes) {
   std::optional<OldSet> best;
   for (const auto& [count, have] : shard_files(dir)) {
-    if (count == servers) continue;  // this count's own files are loaded as they are
     if (static_cast<int>(have.size()) < count) {
       // The first few missing names (a stray server-0-of-1000000 must not list a million).
       std::vector<std::string> missing;
@@ -126,8 +125,8 @@ void take_rows(const ShardFile& old, const std::string& path, int index, int ser
 
 std::optional<ReshardedShard> reshard_from_checkpoints(const std::string& dir, int index, const DenseLayout& layout,
                                                        const PsConfig& config, std::vector<std::string>* notes) {
-  const std::optional<OldSet> set = pick_set(dir, layout.servers(), notes);
-  if (!set) return std::nullopt;
+  const std::optional<OldSet> set = pick_set(dir, notes);
+  if (!set || set->servers == layout.servers()) return std::nullopt;  // none, or this count's own files are newest
   const int64_t begin = layout.begin(index), end = layout.end(index), n = end - begin;
   const auto k = static_cast<int64_t>(make_updater(config.updater)->state_per_weight());
   ShardFile merged{.updater = config.updater.name,

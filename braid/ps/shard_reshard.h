@@ -1,6 +1,7 @@
 // Resuming a parameter-server job with a different number of servers. When
-// server i of S finds no server-i-of-S checkpoint, it builds its shard from a
-// complete set server-0..S'-1-of-S' that S' servers wrote: its dense range
+// the newest complete set of shard checkpoints in the folder was written by
+// S' servers, not this job's S, server i builds its shard from that set
+// server-0..S'-1-of-S': its dense range
 // cut from the concatenation of the old ranges (weights and every updater
 // state slot), and every sparse row whose key now maps to it (row, state,
 // steps). Every server of the new job reads the same folder and picks the
@@ -26,13 +27,16 @@ struct ReshardedShard {
 };
 
 // Builds server `index`'s shard under `layout` (this job's dense total and
-// server count S) from the newest complete set of another count in `dir`:
-// among complete sets, the one whose smallest clock is highest (ties: the
-// highest smallest update count, then the larger count). The update count
+// server count S) from the newest complete set in `dir` when another count
+// wrote it: among complete sets of any count, the one whose smallest clock is
+// highest (ties: the highest smallest update count, then the larger count).
+// So a folder that went 2 -> 3 servers and back to 2 resumes from the 3
+// servers' set, not the older one of 2. The update count
 // and clock are the smallest among the old shards; under bsp they are all
 // equal, since every server applies every clock.
 //
-// nullopt when no other count left a complete set; `notes` gets one line per
+// nullopt when there is no complete set or the newest is this count's own
+// (the server then loads its own file as it is); `notes` gets one line per
 // incomplete set ignored, naming the missing files. ConfigError naming the
 // file when an old shard was written by another updater or the old dense
 // ranges do not add up to `layout.total()` (a different model); IoError

@@ -158,8 +158,10 @@ TEST(ReshardSet, TheNewestCompleteSetIsChosenAndIncompleteOnesAreReported) {
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("server-*-of-4"), std::string::npos) << notes[0];
   EXPECT_NE(notes[0].find("missing server-2-of-4.safetensors"), std::string::npos) << notes[0];
-  // This job's own count is never resharded from (its server's file is loaded as it is).
-  EXPECT_EQ(reshard_from_checkpoints(dir.str(), 0, DenseLayout(kTotal, 3), config, nullptr)->from_servers, 2);
+  // When this job's own count wrote the newest complete set, its server loads its own file as it is.
+  EXPECT_FALSE(reshard_from_checkpoints(dir.str(), 0, DenseLayout(kTotal, 3), config, nullptr).has_value());
+  // An older set of this job's count does not win over a newer one of another count (2 -> 3 -> 2).
+  EXPECT_EQ(reshard_from_checkpoints(dir.str(), 0, DenseLayout(kTotal, 2), config, nullptr)->from_servers, 3);
 }
 
 TEST(ReshardSet, AMissingFileMeansNoLoad) {
