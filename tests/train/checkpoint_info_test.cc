@@ -12,17 +12,13 @@
 #include "braid/train/checkpoint_info.h"
 #include "braid/train/checkpoint_shards.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tensors.h"
 
 namespace braid::train {
 namespace {
 
-Tensor iota(const Shape& shape, float start) {
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
-  return Tensor::from_vector(v, shape);
-}
-
-Tensor cut(const Tensor& t, int dim, int64_t b, int64_t e) { return slice(t, dim, b, e).contiguous(); }
+using test::cut;
+using test::iota;
 
 // A ZeRO-1 data-parallel run's whole-model checkpoint of `step`.
 void write_whole(const std::string& dir, int64_t step) {

@@ -11,17 +11,13 @@
 #include "braid/parallel/shard_spec.h"
 #include "braid/train/checkpoint_shards.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tensors.h"
 
 namespace braid::train {
 namespace {
 
-Tensor iota(const Shape& shape, float start) {
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i);
-  return Tensor::from_vector(v, shape);
-}
-
-Tensor rows(const Tensor& t, int dim, int64_t b, int64_t e) { return slice(t, dim, b, e).contiguous(); }
+using test::cut;
+using test::iota;
 
 // Writes one shard's checkpoint of `step` with its specs.
 void write_shard(const std::string& dir, const std::string& shard, const nn::NamedTensors& model,
@@ -54,8 +50,8 @@ TEST(CheckpointShards, TensorSlicesAndStagesMergeIntoTheWholeModel) {
     specs["1.weight"] = {.dim = 0, .full_shape = {4, 3}, .offset = 2 * t};
     specs["2.weight"] = {.dim = 1, .full_shape = {2, 4}, .offset = 2 * t};
     write_shard(dir, "t" + std::to_string(t) + "-p0",
-                {{"1.weight", rows(w1, 0, 2 * t, 2 * t + 2)}, {"2.weight", rows(w2, 1, 2 * t, 2 * t + 2)}, {"2.bias", b2}},
-                {.tensors = {{"0.momentum_buffer", rows(m1, 0, 2 * t, 2 * t + 2)}},
+                {{"1.weight", cut(w1, 0, 2 * t, 2 * t + 2)}, {"2.weight", cut(w2, 1, 2 * t, 2 * t + 2)}, {"2.bias", b2}},
+                {.tensors = {{"0.momentum_buffer", cut(m1, 0, 2 * t, 2 * t + 2)}},
                  .scalars = {{"name", "sgd"}, {"num_params", 3}}},
                 specs, 20);
     write_shard(dir, "t" + std::to_string(t) + "-p1", {{"3.weight", w3}}, {}, {}, 20);
