@@ -11,20 +11,22 @@ data::OpenOptions dataset_options(const Config& c, bool train) {
           .stride = c.get_int("data.stride")};
 }
 
+std::shared_ptr<const data::Sampler> make_train_sampler(const Config& c, int64_t n, LoaderPlacement p) {
+  const auto seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  const std::string& how = c.get_string("data.sampling");
+  if (p.world > 1 || how == "replacement") {
+    return std::make_shared<data::DistributedSampler>(
+        n, data::DistributedSamplerOptions{.rank = p.rank, .world = p.world, .seed = seed,
+                                           .shuffle = how != "sequential", .replacement = how == "replacement"});
+  }
+  if (how == "shuffle") return std::make_shared<data::ShuffledSampler>(n, seed);
+  return std::make_shared<data::SequentialSampler>(n);
+}
+
 std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset,
                                                 LoaderPlacement p) {
-  const int64_t n = dataset->size();
   const auto seed = static_cast<uint64_t>(c.get_int("train.seed"));
-  std::shared_ptr<const data::Sampler> sampler;
-  if (p.world > 1) {
-    sampler = std::make_shared<data::DistributedSampler>(
-        n, data::DistributedSamplerOptions{.rank = p.rank, .world = p.world, .seed = seed,
-                                           .shuffle = c.get_bool("data.shuffle")});
-  } else if (c.get_bool("data.shuffle")) {
-    sampler = std::make_shared<data::ShuffledSampler>(n, seed);
-  } else {
-    sampler = std::make_shared<data::SequentialSampler>(n);
-  }
+  std::shared_ptr<const data::Sampler> sampler = make_train_sampler(c, dataset->size(), p);
   data::Transforms transforms;
   const data::ExampleSpec spec = dataset->spec();
   if (c.get_bool("data.augment") && spec.input_dtype == DType::f32 && spec.input_shape.size() == 3) {

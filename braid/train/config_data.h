@@ -18,9 +18,13 @@ struct LoaderPlacement {
   int world = 1;
 };
 
-// Training batches: train.batch_size per rank, data.workers threads, shuffled
-// each epoch by train.seed when data.shuffle (a DistributedSampler shard when
-// world > 1, padded by wrapping), random crop (padding 2) + horizontal flip
+// The order a rank visits `n` training examples in, by data.sampling and
+// train.seed: a DistributedSampler shard (padded by wrapping) when world > 1
+// or when sampling with replacement, else a shuffled or sequential order.
+std::shared_ptr<const data::Sampler> make_train_sampler(const Config& c, int64_t n, LoaderPlacement placement = {});
+
+// Training batches: train.batch_size per rank, data.workers threads, in
+// make_train_sampler's order, random crop (padding 2) + horizontal flip
 // when data.augment and the examples are [C, H, W] images.
 std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset,
                                                 LoaderPlacement placement = {});

@@ -23,8 +23,11 @@ void add_data_keys(Schema& s) {
          .help = "random crop (padding 2) and horizontal flip of training images"});
   s.add({.name = "data.normalize", .type = T::Bool, .default_value = true,
          .help = "Fashion-MNIST: subtract mean 0.2860, divide by std 0.3530"});
-  s.add({.name = "data.shuffle", .type = T::Bool, .default_value = true,
-         .help = "reshuffle the training set every epoch (seeded by train.seed)"});
+  s.add({.name = "data.sampling", .type = T::String, .default_value = std::string("shuffle"),
+         .help = "how each epoch visits the training set: shuffle = a fresh permutation, split disjointly over the "
+                 "data-parallel ranks; replacement = each rank draws uniformly with replacement from the whole set; "
+                 "sequential = in order (seeded by train.seed)",
+         .choices = {"shuffle", "replacement", "sequential"}});
 }
 
 }  // namespace braid::train

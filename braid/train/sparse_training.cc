@@ -73,8 +73,10 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
   const int64_t batch = c.get_int("train.batch_size"), epochs = c.get_int("train.epochs");
   const int64_t log_every = c.get_int("train.log_every");
   const double lr = c.get_float("optim.lr");
+  const std::string& sampling = c.get_string("data.sampling");
   const data::DistributedSampler sampler(n_train, {.rank = worker, .world = workers, .seed = seed,
-                                                   .shuffle = c.get_bool("data.shuffle")});
+                                                   .shuffle = sampling != "sequential",
+                                                   .replacement = sampling == "replacement"});
 
   int64_t clock = client.hello(po.config, classes * dim + classes);
   client.define_table(kTable, dim, 0.01);

@@ -12,6 +12,7 @@
 #include "braid/optim/rmsprop.h"
 #include "braid/optim/sgd.h"
 #include "braid/parallel/plan_factory.h"
+#include "braid/train/config_data.h"
 #include "braid/train/models.h"
 
 namespace braid::train {
@@ -252,23 +253,8 @@ TrainingRun make_training_run(const Config& c) {
   std::shared_ptr<parallel::Plan> plan = std::move(planned.plan);
   const int rank = plan->data_rank(), world = plan->data_world();
   run.leader = plan->is_leader();
-  std::shared_ptr<const data::Sampler> sampler;
-  if (world > 1) {
-    sampler = std::make_shared<data::DistributedSampler>(
-        ds.train->size(), data::DistributedSamplerOptions{.rank = rank, .world = world, .seed = seed,
-                                                          .shuffle = c.get_bool("data.shuffle")});
-  } else if (c.get_bool("data.shuffle")) {
-    sampler = std::make_shared<data::ShuffledSampler>(ds.train->size(), seed);
-  } else {
-    sampler = std::make_shared<data::SequentialSampler>(ds.train->size());
-  }
-  data::Transforms transforms;
-  if (c.get_bool("data.augment")) {
-    transforms.push_back(std::make_shared<data::RandomCrop>(2));
-    transforms.push_back(std::make_shared<data::HorizontalFlip>());
-  }
-  run.train_loader = std::make_shared<data::Loader>(
-      ds.train, sampler, data::LoaderOptions{.batch_size = batch, .workers = workers, .seed = seed}, transforms);
+  // The same loader `braid inspect data` shows (train/config_data.h).
+  run.train_loader = make_train_loader(c, ds.train, {.rank = rank, .world = world});
   run.train_examples = ds.train->size();
   if (ds.test) {
     run.test_loader = std::make_shared<data::Loader>(

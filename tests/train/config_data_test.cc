@@ -17,6 +17,39 @@ std::string write_csv(int rows) {
   return path;
 }
 
+TEST(ConfigData, SamplingWithReplacementIsUniformOverTheWholeSet) {
+  Config c(braid_schema());
+  c.set("data.sampling=replacement");
+  const int64_t n = 90, epochs = 200;
+  std::vector<int64_t> hits(n, 0);
+  bool repeats = false;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto sampler = make_train_sampler(c, n, {.rank = rank, .world = 2});
+    ASSERT_EQ(sampler->size(), 45);
+    for (int64_t e = 0; e < epochs; ++e) {
+      const std::vector<int64_t> idx = sampler->indices(e);
+      repeats = repeats || std::set<int64_t>(idx.begin(), idx.end()).size() < idx.size();
+      for (int64_t i : idx) ++hits.at(static_cast<size_t>(i));
+    }
+  }
+  EXPECT_TRUE(repeats);  // with replacement, not a permutation
+  // Pearson's chi-square against uniform, n - 1 = 89 degrees of freedom:
+  // mean 89, sd 13.3; 160 is beyond p = 1e-5.
+  const double expected = 2.0 * 45 * epochs / n;
+  double chi2 = 0;
+  for (int64_t h : hits) chi2 += (h - expected) * (h - expected) / expected;
+  EXPECT_LT(chi2, 160.0);
+  EXPECT_GT(chi2, 40.0);  // not suspiciously even either (p < 1e-5 below)
+
+  // One process draws with replacement too; sequential visits 0, 1, 2, ...
+  EXPECT_EQ(make_train_sampler(c, n)->size(), n);
+  c.set("data.sampling=sequential");
+  const std::vector<int64_t> in_order = make_train_sampler(c, n)->indices(5);
+  EXPECT_EQ(in_order[0], 0);
+  EXPECT_EQ(in_order[89], 89);
+  EXPECT_THROW(c.set("data.sampling=bootstrap"), ConfigError);
+}
+
 TEST(ConfigData, TrainLoaderFollowsTheConfig) {
   std::string path = write_csv(100);
   Config c(braid_schema());
