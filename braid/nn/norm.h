@@ -2,6 +2,7 @@
 #pragma once
 
 #include "braid/nn/module.h"
+#include "braid/ops/norm.h"
 
 namespace braid::nn {
 
@@ -9,6 +10,10 @@ struct BatchNormLayerOptions {
   double eps = 1e-5;
   double momentum = 0.1;  // running = (1 - momentum) running + momentum batch
   bool affine = true;     // learnable weight (ones) and bias (zeros)
+  // Ghost batch norm (Hoffer et al., 2017): in training, normalise each run of
+  // `ghost_batch` examples with its own statistics (the last run may be
+  // shorter), each updating the running statistics in turn. 0: the whole batch.
+  int64_t ghost_batch = 0;
 };
 
 // Per-channel normalisation of [N, C, H, W] with batch statistics in training
@@ -18,9 +23,16 @@ class BatchNorm2d final : public Module {
   explicit BatchNorm2d(int64_t channels, BatchNormLayerOptions options = {});
   Tensor forward(const Tensor& x) override;
 
+  // Synchronised batch norm: training statistics over the batch of every
+  // replica, summed by `across` (parallel::synchronize_batch_norm sets it to
+  // a differentiable all-reduce over the data axis). Not with ghost batches.
+  void set_across_replicas(BatchSum across);
+  bool synchronized() const { return static_cast<bool>(across_); }
+
  private:
   BatchNormLayerOptions o_;
   Tensor weight_, bias_, running_mean_, running_var_;
+  BatchSum across_;
 };
 
 // Normalises the trailing dims `shape` of x; weight ones, bias zeros.

@@ -157,11 +157,26 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
   Tensor mu, variance;
   if (options.training) {
-    const int64_t n = x.numel() / std::max<int64_t>(c, 1);
-    if (n <= 1) fail<ValueError>("batch_norm: training needs more than one value per channel, input {}", to_string(x.shape()));
-    mu = mean(x, dims, true);
-    const Tensor centered = sub(x, mu);
-    variance = mean(mul(centered, centered), dims, true);
+    int64_t n = x.numel() / std::max<int64_t>(c, 1);
+    if (options.across_replicas) {
+      // Two passes, like the local case, so the variance is as accurate as
+      // one process's over the concatenated batch (E[x^2] - E[x]^2 is not).
+      const BatchSum& all = options.across_replicas;
+      {
+        autograd::NoGradGuard no_grad;
+        n = static_cast<int64_t>(std::llround(all(Tensor::full({1}, static_cast<double>(n), DType::f64)).item()));
+      }
+      if (n <= 1) fail<ValueError>("batch_norm: training needs more than one value per channel across replicas, input {}", to_string(x.shape()));
+      const double inv_n = 1.0 / static_cast<double>(n);
+      mu = mul(all(sum(x, dims, true)), inv_n);
+      const Tensor centered = sub(x, mu);
+      variance = mul(all(sum(mul(centered, centered), dims, true)), inv_n);
+    } else {
+      if (n <= 1) fail<ValueError>("batch_norm: training needs more than one value per channel, input {}", to_string(x.shape()));
+      mu = mean(x, dims, true);
+      const Tensor centered = sub(x, mu);
+      variance = mean(mul(centered, centered), dims, true);
+    }
     if (running_mean.defined() || running_var.defined()) {
       autograd::NoGradGuard no_grad;
       const double m = options.momentum;

@@ -5,6 +5,8 @@
 // batch_norm is that composite.
 #pragma once
 
+#include <functional>
+
 #include "braid/tensor/tensor.h"
 
 namespace braid {
@@ -15,10 +17,17 @@ namespace braid {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// Sums a per-channel tensor over every replica that holds part of the batch,
+// differentiably (synchronised batch norm; parallel/sync_batch_norm.h).
+using BatchSum = std::function<Tensor(const Tensor&)>;
+
 struct BatchNormOptions {
   bool training = true;   // batch statistics (and running-stat update) vs running statistics
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
   double eps = 1e-5;
+  // Training: when set, the statistics are those of the whole batch across
+  // replicas: mean = sum_all(x) / n_all, then var = sum_all((x - mean)^2) / n_all.
+  BatchSum across_replicas{};
 };
 
 // x [N, C, ...] normalised per channel C. Training: batch mean and biased

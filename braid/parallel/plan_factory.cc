@@ -2,6 +2,7 @@
 
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/stage.h"
+#include "braid/parallel/sync_batch_norm.h"
 #include "braid/parallel/tensor_parallel/rewrite.h"
 
 namespace braid::parallel {
@@ -54,6 +55,10 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   PlannedModel out{.model = std::move(model), .loss = std::move(loss), .plan = nullptr};
   PlanParts parts;
   if (o.strategy == "ps") {
+    if (o.sync_batch_norm) {
+      fail<ConfigError>("synchronised batch norm reduces statistics over the data axis inside forward; "
+                        "parallel.strategy = ps has no such axis (use allreduce or zero)");
+    }
     if (o.mesh.tensor > 1 || o.mesh.pipeline > 1) {
       fail<ConfigError>("parallel.strategy = ps trains whole replicas: parallel.tensor and parallel.pipeline must "
                         "be 1 (got {} and {})", o.mesh.tensor, o.mesh.pipeline);
@@ -91,6 +96,7 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   } else {
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches);
   }
+  if (o.sync_batch_norm && world.valid()) synchronize_batch_norm(*out.model, parts.mesh.group(Axis::data));
   const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && parts.mesh.degree(Axis::data) > 1);
   if (o.strategy == "zero") {
     if (!world.valid()) fail<ConfigError>("parallel.strategy = zero needs a job's communicator");

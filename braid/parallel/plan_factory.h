@@ -34,6 +34,9 @@ struct PlanOptions {
   // The generator the model's dropout layers draw from (pipeline recompute
   // replays it; null: the thread's dropout_generator()).
   Generator* dropout_generator = nullptr;
+  // Every BatchNorm2d normalises with the statistics of the whole batch across
+  // the data axis (sync_batch_norm.h); allreduce and zero only.
+  bool sync_batch_norm = false;
   DataParallelOptions data_parallel{};
   zero::ZeroOptions zero{};
   ParameterServerOptions ps{};

@@ -8,6 +8,7 @@
 #include "braid/nn/init.h"
 #include "braid/nn/conv.h"
 #include "braid/nn/linear.h"
+#include "braid/nn/norm.h"
 #include "braid/nn/sequential.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
@@ -28,20 +29,31 @@ std::shared_ptr<nn::Module> mlp(const Config& c, const ModelInfo& info, Generato
   return m;
 }
 
-std::shared_ptr<nn::Module> cnn(const ModelInfo& info, Generator& gen) {
+// model.norm after a convolution of `channels` outputs, or nothing.
+std::shared_ptr<nn::Module> norm_layer(const Config& c, int64_t channels) {
+  const std::string& norm = c.get_string("model.norm");
+  if (norm == "none") return nullptr;
+  // sync_batch is a plain BatchNorm2d here; the plan synchronises it over the data axis.
+  return std::make_shared<nn::BatchNorm2d>(
+      channels, nn::BatchNormLayerOptions{.ghost_batch = norm == "ghost_batch" ? c.get_int("model.ghost_batch") : 0});
+}
+
+std::shared_ptr<nn::Module> cnn(const Config& c, const ModelInfo& info, Generator& gen) {
   if (info.input_shape.size() != 3) {
     fail<ConfigError>("model.name = cnn needs image inputs [C, H, W], the dataset gives {}", to_string(info.input_shape));
   }
-  const int64_t c = info.input_shape[0];
+  const int64_t channels = info.input_shape[0];
   // Two (conv 3x3 valid, pool 2) stages: 28 -> 26 -> 13 -> 11 -> 5.
   auto out = [](int64_t s) { return ((s - 2) / 2 - 2) / 2; };
   const int64_t h = out(info.input_shape[1]), w = out(info.input_shape[2]);
   if (h <= 0 || w <= 0) fail<ConfigError>("model.name = cnn needs images of at least 10x10");
   auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Conv2d>(c, 32, std::array<int64_t, 2>{3, 3}, gen));
+  m->push_back(std::make_shared<nn::Conv2d>(channels, 32, std::array<int64_t, 2>{3, 3}, gen));
+  if (auto n = norm_layer(c, 32)) m->push_back(n);
   m->push_back(std::make_shared<nn::ReLU>());
   m->push_back(std::make_shared<nn::MaxPool2d>(Pool2dOptions{.kernel = {2, 2}}));
   m->push_back(std::make_shared<nn::Conv2d>(32, 64, std::array<int64_t, 2>{3, 3}, gen));
+  if (auto n = norm_layer(c, 64)) m->push_back(n);
   m->push_back(std::make_shared<nn::ReLU>());
   m->push_back(std::make_shared<nn::MaxPool2d>(Pool2dOptions{.kernel = {2, 2}}));
   m->push_back(std::make_shared<nn::Flatten>());
@@ -77,7 +89,11 @@ std::shared_ptr<nn::Module> build_model(const Config& config, const ModelInfo& i
   if (info.classes <= 0) fail<ConfigError>("the dataset defines no classes to predict");
   const std::string& name = config.get_string("model.name");
   if (name == "mlp") return mlp(config, info, gen);
-  if (name == "cnn") return cnn(info, gen);
+  if (name != "cnn" && config.get_string("model.norm") != "none") {
+    fail<ConfigError>("model.norm = {} adds normalisation after convolutions: model.name = cnn only, not {}",
+                      config.get_string("model.norm"), name);
+  }
+  if (name == "cnn") return cnn(config, info, gen);
   if (name == "char_transformer") return char_transformer(config, info, gen);
   fail<ConfigError>("model.name = {} is not available", name);
 }

@@ -161,6 +161,7 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
           .recompute = c.get_bool("parallel.recompute"),
           .stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries"),
           .balance = c.get_string("parallel.balance"),
+          .sync_batch_norm = c.get_string("model.norm") == "sync_batch",
           .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
                             .overlap = c.get_bool("parallel.overlap"),
                             .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),

@@ -119,6 +119,33 @@ TEST(Layers, BatchNormTracksRunningStatistics) {
   EXPECT_GT(mean(y).item(), 1.0);
 }
 
+TEST(Layers, GhostBatchNormIsBatchNormPerRunOfExamples) {
+  Generator gen(6);
+  Tensor x = Tensor::empty({10, 2, 3, 3});
+  init::normal_(x, 3.0, 2.0, gen);
+  // One ghost batch as large as the batch: plain batch norm.
+  BatchNorm2d plain(2), one_ghost(2, {.ghost_batch = 10});
+  EXPECT_EQ(one_ghost.forward(x).to_vector<float>(), plain.forward(x).to_vector<float>());
+  EXPECT_EQ(one_ghost.named_buffers()[1].second.to_vector<float>(), plain.named_buffers()[1].second.to_vector<float>());
+  // Runs of 4, 4, 2: each normalised alone, each updating the running statistics in turn.
+  BatchNorm2d ghost(2, {.ghost_batch = 4}), reference(2);
+  const auto y = ghost.forward(x).to_vector<float>();
+  std::vector<float> want;
+  for (int64_t b = 0; b < 10; b += 4) {
+    const auto part = reference.forward(slice(x, 0, b, std::min<int64_t>(10, b + 4)).contiguous()).to_vector<float>();
+    want.insert(want.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(y, want);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(ghost.named_buffers()[i].second.to_vector<float>(), reference.named_buffers()[i].second.to_vector<float>());
+  }
+  // In eval mode there are no ghosts: the running statistics, as plain batch norm.
+  ghost.eval();
+  reference.eval();
+  EXPECT_EQ(ghost.forward(x).to_vector<float>(), reference.forward(x).to_vector<float>());
+  EXPECT_THROW(BatchNorm2d(2, {.ghost_batch = -1}), ValueError);
+}
+
 // Position t of a causal block must not depend on tokens after t.
 TEST(Layers, TransformerBlockIsCausalAndDifferentiable) {
   Generator gen(9);
