@@ -22,4 +22,6 @@ Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator
 
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight_, bias_, conv_); }
 
+Tensor Conv2d::forward_with(const Tensor& x, const Tensor& weight) const { return conv2d(x, weight, bias_, conv_); }
+
 }  // namespace braid::nn

@@ -23,6 +23,8 @@ class Conv2d final : public Module {
  public:
   Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen, Conv2dLayerOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // Forward with `weight` in place of this layer's own (weight normalisation).
+  Tensor forward_with(const Tensor& x, const Tensor& weight) const;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 

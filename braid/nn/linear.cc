@@ -20,4 +20,6 @@ Linear::Linear(int64_t in, int64_t out, Generator& gen, LinearOptions options) {
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
 
+Tensor Linear::forward_with(const Tensor& x, const Tensor& weight) const { return linear(x, weight, bias_); }
+
 }  // namespace braid::nn

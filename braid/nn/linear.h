@@ -16,6 +16,8 @@ class Linear final : public Module {
   // distribution; see init.h), weight drawn first.
   Linear(int64_t in, int64_t out, Generator& gen, LinearOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // Forward with `weight` in place of this layer's own (weight normalisation).
+  Tensor forward_with(const Tensor& x, const Tensor& weight) const;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 

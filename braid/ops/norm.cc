@@ -141,6 +141,19 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
+Tensor weight_norm(const Tensor& v, const Tensor& g) {
+  if (v.ndim() < 1 || !g.defined() || g.numel() != v.size(0) || (g.ndim() != 1 && g.ndim() != v.ndim())) {
+    fail<ValueError>("weight_norm: g must be [{}] or [{}, 1, ...] for v {}, got {}", v.ndim() ? v.size(0) : 0,
+                     v.ndim() ? v.size(0) : 0, to_string(v.shape()), g.defined() ? to_string(g.shape()) : "none");
+  }
+  Shape unit(v.ndim(), 1);
+  unit[0] = v.size(0);
+  std::vector<int64_t> dims;
+  for (int64_t d = 1; d < v.ndim(); ++d) dims.push_back(d);
+  const Tensor norm = dims.empty() ? sqrt(mul(v, v)) : sqrt(sum(mul(v, v), dims, true));
+  return mul(v, div(reshape(g, unit), norm));
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormOptions options) {
   if (x.ndim() < 2) fail<ValueError>("batch_norm: input must be [N, C, ...], got {}", to_string(x.shape()));

@@ -37,4 +37,9 @@ struct BatchNormOptions {
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), BatchNormOptions options = {});
 
+// Weight normalisation (Salimans & Kingma, 2016): g * v / ||v||, the norm of
+// each output unit's weights (every dim of v but 0). v [out, ...], g [out, 1,
+// ...] (the shape torch.nn.utils.weight_norm gives weight_g) or [out].
+Tensor weight_norm(const Tensor& v, const Tensor& g);
+
 }  // namespace braid

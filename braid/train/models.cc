@@ -9,6 +9,7 @@
 #include "braid/nn/conv.h"
 #include "braid/nn/linear.h"
 #include "braid/nn/norm.h"
+#include "braid/nn/weight_norm.h"
 #include "braid/nn/sequential.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
@@ -32,7 +33,7 @@ std::shared_ptr<nn::Module> mlp(const Config& c, const ModelInfo& info, Generato
 // model.norm after a convolution of `channels` outputs, or nothing.
 std::shared_ptr<nn::Module> norm_layer(const Config& c, int64_t channels) {
   const std::string& norm = c.get_string("model.norm");
-  if (norm == "none") return nullptr;
+  if (norm == "none" || norm == "weight") return nullptr;
   // sync_batch is a plain BatchNorm2d here; the plan synchronises it over the data axis.
   return std::make_shared<nn::BatchNorm2d>(
       channels, nn::BatchNormLayerOptions{.ghost_batch = norm == "ghost_batch" ? c.get_int("model.ghost_batch") : 0});
@@ -89,9 +90,15 @@ std::shared_ptr<nn::Module> build_model(const Config& config, const ModelInfo& i
   if (info.classes <= 0) fail<ConfigError>("the dataset defines no classes to predict");
   const std::string& name = config.get_string("model.name");
   if (name == "mlp") return mlp(config, info, gen);
-  if (name != "cnn" && config.get_string("model.norm") != "none") {
-    fail<ConfigError>("model.norm = {} adds normalisation after convolutions: model.name = cnn only, not {}",
-                      config.get_string("model.norm"), name);
+  const std::string& norm = config.get_string("model.norm");
+  if (norm == "weight") {
+    if (name != "mlp" && name != "cnn") fail<ConfigError>("model.norm = weight applies to mlp and cnn, not {}", name);
+    auto m = std::static_pointer_cast<nn::Sequential>(name == "cnn" ? cnn(config, info, gen) : mlp(config, info, gen));
+    nn::apply_weight_norm(*m);
+    return m;
+  }
+  if (name != "cnn" && norm != "none") {
+    fail<ConfigError>("model.norm = {} adds batch norm after convolutions: model.name = cnn only, not {}", norm, name);
   }
   if (name == "cnn") return cnn(config, info, gen);
   if (name == "char_transformer") return char_transformer(config, info, gen);

@@ -22,9 +22,10 @@ void add_model_keys(Schema& s) {
   s.add({.name = "model.dropout", .type = T::Float, .default_value = 0.0,
          .help = "dropout probability", .min = 0.0, .max = 1.0});
   s.add({.name = "model.norm", .type = T::String, .default_value = std::string("none"),
-         .help = "cnn: a normalisation after each convolution: none; batch (each replica's own batch); sync_batch "
-                 "(the whole batch across the data-parallel replicas); ghost_batch (runs of model.ghost_batch examples)",
-         .choices = {"none", "batch", "sync_batch", "ghost_batch"}});
+         .help = "cnn: batch norm after each convolution over each replica's own batch (batch), the whole batch "
+                 "across the data-parallel replicas (sync_batch) or runs of model.ghost_batch examples (ghost_batch); "
+                 "mlp and cnn: weight = weight normalisation of every linear and convolution layer; none",
+         .choices = {"none", "batch", "sync_batch", "ghost_batch", "weight"}});
   s.add({.name = "model.ghost_batch", .type = T::Int, .default_value = int64_t{16},
          .help = "model.norm = ghost_batch: examples per ghost batch", .min = 1});
 }

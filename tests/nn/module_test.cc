@@ -11,8 +11,10 @@
 #include "braid/nn/init.h"
 #include "braid/nn/linear.h"
 #include "braid/nn/loss.h"
+#include "braid/nn/weight_norm.h"
 #include "braid/nn/norm.h"
 #include "braid/nn/sequential.h"
+#include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
 #include "tests/ops/torch_oracle.h"
 
@@ -144,6 +146,33 @@ TEST(Layers, GhostBatchNormIsBatchNormPerRunOfExamples) {
   reference.eval();
   EXPECT_EQ(ghost.forward(x).to_vector<float>(), reference.forward(x).to_vector<float>());
   EXPECT_THROW(BatchNorm2d(2, {.ghost_batch = -1}), ValueError);
+}
+
+TEST(Layers, WeightNormStartsAtTheLayerAndLearnsLengthAndDirection) {
+  Generator gen(8);
+  auto model = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+      std::make_shared<Conv2d>(1, 2, std::array<int64_t, 2>{3, 3}, gen), std::make_shared<ReLU>(),
+      std::make_shared<Flatten>(), std::make_shared<Linear>(8, 3, gen)});
+  Tensor x = Tensor::empty({4, 1, 4, 4});
+  init::normal_(x, 0, 1, gen);
+  const auto before = model->forward(x).to_vector<float>();
+  EXPECT_EQ(apply_weight_norm(*model), 2);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model->named_parameters()) names.push_back(name);
+  // torch.nn.utils.weight_norm's names, so state dicts line up.
+  EXPECT_EQ(names, (std::vector<std::string>{"0.bias", "0.weight_g", "0.weight_v", "3.bias", "3.weight_g", "3.weight_v"}));
+  EXPECT_EQ(model->named_parameters()[1].second.shape(), (Shape{2, 1, 1, 1}));
+  EXPECT_EQ(model->named_parameters()[4].second.shape(), (Shape{3, 1}));
+  const Tensor y = model->forward(x);
+  const auto after = y.to_vector<float>();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(after[i], before[i], 1e-5);
+  autograd::backward(sum(y));
+  for (const Tensor& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
+  // Scaling v leaves the layer unchanged: only its direction counts.
+  const Tensor v = model->named_parameters()[5].second;
+  v.copy_from(mul(v, 3.0));
+  const auto scaled = model->forward(x).to_vector<float>();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(scaled[i], before[i], 1e-5);
 }
 
 // Position t of a causal block must not depend on tokens after t.

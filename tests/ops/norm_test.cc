@@ -123,7 +123,31 @@ TEST(Norm, MatchesTorch) {
                       },
                       {}});
   }
+  // Weight normalisation against torch._weight_norm (what nn.utils.weight_norm computes).
+  Tensor v2 = random_tensor({4, 6}, DType::f32, gen), g2 = random_tensor({4, 1}, DType::f32, gen, 0.5, 2);
+  Tensor v4 = random_tensor({3, 2, 3, 3}, DType::f32, gen), g4 = random_tensor({3, 1, 1, 1}, DType::f32, gen, 0.5, 2);
+  for (const auto& [v, g] : {std::pair{v2, g2}, std::pair{v4, g4}}) {
+    checks.push_back({"torch._weight_norm(v, g, 0)", {{"v", v}, {"g", g}},
+                      [](const auto& in) { return weight_norm(in[0], in[1]); }, {"v", "g"}});
+  }
   expect_matches_torch(checks);
+}
+
+TEST(Norm, WeightNormGradientsMatchFiniteDifferences) {
+  Generator gen(4);
+  Tensor v = random_tensor({3, 2, 2}, DType::f64, gen), g = random_tensor({3}, DType::f64, gen, 0.5, 2);
+  v.set_requires_grad();
+  g.set_requires_grad();
+  const auto r = autograd::gradcheck([](const auto& in) { return weight_norm(in[0], in[1]); }, {v, g});
+  EXPECT_TRUE(r.ok) << r.report;
+  // Each output unit's weights have length |g|.
+  const auto w = weight_norm(v, g).to_vector<double>(), gs = g.to_vector<double>();
+  for (size_t o = 0; o < 3; ++o) {
+    double n = 0;
+    for (size_t i = 0; i < 4; ++i) n += w[o * 4 + i] * w[o * 4 + i];
+    EXPECT_NEAR(std::sqrt(n), std::abs(gs[o]), 1e-12);
+  }
+  EXPECT_THROW(weight_norm(v, Tensor::ones({2}, DType::f64)), ValueError);
 }
 
 }  // namespace
