@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 
 #include "braid/base/atomic_file.h"
 #include "braid/base/digest.h"
@@ -24,6 +25,42 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
     n *= d;
   }
   return n;
+}
+
+// The header's length, the first 8 bytes little-endian; IoError naming the
+// file when it is beyond what a safetensors file may have.
+uint64_t header_length(const std::byte* first8, const std::string& name) {
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= std::to_integer<uint64_t>(first8[i]) << (8 * i);
+  if (n > kMaxHeader) fail<IoError>("{}: not a safetensors file: header length {} at byte 0 is implausible", name, n);
+  return n;
+}
+
+nlohmann::json parse_header(std::string_view text, const std::string& name) {
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("{}: corrupt safetensors header (JSON at bytes 8..{}): {}", name, 8 + text.size(), e.what());
+  }
+  if (!header.is_object()) fail<IoError>("{}: corrupt safetensors header: not a JSON object", name);
+  return header;
+}
+
+// The header's __metadata__ without braid.crc32, which goes to `crc`.
+Metadata metadata_of(const nlohmann::json& header, const std::string& name, std::string* crc) {
+  Metadata out;
+  const auto it = header.find("__metadata__");
+  if (it == header.end()) return out;
+  try {
+    for (auto& [k, v] : it->items()) {
+      if (k == kCrcKey) *crc = v.get<std::string>();
+      else out[k] = v.get<std::string>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("{}: corrupt safetensors header: {}", name, e.what());
+  }
+  return out;
 }
 
 }  // namespace
@@ -78,34 +115,20 @@ void write(const std::string& path, const std::map<std::string, TensorRef>& tens
 
 File parse(std::span<const std::byte> bytes, const std::string& name) {
   if (bytes.size() < 8) fail<IoError>("{}: truncated safetensors file: {} bytes, the header length alone needs 8", name, bytes.size());
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= std::to_integer<uint64_t>(bytes[i]) << (8 * i);
-  if (n > kMaxHeader) fail<IoError>("{}: not a safetensors file: header length {} at byte 0 is implausible", name, n);
+  const uint64_t n = header_length(bytes.data(), name);
   if (n > bytes.size() - 8) {
     fail<IoError>("{}: truncated safetensors file: header of {} bytes, but only {} bytes follow the length", name, n,
                   bytes.size() - 8);
   }
-  std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), n);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail<IoError>("{}: corrupt safetensors header (JSON at bytes 8..{}): {}", name, 8 + n, e.what());
-  }
-  if (!header.is_object()) fail<IoError>("{}: corrupt safetensors header: not a JSON object", name);
+  const nlohmann::json header = parse_header({reinterpret_cast<const char*>(bytes.data() + 8), n}, name);
   std::span<const std::byte> data = bytes.subspan(8 + n);
   File out;
   std::string expected_crc;
+  out.metadata = metadata_of(header, name, &expected_crc);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   try {
     for (auto& [key, v] : header.items()) {
-      if (key == "__metadata__") {
-        for (auto& [mk, mv] : v.items()) {
-          if (mk == kCrcKey) expected_crc = mv.get<std::string>();
-          else out.metadata[mk] = mv.get<std::string>();
-        }
-        continue;
-      }
+      if (key == "__metadata__") continue;
       TensorData t;
       t.dtype = v.at("dtype").get<std::string>();
       t.shape = v.at("shape").get<std::vector<int64_t>>();
@@ -160,27 +183,14 @@ File read(const std::string& path) {
 Metadata read_metadata(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail<IoError>("cannot open safetensors file {}", path);
-  unsigned char len[8];
+  std::byte len[8];
   if (!in.read(reinterpret_cast<char*>(len), 8)) fail<IoError>("{}: truncated safetensors file: no header length", path);
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
-  if (n > kMaxHeader) fail<IoError>("{}: not a safetensors file: header length {} at byte 0 is implausible", path, n);
+  const uint64_t n = header_length(len, path);
   std::string text(n, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(n)))
     fail<IoError>("{}: truncated safetensors file: the header of {} bytes is cut short", path, n);
-  Metadata out;
-  try {
-    const nlohmann::json header = nlohmann::json::parse(text);
-    if (!header.is_object()) fail<IoError>("{}: corrupt safetensors header: not a JSON object", path);
-    if (auto it = header.find("__metadata__"); it != header.end()) {
-      for (auto& [k, v] : it->items()) {
-        if (k != kCrcKey) out[k] = v.get<std::string>();
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail<IoError>("{}: corrupt safetensors header: {}", path, e.what());
-  }
-  return out;
+  std::string crc;  // the data's; not read here
+  return metadata_of(parse_header(text, path), path, &crc);
 }
 
 }  // namespace braid::safetensors
