@@ -27,7 +27,6 @@ class BatchNorm2d final : public Module {
   // replica, summed by `across` (parallel::synchronize_batch_norm sets it to
   // a differentiable all-reduce over the data axis). Not with ghost batches.
   void set_across_replicas(BatchSum across);
-  bool synchronized() const { return static_cast<bool>(across_); }
 
  private:
   BatchNormLayerOptions o_;

@@ -1,10 +1,7 @@
 #include "braid/nn/weight_norm.h"
 
 #include "braid/autograd/node.h"
-#include "braid/ops/elementwise.h"
 #include "braid/ops/norm.h"
-#include "braid/ops/reduce.h"
-#include "braid/ops/shape.h"
 
 namespace braid::nn {
 
@@ -21,11 +18,7 @@ WeightNorm::WeightNorm(const Tensor& weight, const Tensor& bias, std::shared_ptr
     : layer_(std::move(layer)), run_(std::move(run)) {
   if (bias.defined()) register_parameter("bias", bias);
   autograd::NoGradGuard no_grad;
-  Shape unit(weight.ndim(), 1);
-  unit[0] = weight.size(0);
-  std::vector<int64_t> dims;
-  for (int64_t d = 1; d < weight.ndim(); ++d) dims.push_back(d);
-  g_ = register_parameter("weight_g", reshape(sqrt(sum(mul(weight, weight), dims, true)), unit).contiguous());
+  g_ = register_parameter("weight_g", weight_norm_lengths(weight).contiguous());
   v_ = register_parameter("weight_v", weight);  // the layer's own tensor: no copy, and the layer no longer reads it
 }
 

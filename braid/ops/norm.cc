@@ -146,12 +146,14 @@ Tensor weight_norm(const Tensor& v, const Tensor& g) {
     fail<ValueError>("weight_norm: g must be [{}] or [{}, 1, ...] for v {}, got {}", v.ndim() ? v.size(0) : 0,
                      v.ndim() ? v.size(0) : 0, to_string(v.shape()), g.defined() ? to_string(g.shape()) : "none");
   }
-  Shape unit(v.ndim(), 1);
-  unit[0] = v.size(0);
+  const Tensor norm = weight_norm_lengths(v);
+  return mul(v, div(reshape(g, norm.shape()), norm));
+}
+
+Tensor weight_norm_lengths(const Tensor& v) {
   std::vector<int64_t> dims;
   for (int64_t d = 1; d < v.ndim(); ++d) dims.push_back(d);
-  const Tensor norm = dims.empty() ? sqrt(mul(v, v)) : sqrt(sum(mul(v, v), dims, true));
-  return mul(v, div(reshape(g, unit), norm));
+  return dims.empty() ? sqrt(mul(v, v)) : sqrt(sum(mul(v, v), dims, true));
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

@@ -41,5 +41,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // each output unit's weights (every dim of v but 0). v [out, ...], g [out, 1,
 // ...] (the shape torch.nn.utils.weight_norm gives weight_g) or [out].
 Tensor weight_norm(const Tensor& v, const Tensor& g);
+// ||v|| per output unit (over every dim but 0), shaped [out, 1, ...]: the g
+// that makes weight_norm(v, g) equal v.
+Tensor weight_norm_lengths(const Tensor& v);
 
 }  // namespace braid

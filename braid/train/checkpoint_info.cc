@@ -21,14 +21,23 @@ int64_t bytes_of(const nn::NamedTensors& tensors) {
   return n;
 }
 
-// Replicas on the data axis: ZeRO records them; otherwise the mesh text,
-// which starts "data <N> x ..." (parallel::Mesh), or a configured degree.
+// An axis's degree in a mesh text "data <D> x tensor <T> x pipeline <P>"
+// (parallel::Mesh); 0 when the text does not name it.
+int64_t degree_in(const std::string& mesh, const char* axis) {
+  const std::string key = std::string(axis) + " ";
+  const auto at = mesh.find(key);
+  long long n = 0;
+  if (at == std::string::npos || std::sscanf(mesh.c_str() + at + key.size(), "%lld", &n) != 1) return 0;
+  return n;
+}
+
+// Replicas on the data axis: ZeRO records them; otherwise the mesh text, or a
+// configured degree.
 int64_t data_world(const Checkpoint& c, const std::string& mesh) {
   if (const auto z = c.extra.find("zero"); z != c.extra.end() && z->contains("data_world")) {
     return z->at("data_world").get<int64_t>();
   }
-  long long n = 0;
-  if (std::sscanf(mesh.c_str(), "data %lld", &n) == 1) return n;
+  if (const int64_t n = degree_in(mesh, "data"); n > 0) return n;
   return std::max<int64_t>(0, c.config.value("parallel", nlohmann::json::object()).value("data", int64_t{0}));
 }
 
@@ -105,11 +114,8 @@ CheckpointInfo describe_checkpoints(const std::string& dir, std::optional<int64_
       const std::string mesh = sidecar.value("extra", nlohmann::json::object())
                                    .value("shard", nlohmann::json::object())
                                    .value("mesh", std::string());
-      int t = 0, p = 0;
-      const auto at = mesh.find("tensor ");
-      const auto ap = mesh.find("pipeline ");
-      if (at != std::string::npos && std::sscanf(mesh.c_str() + at, "tensor %d", &t) == 1) tensor = std::max(tensor, t);
-      if (ap != std::string::npos && std::sscanf(mesh.c_str() + ap, "pipeline %d", &p) == 1) stages = std::max(stages, p);
+      tensor = std::max(tensor, static_cast<int>(degree_in(mesh, "tensor")));
+      stages = std::max(stages, static_cast<int>(degree_in(mesh, "pipeline")));
     } catch (const std::exception&) {
       // An unreadable or odd sidecar: the span of the holders is all there is.
     }

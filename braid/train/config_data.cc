@@ -14,13 +14,11 @@ data::OpenOptions dataset_options(const Config& c, bool train) {
 std::shared_ptr<const data::Sampler> make_train_sampler(const Config& c, int64_t n, LoaderPlacement p) {
   const auto seed = static_cast<uint64_t>(c.get_int("train.seed"));
   const std::string& how = c.get_string("data.sampling");
-  if (p.world > 1 || how == "replacement") {
-    return std::make_shared<data::DistributedSampler>(
-        n, data::DistributedSamplerOptions{.rank = p.rank, .world = p.world, .seed = seed,
-                                           .shuffle = how != "sequential", .replacement = how == "replacement"});
-  }
-  if (how == "shuffle") return std::make_shared<data::ShuffledSampler>(n, seed);
-  return std::make_shared<data::SequentialSampler>(n);
+  // At world 1 a DistributedSampler visits the order ShuffledSampler or
+  // SequentialSampler would, so one sampler serves every case.
+  return std::make_shared<data::DistributedSampler>(
+      n, data::DistributedSamplerOptions{.rank = p.rank, .world = p.world, .seed = seed,
+                                         .shuffle = how != "sequential", .replacement = how == "replacement"});
 }
 
 std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset,

@@ -19,8 +19,8 @@ struct LoaderPlacement {
 };
 
 // The order a rank visits `n` training examples in, by data.sampling and
-// train.seed: a DistributedSampler shard (padded by wrapping) when world > 1
-// or when sampling with replacement, else a shuffled or sequential order.
+// train.seed: its DistributedSampler shard (padded by wrapping; at world 1
+// the whole shuffled or sequential order, or draws with replacement).
 std::shared_ptr<const data::Sampler> make_train_sampler(const Config& c, int64_t n, LoaderPlacement placement = {});
 
 // Training batches: train.batch_size per rank, data.workers threads, in

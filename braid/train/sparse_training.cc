@@ -17,6 +17,7 @@
 #include "braid/ops/loss.h"
 #include "braid/parallel/process_group.h"
 #include "braid/ps/client.h"
+#include "braid/train/config_data.h"
 #include "braid/train/trainer_setup.h"
 
 namespace braid::train {
@@ -73,10 +74,7 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
   const int64_t batch = c.get_int("train.batch_size"), epochs = c.get_int("train.epochs");
   const int64_t log_every = c.get_int("train.log_every");
   const double lr = c.get_float("optim.lr");
-  const std::string& sampling = c.get_string("data.sampling");
-  const data::DistributedSampler sampler(n_train, {.rank = worker, .world = workers, .seed = seed,
-                                                   .shuffle = sampling != "sequential",
-                                                   .replacement = sampling == "replacement"});
+  const std::shared_ptr<const data::Sampler> sampler = make_train_sampler(c, n_train, {.rank = worker, .world = workers});
 
   int64_t clock = client.hello(po.config, classes * dim + classes);
   client.define_table(kTable, dim, 0.01);
@@ -95,10 +93,10 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
   auto window_start = t0;
   double window_loss = 0;
   int64_t window_steps = 0, samples = 0;
-  const int64_t per_epoch = (sampler.size() + batch - 1) / batch;
+  const int64_t per_epoch = (sampler->size() + batch - 1) / batch;
   std::vector<float> dense_grad(dense.flat.size()), row_grad;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-    const std::vector<int64_t> order = sampler.indices(epoch);
+    const std::vector<int64_t> order = sampler->indices(epoch);
     for (int64_t first = 0; first < static_cast<int64_t>(order.size()); first += batch) {
       const auto count = std::min<int64_t>(batch, static_cast<int64_t>(order.size()) - first);
       Batch b{data::make_sparse_batch(all, std::span(order).subspan(static_cast<size_t>(first), static_cast<size_t>(count)), buckets), {}};

@@ -43,7 +43,11 @@ TEST(ConfigData, SamplingWithReplacementIsUniformOverTheWholeSet) {
 
   // One process draws with replacement too; sequential visits 0, 1, 2, ...
   EXPECT_EQ(make_train_sampler(c, n)->size(), n);
+  // One process visits ShuffledSampler's and SequentialSampler's orders.
+  c.set("data.sampling=shuffle");
+  EXPECT_EQ(make_train_sampler(c, n)->indices(3), data::ShuffledSampler(n, 0).indices(3));
   c.set("data.sampling=sequential");
+  EXPECT_EQ(make_train_sampler(c, n)->indices(3), data::SequentialSampler(n).indices(3));
   const std::vector<int64_t> in_order = make_train_sampler(c, n)->indices(5);
   EXPECT_EQ(in_order[0], 0);
   EXPECT_EQ(in_order[89], 89);
