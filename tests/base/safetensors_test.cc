@@ -10,6 +10,7 @@
 #include "braid/base/error.h"
 #include "braid/base/safetensors.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/error_message.h"
 
 namespace braid {
 namespace {
@@ -26,15 +27,6 @@ std::span<const std::byte> bytes_of(const std::vector<T>& v) {
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::string io_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  return "(no IoError)";
 }
 
 const std::vector<float> kW = {1.5f, -2.0f, 3.25f, 0.0f, 1e-3f, 7.0f};
@@ -78,7 +70,7 @@ TEST(Safetensors, RejectsBadTensors) {
 TEST(Safetensors, TruncatedFileIsRefused) {
   auto bytes = safetensors::serialize(sample());
   for (size_t keep : {size_t{0}, size_t{5}, size_t{40}, bytes.size() - 1}) {
-    std::string msg = io_error([&] { safetensors::parse(std::span(bytes).first(keep), "ck"); });
+    std::string msg = test::message_of<IoError>([&] { safetensors::parse(std::span(bytes).first(keep), "ck"); });
     EXPECT_NE(msg.find("ck: truncated"), std::string::npos) << keep << ": " << msg;
   }
 }
@@ -93,14 +85,14 @@ TEST(Safetensors, MetadataAloneReadsTheHeaderOnly) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << raw.substr(0, raw.size() - 4);
   EXPECT_EQ(safetensors::read_metadata(path).at("epoch"), "3");
   std::ofstream(path, std::ios::binary | std::ios::trunc) << raw.substr(0, 20);
-  const std::string msg = io_error([&] { safetensors::read_metadata(path); });
+  const std::string msg = test::message_of<IoError>([&] { safetensors::read_metadata(path); });
   EXPECT_NE(msg.find(path + ": truncated"), std::string::npos) << msg;
 }
 
 TEST(Safetensors, TamperedDataFailsTheChecksum) {
   auto bytes = safetensors::serialize(sample());
   bytes[bytes.size() - 3] ^= std::byte{1};  // a bit of the last tensor
-  std::string msg = io_error([&] { safetensors::parse(bytes, "ck"); });
+  std::string msg = test::message_of<IoError>([&] { safetensors::parse(bytes, "ck"); });
   EXPECT_NE(msg.find("checksum mismatch"), std::string::npos) << msg;
 }
 
@@ -108,11 +100,11 @@ TEST(Safetensors, TamperedHeaderIsRefused) {
   auto bytes = safetensors::serialize(sample());
   std::string text(reinterpret_cast<const char*>(bytes.data() + 8), 40);
   bytes[9] = std::byte{'#'};  // breaks the JSON
-  std::string msg = io_error([&] { safetensors::parse(bytes, "ck"); });
+  std::string msg = test::message_of<IoError>([&] { safetensors::parse(bytes, "ck"); });
   EXPECT_NE(msg.find("corrupt safetensors header"), std::string::npos) << msg;
   auto grown = safetensors::serialize(sample());
   grown.push_back(std::byte{0});
-  msg = io_error([&] { safetensors::parse(grown, "ck"); });
+  msg = test::message_of<IoError>([&] { safetensors::parse(grown, "ck"); });
   EXPECT_NE(msg.find("appended"), std::string::npos) << msg;
 }
 

@@ -7,20 +7,12 @@
 #include "braid/data/libsvm.h"
 #include "braid/data/text.h"
 #include "tests/data/temp_dir.h"
+#include "tests/testing/error_message.h"
 
 namespace braid::data {
 namespace {
 
 using test::TempDir;
-
-std::string io_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  return "(no IoError)";
-}
 
 TEST(Csv, HeaderLabelColumnAndValues) {
   TempDir dir;
@@ -43,18 +35,18 @@ TEST(Csv, ErrorsNameFileLineColumn) {
   TempDir dir;
   std::string path = dir.file("bad.csv");
   test::write_text(path, "1,2,3\n4,x5,6\n");
-  std::string msg = io_error([&] { CsvDataset ds(path); });
+  std::string msg = test::message_of<IoError>([&] { CsvDataset ds(path); });
   EXPECT_NE(msg.find(path + ":2:3: expected a number, found 'x5'"), std::string::npos) << msg;
 
   test::write_text(path, "1,2,3\n4,5\n");
-  msg = io_error([&] { CsvDataset ds(path); });
+  msg = test::message_of<IoError>([&] { CsvDataset ds(path); });
   EXPECT_NE(msg.find(path + ":2:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("expected 3 columns"), std::string::npos) << msg;
 
   test::write_text(path, "1,2,3\n4,5,2.5\n");
-  msg = io_error([&] { CsvDataset ds(path); });
+  msg = test::message_of<IoError>([&] { CsvDataset ds(path); });
   EXPECT_NE(msg.find(path + ":2:5: expected an integer class label"), std::string::npos) << msg;
-  EXPECT_NE(io_error([&] { CsvDataset ds(dir.file("missing.csv")); }).find("missing.csv"), std::string::npos);
+  EXPECT_NE(test::message_of<IoError>([&] { CsvDataset ds(dir.file("missing.csv")); }).find("missing.csv"), std::string::npos);
 }
 
 TEST(Libsvm, SparseRowsDenseExamplesAndClasses) {
@@ -82,7 +74,7 @@ TEST(Libsvm, ErrorsNameFileLineColumn) {
   std::string path = dir.file("bad.svm");
   auto expect = [&](const std::string& text, const std::string& want) {
     test::write_text(path, text);
-    std::string msg = io_error([&] { LibsvmDataset ds(path); });
+    std::string msg = test::message_of<IoError>([&] { LibsvmDataset ds(path); });
     EXPECT_NE(msg.find(path + ":" + want), std::string::npos) << msg;
   };
   expect("1 1:1\n2 3:1 2:1\n", "2:7: feature index 2 after 3");
@@ -91,7 +83,7 @@ TEST(Libsvm, ErrorsNameFileLineColumn) {
   expect("1 1:1 0:4\n", "1:7: feature index 0 outside");
   expect("1 1:1 3:abc\n", "1:9: expected a feature value, found 'abc'");
   test::write_text(path, "1 5:1\n");
-  EXPECT_NE(io_error([&] { LibsvmDataset ds(path, {.features = 3}); }).find("exceeds"), std::string::npos);
+  EXPECT_NE(test::message_of<IoError>([&] { LibsvmDataset ds(path, {.features = 3}); }).find("exceeds"), std::string::npos);
 }
 
 TEST(CharText, WindowsAndVocabulary) {

@@ -8,6 +8,7 @@
 #include "braid/data/file_bytes.h"
 #include "braid/data/idx.h"
 #include "tests/data/temp_dir.h"
+#include "tests/testing/error_message.h"
 
 namespace braid::data {
 namespace {
@@ -24,15 +25,6 @@ std::vector<unsigned char> idx_bytes(std::vector<uint32_t> dims) {
   }
   for (size_t i = 0; i < n; ++i) b.push_back(static_cast<unsigned char>(i % 251));
   return b;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  return "(no IoError)";
 }
 
 TEST(Idx, ReadsGzipAndPlain) {
@@ -53,7 +45,7 @@ TEST(Idx, TruncatedGzipNamesFileAndByte) {
   auto gz = test::gzip_bytes(idx_bytes({100, 28, 28}));
   gz.resize(gz.size() / 2);
   test::write_bytes(dir.file("t.gz"), gz);
-  std::string msg = error_of([&] { read_idx(dir.file("t.gz")); });
+  std::string msg = test::message_of<IoError>([&] { read_idx(dir.file("t.gz")); });
   EXPECT_NE(msg.find(dir.file("t.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated gzip"), std::string::npos) << msg;
   EXPECT_NE(msg.find("byte " + std::to_string(gz.size())), std::string::npos) << msg;
@@ -64,7 +56,7 @@ TEST(Idx, CorruptGzipNamesFileAndByte) {
   auto gz = test::gzip_bytes(idx_bytes({10, 28, 28}));
   for (size_t i = 20; i < 40; ++i) gz[i] ^= 0x5a;  // inside the deflate stream
   test::write_bytes(dir.file("c.gz"), gz);
-  std::string msg = error_of([&] { read_idx(dir.file("c.gz")); });
+  std::string msg = test::message_of<IoError>([&] { read_idx(dir.file("c.gz")); });
   EXPECT_NE(msg.find(dir.file("c.gz")), std::string::npos) << msg;
   EXPECT_TRUE(msg.find("corrupt gzip data at compressed byte") != std::string::npos ||
               msg.find("truncated gzip") != std::string::npos) << msg;
@@ -75,7 +67,7 @@ TEST(Idx, CrcMismatchIsCorrupt) {
   auto gz = test::gzip_bytes(idx_bytes({2, 2}));
   gz[gz.size() - 6] ^= 0xff;  // the gzip trailer's CRC-32
   test::write_bytes(dir.file("crc.gz"), gz);
-  std::string msg = error_of([&] { read_idx(dir.file("crc.gz")); });
+  std::string msg = test::message_of<IoError>([&] { read_idx(dir.file("crc.gz")); });
   EXPECT_NE(msg.find("corrupt gzip data"), std::string::npos) << msg;
 }
 
@@ -84,28 +76,28 @@ TEST(Idx, TruncatedAndMalformedIdx) {
   auto raw = idx_bytes({4, 4});
   raw.resize(raw.size() - 3);
   test::write_bytes(dir.file("short"), raw);
-  std::string msg = error_of([&] { read_idx(dir.file("short")); });
+  std::string msg = test::message_of<IoError>([&] { read_idx(dir.file("short")); });
   EXPECT_NE(msg.find("truncated IDX data"), std::string::npos) << msg;
   EXPECT_NE(msg.find("from byte 12"), std::string::npos) << msg;
 
   test::write_bytes(dir.file("magic"), {1, 0, 8, 1, 0, 0, 0, 1, 7});
-  msg = error_of([&] { read_idx(dir.file("magic")); });
+  msg = test::message_of<IoError>([&] { read_idx(dir.file("magic")); });
   EXPECT_NE(msg.find("not an IDX file"), std::string::npos) << msg;
 
   test::write_bytes(dir.file("type"), {0, 0, 0x0d, 1, 0, 0, 0, 1, 0, 0, 0, 0});
-  msg = error_of([&] { read_idx(dir.file("type")); });
+  msg = test::message_of<IoError>([&] { read_idx(dir.file("type")); });
   EXPECT_NE(msg.find("at byte 2"), std::string::npos) << msg;
 
   raw = idx_bytes({2});
   raw.push_back(9);
   test::write_bytes(dir.file("long"), raw);
-  msg = error_of([&] { read_idx(dir.file("long")); });
+  msg = test::message_of<IoError>([&] { read_idx(dir.file("long")); });
   EXPECT_NE(msg.find("trailing"), std::string::npos) << msg;
 }
 
 TEST(FashionMnist, MissingDatasetNamesPathAndPackage) {
   TempDir dir;
-  std::string msg = error_of([&] { FashionMnist ds({.dir = dir.path().string()}); });
+  std::string msg = test::message_of<IoError>([&] { FashionMnist ds({.dir = dir.path().string()}); });
   EXPECT_NE(msg.find(dir.file("train-images-idx3-ubyte.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("dataset-fashion-mnist"), std::string::npos) << msg;
 }
@@ -123,7 +115,7 @@ TEST(FashionMnist, SyntheticFilesAndLabelCheck) {
   EXPECT_THROW(ds.get(3), IndexError);
 
   test::write_bytes(dir.file("t10k-labels-idx1-ubyte.gz"), test::gzip_bytes({0, 0, 8, 1, 0, 0, 0, 3, 7, 10, 9}));
-  std::string msg = error_of([&] { FashionMnist bad({.dir = dir.path().string(), .train = false}); });
+  std::string msg = test::message_of<IoError>([&] { FashionMnist bad({.dir = dir.path().string(), .train = false}); });
   EXPECT_NE(msg.find("label 10 at byte 9"), std::string::npos) << msg;
 }
 

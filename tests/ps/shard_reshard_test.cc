@@ -10,6 +10,7 @@
 #include "braid/base/error.h"
 #include "braid/ps/shard_reshard.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/error_message.h"
 
 namespace braid::ps {
 namespace {
@@ -104,15 +105,6 @@ void expect_part_of(const ShardFile& whole, const ShardFile& got, int index, int
   }
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 class Reshard : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Reshard, EveryValueLandsWhereTheNewLayoutSaysAndRoundTrips) {
@@ -190,15 +182,15 @@ TEST(ReshardSet, AnotherUpdaterAnotherModelOrATruncatedFileIsRefusedNamingTheFil
   const auto reshard = [&](int64_t total, const std::string& updater) {
     reshard_from_checkpoints(dir.str(), 0, DenseLayout(total, 3), config_with(updater), nullptr);
   };
-  std::string msg = error_of([&] { reshard(kTotal, "momentum"); });
+  std::string msg = test::message_of<Error>([&] { reshard(kTotal, "momentum"); });
   EXPECT_NE(msg.find(file0 + " was written by updater adam, this job uses momentum"), std::string::npos) << msg;
   EXPECT_THROW(reshard(kTotal, "sgd"), ConfigError);
-  msg = error_of([&] { reshard(kTotal + 1, "adam"); });
+  msg = test::message_of<Error>([&] { reshard(kTotal + 1, "adam"); });
   EXPECT_NE(msg.find(dir.str() + "/server-*-of-2.safetensors hold 11 dense values in all (5 + 6); this job's "
                                  "model has 12"), std::string::npos) << msg;
   EXPECT_THROW(reshard(kTotal - 1, "adam"), ConfigError);
   fs::resize_file(file1, fs::file_size(file1) - 8);
-  msg = error_of([&] { reshard(kTotal, "adam"); });
+  msg = test::message_of<Error>([&] { reshard(kTotal, "adam"); });
   EXPECT_NE(msg.find(file1 + ": truncated"), std::string::npos) << msg;
   EXPECT_THROW(reshard(kTotal, "adam"), IoError);
 }

@@ -7,18 +7,10 @@
 
 #include "braid/base/error.h"
 #include "braid/train/config.h"
+#include "tests/testing/error_message.h"
 
 namespace braid::train {
 namespace {
-
-std::string config_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no ConfigError)";
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -79,27 +71,27 @@ TEST(Config, TomlFileThenSetOverrides) {
 
 TEST(Config, ErrorsNameKeyValueAndPlace) {
   Config c(braid_schema());
-  std::string msg = config_error([&] { c.set("train.epochs=abc"); });
+  std::string msg = test::message_of<ConfigError>([&] { c.set("train.epochs=abc"); });
   EXPECT_TRUE(contains(msg, "train.epochs expects a int, got 'abc'")) << msg;
-  msg = config_error([&] { c.set("train.epoch=3"); });
+  msg = test::message_of<ConfigError>([&] { c.set("train.epoch=3"); });
   EXPECT_TRUE(contains(msg, "unknown config key 'train.epoch'")) << msg;
   EXPECT_TRUE(contains(msg, "did you mean train.epochs")) << msg;
-  msg = config_error([&] { c.set("optim.name=adamm"); });
+  msg = test::message_of<ConfigError>([&] { c.set("optim.name=adamm"); });
   EXPECT_TRUE(contains(msg, "is not one of: sgd, adagrad")) << msg;
-  msg = config_error([&] { c.set("train.batch_size=0"); });
+  msg = test::message_of<ConfigError>([&] { c.set("train.batch_size=0"); });
   EXPECT_TRUE(contains(msg, "outside [1, inf]")) << msg;
-  EXPECT_TRUE(contains(config_error([&] { c.set("novalue"); }), "expected key=value"));
+  EXPECT_TRUE(contains(test::message_of<ConfigError>([&] { c.set("novalue"); }), "expected key=value"));
 
-  msg = config_error([&] { c.load_toml("[train]\nepochs = 3\nbatch_size = \"big\"\n", "f.toml"); });
+  msg = test::message_of<ConfigError>([&] { c.load_toml("[train]\nepochs = 3\nbatch_size = \"big\"\n", "f.toml"); });
   EXPECT_TRUE(contains(msg, "f.toml:3:14: train.batch_size expects a int")) << msg;
-  msg = config_error([&] { c.load_toml("[optim]\nlearning_rate = 0.1\n", "f.toml"); });
+  msg = test::message_of<ConfigError>([&] { c.load_toml("[optim]\nlearning_rate = 0.1\n", "f.toml"); });
   EXPECT_TRUE(contains(msg, "f.toml:2:17: unknown config key 'optim.learning_rate'")) << msg;
-  msg = config_error([&] { c.load_toml("[train]\nepochs = = 3\n", "bad.toml"); });
+  msg = test::message_of<ConfigError>([&] { c.load_toml("[train]\nepochs = = 3\n", "bad.toml"); });
   EXPECT_TRUE(contains(msg, "bad.toml:2:")) << msg;
   EXPECT_TRUE(contains(msg, "invalid TOML")) << msg;
-  msg = config_error([&] { c.load_toml("[train]\nepochs = [1, 2]\n", "arr.toml"); });
+  msg = test::message_of<ConfigError>([&] { c.load_toml("[train]\nepochs = [1, 2]\n", "arr.toml"); });
   EXPECT_TRUE(contains(msg, "arr.toml:2:10: train.epochs expects a int, got a TOML array")) << msg;
-  EXPECT_TRUE(contains(config_error([&] { c.load_toml_file("/no/such.toml"); }), "/no/such.toml"));
+  EXPECT_TRUE(contains(test::message_of<ConfigError>([&] { c.load_toml_file("/no/such.toml"); }), "/no/such.toml"));
 }
 
 TEST(Config, EnvironmentOverridesFileButNotSet) {
@@ -113,7 +105,7 @@ TEST(Config, EnvironmentOverridesFileButNotSet) {
   EXPECT_EQ(c.get_int("train.seed"), 1);
   c.set("train.threads=1");
   EXPECT_EQ(c.get_int("train.threads"), 1);
-  std::string msg = config_error([&] {
+  std::string msg = test::message_of<ConfigError>([&] {
     c.apply_env([](const char* name) -> const char* { return std::string(name) == "BRAID_SEED" ? "x" : nullptr; });
   });
   EXPECT_TRUE(contains(msg, "env BRAID_SEED: train.seed expects a int, got 'x'")) << msg;
@@ -137,7 +129,7 @@ TEST(Config, JsonAndTomlRoundTripAndDiff) {
   b.set("train.seed=9");
   EXPECT_EQ(a.differences(b), (std::vector<std::string>{"train.seed: 0 vs 9"}));
   j["train"]["typo"] = 1;
-  EXPECT_TRUE(contains(config_error([&] { b.load_json(j, "s.json"); }), "s.json: unknown config key 'train.typo'"));
+  EXPECT_TRUE(contains(test::message_of<ConfigError>([&] { b.load_json(j, "s.json"); }), "s.json: unknown config key 'train.typo'"));
 }
 
 TEST(Config, LoadConfigReadsAFile) {
