@@ -16,14 +16,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sam
   if (options_.workers < 0) fail<ValueError>("Loader: workers must be >= 0, got {}", options_.workers);
   if (options_.prefetch < 0) fail<ValueError>("Loader: prefetch must be >= 0, got {}", options_.prefetch);
   spec_ = dataset_->spec();
-  if (options_.prefetch == 0) {
-    const int64_t batch_bytes =
-        options_.batch_size * static_cast<int64_t>(spec_.input_bytes() + spec_.target_bytes());
-    const int64_t fit = (int64_t{4} << 20) / std::max<int64_t>(batch_bytes, 1);  // batches in 4 MiB
-    options_.prefetch = static_cast<int>(std::clamp<int64_t>(fit, 2, 16));
-  }
-  ahead_ = static_cast<int64_t>(options_.workers) * options_.prefetch;
-  refill_ = std::max<int64_t>(1, ahead_ / 2);
+  auto_prefetch_ = options_.prefetch == 0;
+  size_prefetch();
   if (!transforms_.empty() && spec_.input_dtype != DType::f32) {
     fail<ValueError>("Loader: transforms need f32 inputs, the dataset gives {}", name(spec_.input_dtype));
   }
@@ -31,9 +25,33 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sam
 
 Loader::~Loader() { stop_workers(); }
 
+void Loader::size_prefetch() {
+  if (auto_prefetch_) {
+    const int64_t batch_bytes =
+        options_.batch_size * static_cast<int64_t>(spec_.input_bytes() + spec_.target_bytes());
+    const int64_t fit = (int64_t{4} << 20) / std::max<int64_t>(batch_bytes, 1);  // batches in 4 MiB
+    options_.prefetch = static_cast<int>(std::clamp<int64_t>(fit, 2, 16));
+  }
+  ahead_ = static_cast<int64_t>(options_.workers) * options_.prefetch;
+  refill_ = std::max<int64_t>(1, ahead_ / 2);
+}
+
 int64_t Loader::batches_per_epoch() const {
   int64_t n = sampler_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void Loader::set_batch_size(int64_t batch_size) {
+  if (batch_size < 1) fail<ValueError>("Loader: batch_size must be >= 1, got {}", batch_size);
+  if (batch_size == options_.batch_size) return;
+  stop_workers();
+  epoch_ = -1;  // the current epoch's batches were cut at the old size
+  options_.batch_size = batch_size;
+  size_prefetch();
+  // Buffers of the old size leave the pool; batches still held keep theirs alive.
+  std::lock_guard lock(mu_);
+  pool_.clear();
+  ready_.clear();
 }
 
 void Loader::stop_workers() {

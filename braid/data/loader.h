@@ -61,7 +61,14 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   int64_t batches_per_epoch() const;
+  // Examples this loader's sampler visits per epoch.
+  int64_t examples_per_epoch() const { return sampler_->size(); }
   const Dataset& dataset() const { return *dataset_; }
+  int64_t batch_size() const { return options_.batch_size; }
+  // Batches of `batch_size` examples from the next start_epoch() on (a
+  // batch-size schedule grows them between epochs; the sampler's order, and
+  // so which examples an epoch visits, does not depend on it).
+  void set_batch_size(int64_t batch_size);
 
   // Starts (prefetching) epoch `epoch`, abandoning what is left of the current one.
   void start_epoch(int64_t epoch);
@@ -75,6 +82,8 @@ class Loader {
     bool filling = false;
   };
   void stop_workers();
+  // ahead_ and refill_ for the batch size (prefetch 0: what fits in 4 MiB).
+  void size_prefetch();
   void worker_loop();
   Batch fill(int64_t batch_index);
   size_t acquire_buffer();
@@ -82,6 +91,7 @@ class Loader {
   std::shared_ptr<const Dataset> dataset_;
   std::shared_ptr<const Sampler> sampler_;
   LoaderOptions options_;
+  bool auto_prefetch_ = false;
   int64_t ahead_ = 0;   // batches the workers may fill ahead of the consumer
   int64_t refill_ = 1;  // free slots before next() wakes the workers
   Transforms transforms_;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "braid/optim/clip.h"
+#include "braid/optim/reduce.h"
 
 namespace braid::parallel {
 
@@ -106,26 +107,39 @@ void Plan::finish_gradients() {
   if (p_.grad_sync) p_.grad_sync->finish();
 }
 
-double Plan::grad_norm() const {
+std::vector<Tensor> Plan::gradients() const {
+  std::vector<Tensor> out;
+  for (const auto& p : gradient_holders()) out.push_back(p.tensor.grad());
+  return out;
+}
+
+double Plan::sum_squares(const std::vector<Tensor>& like_gradients) const {
+  const std::vector<NamedParameter>& holders = gradient_holders();
+  if (like_gradients.size() != holders.size()) {
+    fail<ValueError>("Plan::sum_squares: {} tensors for {} gradients", like_gradients.size(), holders.size());
+  }
   // Every element once: a slice counts on its rank; a tensor replicated
   // across the tensor axis counts on tensor rank 0; pipeline stages hold
   // disjoint parameters. Data-axis replicas hold the same (combined)
   // gradients, so the data axis takes part only when ZeRO splits them.
   std::vector<double> sq{0.0};
   const bool first_tensor_rank = p_.mesh.coord(Axis::tensor) == 0;
-  std::vector<Tensor> counted;
-  for (const auto& p : gradient_holders()) {
-    const auto it = p_.shards.find(p.name);
-    if ((it != p_.shards.end() && it->second.dim >= 0) || first_tensor_rank) counted.push_back(p.tensor);
+  for (size_t i = 0; i < holders.size(); ++i) {
+    const Tensor& t = like_gradients[i];
+    if (!t.defined()) continue;
+    const auto it = p_.shards.find(holders[i].name);
+    if (!(it != p_.shards.end() && it->second.dim >= 0) && !first_tensor_rank) continue;
+    if (t.dtype() != DType::f32 || !t.is_contiguous()) fail<ValueError>("Plan::sum_squares: tensors must be contiguous f32");
+    sq[0] += optim::sum_squares(t.data<float>(), t.numel());
   }
-  const double local = optim::grad_norm(counted);
-  sq[0] = local * local;
   const Duration timeout = timeout_of(p_.mesh);
   sum_over(p_.mesh, Axis::tensor, sq, timeout);
   sum_over(p_.mesh, Axis::pipeline, sq, timeout);
   if (!slices_.empty()) sum_over(p_.mesh, Axis::data, sq, timeout);
-  return std::sqrt(sq[0]);
+  return sq[0];
 }
+
+double Plan::grad_norm() const { return std::sqrt(sum_squares(gradients())); }
 
 double Plan::clip_grad_norm(double max_norm) const {
   std::vector<Tensor> all;
@@ -188,6 +202,13 @@ nlohmann::json Plan::state_dict() const {
 
 void Plan::load_state_dict(const nlohmann::json& state) {
   if (p_.aggregation) p_.aggregation->load_state_dict(state.value("aggregation", nlohmann::json::object()));
+}
+
+void Plan::agree(std::vector<double>& values) const {
+  const comm::Communicator& world = p_.mesh.world();
+  if (p_.aggregation || !world.valid() || world.size() == 1) return;
+  const Duration timeout = timeout_of(p_.mesh);
+  comm::Communicator(world).broadcast(values, {.root = 0, .timeout = timeout}).wait(Deadline::after(timeout * 2));
 }
 
 std::string Plan::agree_on_run_id(const std::string& id) const {

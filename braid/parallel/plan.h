@@ -66,6 +66,13 @@ class Plan {
   // afterwards except for finish_gradients(). Returns the batch's mean loss.
   double forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target);
   void finish_gradients();
+  // The gradients this rank holds (the optimizer's slices under ZeRO, else
+  // its parameters'); undefined where a parameter has none yet.
+  std::vector<Tensor> gradients() const;
+  // Sum of squares over the whole model of f32 tensors laid out like
+  // gradients() (each element counted once across shards): collective over
+  // the tensor and pipeline axes, and over the data axis under ZeRO.
+  double sum_squares(const std::vector<Tensor>& like_gradients) const;
   // Global L2 norm of the whole model's gradient across shards (each
   // parameter counted once), and the clip by it (optim/clip.h's rule).
   double grad_norm() const;
@@ -107,6 +114,11 @@ class Plan {
   void load_model_state(nn::Module& model, const nn::NamedTensors& state);
   optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer);
   void load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state);
+  // World rank 0's `values` on every rank that trains in step with it (the
+  // whole job, unless an aggregation lets replicas run on their own: then
+  // each keeps its own), in place. For decisions every rank must take alike
+  // (a batch size) from figures that may differ in their last bits.
+  void agree(std::vector<double>& values) const;
   // World rank 0's `id` (at most 32 bytes) on every rank of the job, so all
   // shards of a run label their checkpoints alike.
   std::string agree_on_run_id(const std::string& id) const;

@@ -65,7 +65,7 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     }
     if (!transport) fail<ConfigError>("parallel.strategy = ps needs the job's transport");
     parts.aggregation = std::make_unique<ParameterServer>(std::move(transport), o.ps);
-    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches);
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
     out.plan = std::make_unique<Plan>(std::move(parts));
     return out;
   }
@@ -82,6 +82,10 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.shards = std::move(sharded.specs);
   }
   if (parts.mesh.degree(Axis::pipeline) > 1) {
+    if (o.microbatch_max > 0) {
+      fail<ConfigError>("parallel.microbatch_max caps the local schedule's micro-batches; a pipeline runs "
+                        "parallel.microbatches = {} micro-batches of whatever size the batch gives", o.microbatches);
+    }
     out.model = cut_pipeline(o, parts.mesh, out.model);
     ShardSpecs mine;  // the stage's parameters only
     for (const auto& [name, t] : out.model->named_parameters()) {
@@ -94,7 +98,7 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                                .recompute = o.recompute, .dropout_generator = o.dropout_generator,
                                .timeout = parts.mesh.world().options().timeout});
   } else {
-    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches);
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
   }
   if (o.sync_batch_norm && world.valid()) synchronize_batch_norm(*out.model, parts.mesh.group(Axis::data));
   const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && parts.mesh.degree(Axis::data) > 1);

@@ -24,6 +24,9 @@ struct PlanOptions {
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
+  // Without a pipeline: the most rows a rank runs at once; a larger batch is
+  // accumulated over more micro-batches (0: no limit).
+  int64_t microbatch_max = 0;
   std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b
   bool recompute = false;         // pipeline stages keep only their inputs
   // Pipeline cut: first-layer index of stages 1..P-1; empty: balanced by `balance`.

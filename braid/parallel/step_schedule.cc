@@ -12,27 +12,30 @@ std::pair<int64_t, int64_t> microbatch_rows(int64_t n, int m, int i) {
   return shard_range(n, m, i);
 }
 
-LocalSchedule::LocalSchedule(int microbatches) : microbatches_(microbatches) {
+LocalSchedule::LocalSchedule(int microbatches, int64_t max_rows) : microbatches_(microbatches), max_rows_(max_rows) {
   if (microbatches < 1) fail<ConfigError>("parallel.microbatches must be >= 1, got {}", microbatches);
+  if (max_rows < 0) fail<ConfigError>("parallel.microbatch_max must be >= 0, got {}", max_rows);
 }
 
 double LocalSchedule::run(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target,
                           const std::function<void(bool)>& set_sync) {
-  if (microbatches_ == 1) {
+  const int64_t n = input.size(0);
+  int slices = microbatches_;
+  if (max_rows_ > 0) slices = static_cast<int>(std::max<int64_t>(slices, (n + max_rows_ - 1) / max_rows_));
+  if (slices == 1) {
     set_sync(true);
     const Tensor l = loss(model.forward(input), target);
     const double value = l.item();
     backward(l);
     return value;
   }
-  const int64_t n = input.size(0);
   double total = 0;
-  for (int i = 0; i < microbatches_; ++i) {
-    const auto [b, e] = microbatch_rows(n, microbatches_, i);
+  for (int i = 0; i < slices; ++i) {
+    const auto [b, e] = microbatch_rows(n, slices, i);
     const double share = static_cast<double>(e - b) / static_cast<double>(n);
     const Tensor l = mul(loss(model.forward(slice(input, 0, b, e)), slice(target, 0, b, e)), share);
     total += l.item();
-    set_sync(i + 1 == microbatches_);
+    set_sync(i + 1 == slices);
     backward(l);
   }
   return total;

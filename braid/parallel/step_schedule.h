@@ -35,10 +35,13 @@ class StepSchedule {
 
 // One process runs the whole model: the batch in `microbatches` slices along
 // dim 0 (gradient accumulation), slice i's loss weighted by its share n_i / N
-// so the accumulated gradient is the whole batch's mean gradient.
+// so the accumulated gradient is the whole batch's mean gradient. With
+// `max_rows` > 0 a batch is cut into at least ceil(N / max_rows) slices, so a
+// batch that grows during training (train.batch_schedule) is accumulated
+// rather than run at once.
 class LocalSchedule final : public StepSchedule {
  public:
-  explicit LocalSchedule(int microbatches = 1);
+  explicit LocalSchedule(int microbatches = 1, int64_t max_rows = 0);
   std::string name() const override { return "local"; }
   double run(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target,
              const std::function<void(bool)>& set_sync) override;
@@ -46,6 +49,7 @@ class LocalSchedule final : public StepSchedule {
 
  private:
   int microbatches_;
+  int64_t max_rows_;
 };
 
 // [begin, end) rows of micro-batch i when n rows go into m micro-batches: the

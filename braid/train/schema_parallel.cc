@@ -32,6 +32,10 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.microbatches", .type = T::Int, .default_value = int64_t{1},
          .help = "micro-batches per step (pipeline fill; without a pipeline: gradient accumulation, the data axis "
                  "communicating once per step)", .min = 1.0});
+  s.add({.name = "parallel.microbatch_max", .type = T::Int, .default_value = int64_t{0},
+         .help = "without a pipeline: the most examples a rank runs forward and backward at once; a larger batch "
+                 "(e.g. grown by train.batch_schedule) is accumulated over more micro-batches; 0 = no limit",
+         .min = 0.0});
   s.add({.name = "parallel.recompute", .type = T::Bool, .default_value = false,
          .help = "pipeline stages keep only their inputs and recompute activations in backward"});
   s.add({.name = "parallel.stage_boundaries", .type = T::String, .default_value = std::string(""),

@@ -9,6 +9,25 @@ void add_train_keys(Schema& s) {
          .min = 1});
   s.add({.name = "train.batch_size", .type = T::Int, .default_value = int64_t{64},
          .help = "examples per optimizer step (per rank when distributed)", .min = 1});
+  s.add({.name = "train.batch_schedule", .type = T::String, .default_value = std::string("none"),
+         .help = "grow the batch between epochs: none; epoch = x train.batch_growth every train.batch_every epochs; "
+                 "noise = x train.batch_growth at an epoch start when the grown global batch stays within the "
+                 "gradient noise scale measured since the last growth (the learning rate follows by train.lr_scaling)",
+         .choices = {"none", "epoch", "noise"}});
+  s.add({.name = "train.batch_growth", .type = T::Float, .default_value = 2.0,
+         .help = "batch-size schedules: factor of each growth", .min = 1.0});
+  s.add({.name = "train.batch_every", .type = T::Int, .default_value = int64_t{1},
+         .help = "batch_schedule = epoch: epochs between growths", .min = 1});
+  s.add({.name = "train.batch_max", .type = T::Int, .default_value = int64_t{0},
+         .help = "batch-size schedules: largest batch per rank; 0 = no limit (parallel.microbatch_max bounds what "
+                 "runs at once)", .min = 0});
+  s.add({.name = "train.lr_scaling", .type = T::String, .default_value = std::string("linear"),
+         .help = "batch-size schedules: the learning rate times (batch / train.batch_size) (linear), its square "
+                 "root (sqrt), or unchanged (none)",
+         .choices = {"none", "linear", "sqrt"}});
+  s.add({.name = "train.noise_window", .type = T::Int, .default_value = int64_t{8},
+         .help = "batch_schedule = noise: steps whose mean gradient is compared with their own to estimate the noise "
+                 "scale", .min = 2});
   s.add({.name = "train.out_dir", .type = T::String, .default_value = std::string("runs/default"),
          .help = "folder for metrics (metrics.jsonl, TensorBoard events) and checkpoints", .env = "BRAID_OUT_DIR"});
   s.add({.name = "train.seed", .type = T::Int, .default_value = int64_t{0},

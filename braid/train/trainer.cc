@@ -70,7 +70,8 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
 
 double Trainer::train_step(const data::Batch& batch) {
   setup_plan();
-  optimizer_->set_lr(schedule_->lr_at(step_));
+  BatchSchedule* bs = o_.batch_schedule.get();
+  optimizer_->set_lr(bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(step_));
   optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
   const double value = plan_->forward_backward(*model_, loss_, batch.input, batch.target);
   if (!std::isfinite(value)) {
@@ -82,6 +83,10 @@ double Trainer::train_step(const data::Batch& batch) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.straggler_ms));
   }
   plan_->finish_gradients();
+  if (bs && bs->observes_gradients()) {
+    bs->noise().observe(plan_->gradients(), batch.size() * plan_->data_world(),
+                        [this](const std::vector<Tensor>& t) { return plan_->sum_squares(t); });
+  }
   if (o_.grad_clip > 0) {
     const double norm = plan_->clip_grad_norm(o_.grad_clip);
     if (!std::isfinite(norm)) {
@@ -97,7 +102,29 @@ double Trainer::train_step(const data::Batch& batch) {
   }
   plan_->after_step();
   ++step_;
+  if (bs) bs->count(batch.size());
   return value;
+}
+
+void Trainer::start_batch_schedule(int64_t epoch) {
+  if (!o_.batch_schedule) return;
+  const std::string change =
+      o_.batch_schedule->start_epoch(epoch, [this](std::vector<double>& v) { plan_->agree(v); });
+  train_->set_batch_size(o_.batch_schedule->batch());
+  if (!change.empty()) {
+    for (auto& cb : callbacks_) cb->on_message(change);
+  }
+}
+
+int64_t Trainer::planned_steps(int64_t epoch, int64_t skip) const {
+  if (!o_.batch_schedule) return (o_.epochs - epoch) * train_->batches_per_epoch() - skip;
+  const int64_t examples = train_->examples_per_epoch();
+  int64_t steps = -skip;
+  for (int64_t e = epoch; e < o_.epochs; ++e) {
+    const int64_t b = o_.batch_schedule->planned_batch(e);
+    steps += (examples + b - 1) / b;
+  }
+  return steps;
 }
 
 void Trainer::setup_plan() {
@@ -160,6 +187,7 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   nlohmann::json order = nlohmann::json::array();  // numbers the optimizer's buffers
   for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
   c.extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}, {"params", order}};
+  if (o_.batch_schedule) c.extra["batch_schedule"] = o_.batch_schedule->state_dict();
   if (const std::string sync = plan_->grad_sync_name(); sync.starts_with("zero-")) {
     c.extra["zero"] = {{"stage", std::stoi(sync.substr(5))}, {"data_world", plan_->data_world()}};
   }
@@ -201,6 +229,9 @@ std::pair<int64_t, int64_t> Trainer::resume() {
   run_id_ = c->extra.value("run_id", run_id_);
   gen_->set_state(c->rng);
   plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
+  if (o_.batch_schedule && c->extra.contains("batch_schedule")) {
+    o_.batch_schedule->load_state_dict(c->extra["batch_schedule"]);
+  }
   step_ = c->step;
   last_checkpoint_ = checkpoint_stem(checkpoint_dir(), c->step);
   for (auto& cb : callbacks_) {
@@ -217,10 +248,15 @@ void Trainer::log(const StepMetrics& m) {
 TrainSummary Trainer::fit() {
   run_id_ = plan_->agree_on_run_id(run_id_);
   auto [start_epoch, start_batch] = o_.resume ? resume() : std::pair<int64_t, int64_t>{0, 0};
-  const int64_t per_epoch = train_->batches_per_epoch();
-  int64_t total_steps = o_.epochs * per_epoch;
-  if (o_.max_steps > 0) total_steps = std::min(total_steps, o_.max_steps);
   setup_plan();
+  start_batch_schedule(start_epoch);
+  int64_t per_epoch = train_->batches_per_epoch();
+  // Re-planned at each epoch when a batch-size schedule may grow the batch.
+  auto plan_total = [&](int64_t epoch, int64_t skip) {
+    const int64_t planned = step_ + planned_steps(epoch, skip);
+    return o_.max_steps > 0 ? std::min(planned, o_.max_steps) : planned;
+  };
+  int64_t total_steps = plan_total(start_epoch, start_batch);
   if (plan_->mesh().size() > 1 || plan_->data_world() > 1) {
     for (auto& cb : callbacks_) cb->on_message("plan: " + plan_->describe());
   }
@@ -243,6 +279,11 @@ TrainSummary Trainer::fit() {
   bool done = step_ >= total_steps;
   for (int64_t epoch = start_epoch; epoch < o_.epochs && !done; ++epoch) {
     epoch_ = epoch;
+    if (o_.batch_schedule && epoch != start_epoch) {
+      start_batch_schedule(epoch);
+      per_epoch = train_->batches_per_epoch();
+      total_steps = plan_total(epoch, 0);
+    }
     train_->start_epoch(epoch);
     int64_t batch = 0;
     if (epoch == start_epoch) {

@@ -16,6 +16,7 @@
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
 #include "braid/parallel/plan.h"
+#include "braid/train/batch_schedule.h"
 #include "braid/train/callbacks.h"
 
 namespace braid::train {
@@ -36,6 +37,9 @@ struct TrainerOptions {
   // checkpoints. Null: the trainer makes one from `seed`.
   std::shared_ptr<Generator> generator{};
   uint64_t seed = 0;
+  // Grows the train loader's batch between epochs and scales the learning
+  // rate with it (train/batch_schedule.h); null: the loader's batch throughout.
+  std::shared_ptr<BatchSchedule> batch_schedule{};
   // Straggler simulation for benchmarks: the worker with this data rank
   // sleeps this long every step (-1: nobody).
   int straggler_rank = -1;
@@ -86,6 +90,11 @@ class Trainer {
   // Where this rank's checkpoints go (a sub-folder per shard of a sharded model).
   std::string checkpoint_dir() const;
   void log(const StepMetrics& m);
+  // The batch-size schedule's batch for `epoch`, set on the train loader.
+  void start_batch_schedule(int64_t epoch);
+  // Optimizer steps from `epoch` (its first `skip` batches already taken) to
+  // the end, by the batches planned for each epoch.
+  int64_t planned_steps(int64_t epoch, int64_t skip) const;
 
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;

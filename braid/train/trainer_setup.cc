@@ -151,12 +151,26 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Te
                     "library API)", name);
 }
 
+std::shared_ptr<BatchSchedule> make_batch_schedule(const Config& c, int replicas) {
+  const std::string& rule = c.get_string("train.batch_schedule");
+  if (rule == "none") return nullptr;
+  return std::make_shared<BatchSchedule>(BatchScheduleOptions{.rule = rule,
+                                                              .batch = c.get_int("train.batch_size"),
+                                                              .growth = c.get_float("train.batch_growth"),
+                                                              .every = c.get_int("train.batch_every"),
+                                                              .max = c.get_int("train.batch_max"),
+                                                              .lr_scaling = c.get_string("train.lr_scaling"),
+                                                              .noise_window = c.get_int("train.noise_window"),
+                                                              .replicas = replicas});
+}
+
 parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
   return {.strategy = c.get_string("parallel.strategy"),
           .mesh = {.data = static_cast<int>(c.get_int("parallel.data")),
                    .tensor = static_cast<int>(c.get_int("parallel.tensor")),
                    .pipeline = static_cast<int>(c.get_int("parallel.pipeline"))},
           .microbatches = static_cast<int>(c.get_int("parallel.microbatches")),
+          .microbatch_max = c.get_int("parallel.microbatch_max"),
           .schedule = c.get_string("parallel.schedule"),
           .recompute = c.get_bool("parallel.recompute"),
           .stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries"),
@@ -277,6 +291,7 @@ TrainingRun make_training_run(const Config& c) {
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
+                    .batch_schedule = make_batch_schedule(c, world),
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
                     .straggler_ms = c.get_float("train.straggler_ms")};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,

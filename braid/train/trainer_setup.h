@@ -36,6 +36,10 @@ parallel::ProcessGroupOptions process_group_options(const Config& config);
 // optim.* (the servers' updater takes its hyper-parameters from optim.*).
 parallel::ParameterServerOptions ps_options(const Config& config, int servers, Duration timeout);
 
+// train.batch_schedule's schedule for `replicas` data-parallel replicas;
+// null for none.
+std::shared_ptr<BatchSchedule> make_batch_schedule(const Config& config, int replicas);
+
 // The plan's options from parallel.* (the mesh's degrees, the schedule, the
 // data axis's strategy); `timeout` bounds every collective.
 parallel::PlanOptions plan_options(const Config& config, Duration timeout);

@@ -3,6 +3,8 @@
 // against one process with the whole global batch.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "braid/autograd/engine.h"
 #include "braid/comm/transport/inproc.h"
 #include "braid/nn/module.h"
@@ -108,6 +110,29 @@ TEST(Microbatches, AccumulatedGradientEqualsTheWholeBatchGradient) {
       for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12) << "M " << m << " param " << k;
     }
   }
+}
+
+// A cap on the rows run at once cuts a batch into ceil(rows / cap) slices
+// (at least `microbatches`), and the accumulated gradient is still the whole
+// batch's.
+TEST(Microbatches, ARowCapAccumulatesLargerBatchesOverMoreSlices) {
+  const int64_t rows = 3 * kBatch;
+  const auto [x, t] = testing::global_batch<double>(0, rows);
+  ToyNet whole(7);
+  LocalSchedule(1).run(whole, mse, x, t, [](bool) {});
+  for (const auto& [micro, cap, slices] : std::vector<std::tuple<int, int64_t, size_t>>{
+           {1, rows, 1}, {1, rows - 1, 2}, {1, (rows + 3) / 4, 4}, {5, rows, 5}}) {
+    ToyNet net(7);
+    size_t calls = 0;
+    LocalSchedule(micro, cap).run(net, mse, x, t, [&](bool) { ++calls; });
+    EXPECT_EQ(calls, slices) << "cap " << cap;
+    const auto got = net.parameters(), want = whole.parameters();
+    for (size_t k = 0; k < got.size(); ++k) {
+      const auto a = got[k].grad().to_vector<double>(), b = want[k].grad().to_vector<double>();
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12) << "cap " << cap << " param " << k;
+    }
+  }
+  EXPECT_THROW(LocalSchedule(1, -1), ConfigError);
 }
 
 // N ranks x M micro-batches under the bucketed all-reduce for K steps equal

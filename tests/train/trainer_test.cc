@@ -2,6 +2,7 @@
 // resumes bit-exactly, and stops on a NaN loss with the last checkpoint intact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -13,8 +14,10 @@
 #include "braid/nn/sequential.h"
 #include "braid/ops/elementwise.h"
 #include "braid/optim/sgd.h"
+#include "braid/parallel/plan_factory.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/trainer.h"
+#include "tests/parallel/inproc_ranks.h"
 #include "tests/testing/temp_dir.h"
 
 namespace braid::train {
@@ -69,6 +72,8 @@ class Recorder final : public Callback {
   void on_log(const StepMetrics& m) override { logs.push_back(m); }
   void on_eval(const EvalMetrics& m) override { evals.push_back(m); }
   void on_message(const std::string& t) override { messages.push_back(t); }
+  void on_train_begin(int64_t, int64_t total) override { total_steps = total; }
+  int64_t total_steps = 0;
   std::vector<StepMetrics> logs;
   std::vector<EvalMetrics> evals;
   std::vector<std::string> messages;
@@ -165,6 +170,84 @@ TEST(Trainer, GradClipBoundsTheUpdate) {
   }
   EXPECT_LE(std::sqrt(sq), 1e3 * 1e-3 * 1.001);
   EXPECT_GT(std::sqrt(sq), 0.5);
+}
+
+std::shared_ptr<BatchSchedule> doubling_batches() {
+  return std::make_shared<BatchSchedule>(BatchScheduleOptions{.rule = "epoch", .batch = 32, .growth = 2});
+}
+
+bool mentions(const std::vector<std::string>& lines, const std::string& part) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; });
+}
+
+TEST(Trainer, BatchScheduleGrowsTheBatchAndScalesTheLearningRate) {
+  TempDir dir;
+  auto schedule = doubling_batches();
+  auto t = make_trainer(dir.path().string(), {.epochs = 3, .log_every = 5, .batch_schedule = schedule});
+  auto rec = std::make_shared<Recorder>();
+  t->add_callback(rec);
+  const TrainSummary s = t->fit();
+  EXPECT_EQ(s.steps, 10 + 5 + 3);  // 300 examples in batches of 32, 64, 128
+  EXPECT_EQ(rec->total_steps, 18);
+  EXPECT_DOUBLE_EQ(t->optimizer().lr(), 0.1 * 4);  // linear rule, batch x4
+  EXPECT_EQ(schedule->schedule_step(), 900 / 32);
+  EXPECT_TRUE(mentions(rec->messages, "batch size 64 per rank")) << ::testing::PrintToString(rec->messages);
+  EXPECT_TRUE(mentions(rec->messages, "batch size 128 per rank"));
+  EXPECT_GT(s.last_eval.top1, 0.9);
+}
+
+TEST(Trainer, ResumeWithABatchScheduleContinuesExactly) {
+  TempDir a, b;
+  auto straight = make_trainer(a.path().string(), {.epochs = 3, .checkpoint_every = 4, .batch_schedule = doubling_batches()});
+  straight->fit();
+  // Stopped after 13 steps; the last checkpoint (step 12) is 2 batches of 64 into epoch 2.
+  auto first = make_trainer(b.path().string(),
+                            {.epochs = 3, .max_steps = 13, .checkpoint_every = 4, .batch_schedule = doubling_batches()});
+  first->fit();
+  auto resumed = make_trainer(b.path().string(), {.epochs = 3, .checkpoint_every = 4, .resume = true,
+                                                  .batch_schedule = doubling_batches()});
+  resumed->fit();
+  EXPECT_EQ(resumed->step(), 18);
+  EXPECT_DOUBLE_EQ(resumed->optimizer().lr(), straight->optimizer().lr());
+  const auto pa = straight->model().state_dict(), pb = resumed->model().state_dict();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const auto va = pa[i].second.to_vector<float>(), vb = pb[i].second.to_vector<float>();
+    for (size_t k = 0; k < va.size(); ++k) ASSERT_NEAR(va[k], vb[k], 1e-5 + 1e-5 * std::abs(va[k])) << pa[i].first;
+  }
+}
+
+// Two data-parallel ranks grow their batch by the gradient noise scale: they
+// take the same batch every epoch (else the all-reduce would pair different
+// steps) and end with the same weights.
+TEST(Trainer, NoiseRuleTakesTheSameBatchOnEveryRank) {
+  const int world = 2;
+  std::vector<int64_t> batches(world), steps(world);
+  std::vector<std::vector<float>> weights(world);
+  parallel::testing::on_ranks(world, [&](int r, comm::Communicator comm) {
+    Generator gen(11);
+    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+    parallel::PlannedModel planned =
+        parallel::make_plan({.strategy = "allreduce"}, comm, nullptr, model, nn::cross_entropy_loss);
+    auto train = std::make_shared<data::Loader>(
+        std::make_shared<Blobs>(600, 1),
+        std::make_shared<data::DistributedSampler>(600, data::DistributedSamplerOptions{.rank = r, .world = world}),
+        data::LoaderOptions{.batch_size = 2, .workers = 0});
+    auto schedule = std::make_shared<BatchSchedule>(
+        BatchScheduleOptions{.rule = "noise", .batch = 2, .growth = 2, .noise_window = 2, .replicas = world});
+    auto opt = std::make_unique<optim::SGD>(planned.model->parameters(), optim::SGDOptions{.lr = 0.05});
+    Trainer t(planned.model, std::move(opt), nullptr, planned.loss, train, nullptr,
+              {.epochs = 4, .checkpoints = false, .batch_schedule = schedule});
+    t.set_plan(std::move(planned.plan));
+    t.fit();
+    batches[r] = schedule->batch();
+    steps[r] = t.step();
+    weights[r] = t.model().parameters()[0].to_vector<float>();
+  });
+  EXPECT_GT(batches[0], 2) << "the batch never grew";
+  EXPECT_EQ(batches[0], batches[1]);
+  EXPECT_EQ(steps[0], steps[1]);
+  EXPECT_EQ(weights[0], weights[1]);
 }
 
 TEST(Trainer, CountTopK) {
