@@ -63,6 +63,12 @@ class Optimizer {
   // full-batch closure evaluates the whole model).
   virtual bool works_on_shards() const { return true; }
 
+  // Hyper-parameters beyond lr and steps ({"momentum": 0.9, ...}), saved in
+  // checkpoints; set_hyper_parameters changes those it names (population-
+  // based training perturbs them between steps).
+  virtual nlohmann::json hyper_parameters() const { return nlohmann::json::object(); }
+  virtual void set_hyper_parameters(const nlohmann::json&) {}
+
   OptimizerState state_dict() const;
   // Restores state from state_dict() of an optimizer of the same kind over
   // parameters of the same shapes; throws ValueError naming what differs.
@@ -73,9 +79,6 @@ class Optimizer {
   // when first asked for. `created` tells the caller it is new.
   Tensor& buffer(size_t i, const std::string& name, bool* created = nullptr);
   bool has_buffer(size_t i, const std::string& name) const;
-  // Hyper-parameters to save and restore (scalars beyond lr and steps).
-  virtual nlohmann::json hyper_parameters() const { return nlohmann::json::object(); }
-  virtual void set_hyper_parameters(const nlohmann::json&) {}
   // Float32 parameter and gradient pointers; checks dtype and contiguity.
   static float* param_data(const Tensor& p);
   static const float* grad_data(const Tensor& p);

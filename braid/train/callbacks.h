@@ -27,6 +27,7 @@ struct StepMetrics {
   double lr = 0;
   double samples_per_s = 0;        // training throughput over the same window
   double step_ms = 0;              // mean wall time of one step in the window
+  int64_t examples = 0;            // examples in the window (on_step: this step's batch)
 };
 
 struct EvalMetrics {

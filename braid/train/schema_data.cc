@@ -23,6 +23,9 @@ void add_data_keys(Schema& s) {
          .help = "random crop (padding 2) and horizontal flip of training images"});
   s.add({.name = "data.normalize", .type = T::Bool, .default_value = true,
          .help = "Fashion-MNIST: subtract mean 0.2860, divide by std 0.3530"});
+  s.add({.name = "data.validation", .type = T::Int, .default_value = int64_t{0},
+         .help = "hold out the last N training examples as a validation set (never trained on; braid pbt ranks "
+                 "members by it); 0 = none", .min = 0});
   s.add({.name = "data.sampling", .type = T::String, .default_value = std::string("shuffle"),
          .help = "how each epoch visits the training set: shuffle = a fresh permutation, split disjointly over the "
                  "data-parallel ranks; replacement = each rank draws uniformly with replacement from the whole set; "

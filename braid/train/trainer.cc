@@ -71,7 +71,8 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
 double Trainer::train_step(const data::Batch& batch) {
   setup_plan();
   BatchSchedule* bs = o_.batch_schedule.get();
-  optimizer_->set_lr(bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(step_));
+  optimizer_->set_lr(lr_factor_ *
+                     (bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(step_)));
   optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
   const double value = plan_->forward_backward(*model_, loss_, batch.input, batch.target);
   if (!std::isfinite(value)) {
@@ -106,7 +107,22 @@ double Trainer::train_step(const data::Batch& batch) {
   return value;
 }
 
+void Trainer::set_batch_size(int64_t batch_size) {
+  if (o_.batch_schedule) fail<ValueError>("Trainer::set_batch_size: a batch-size schedule sets the batch");
+  if (batch_size < 1) fail<ValueError>("Trainer::set_batch_size: batch size must be >= 1, got {}", batch_size);
+  next_batch_size_ = batch_size;
+}
+
+void Trainer::load_state(const Checkpoint& c) {
+  plan_->load_model_state(*model_, c.model);
+  plan_->load_optimizer_state(*optimizer_, c.optimizer);
+}
+
 void Trainer::start_batch_schedule(int64_t epoch) {
+  if (next_batch_size_ > 0) {
+    train_->set_batch_size(next_batch_size_);
+    next_batch_size_ = 0;
+  }
   if (!o_.batch_schedule) return;
   const std::string change =
       o_.batch_schedule->start_epoch(epoch, [this](std::vector<double>& v) { plan_->agree(v); });
@@ -134,17 +150,22 @@ void Trainer::setup_plan() {
 }
 
 EvalMetrics Trainer::evaluate() {
+  if (!test_) return {.step = step_, .epoch = epoch_};
+  return evaluate(*test_);
+}
+
+EvalMetrics Trainer::evaluate(data::Loader& loader) {
+  setup_plan();
   EvalMetrics m;
   m.step = step_;
   m.epoch = epoch_;
-  if (!test_) return m;
   const auto t0 = Clock::now();
   autograd::NoGradGuard no_grad;
   model_->eval();
   double loss_sum = 0;
   TopK total;
-  test_->start_epoch(0);
-  while (auto b = test_->next()) {
+  loader.start_epoch(0);
+  while (auto b = loader.next()) {
     // Under a pipeline only the last stage sees outputs; the others run
     // their part of the forward and learn the figures below.
     const Tensor out = plan_->evaluate(*model_, b->input);
@@ -272,14 +293,15 @@ TrainSummary Trainer::fit() {
                   .total_steps = total_steps, .loss = window_loss / static_cast<double>(std::max<int64_t>(window_steps, 1)),
                   .lr = optimizer_->lr(),
                   .samples_per_s = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0,
-                  .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1))};
+                  .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1)),
+                  .examples = window_samples};
     log(m);
     window_loss = 0, window_steps = 0, window_samples = 0, window_seconds = 0;
   };
   bool done = step_ >= total_steps;
   for (int64_t epoch = start_epoch; epoch < o_.epochs && !done; ++epoch) {
     epoch_ = epoch;
-    if (o_.batch_schedule && epoch != start_epoch) {
+    if ((o_.batch_schedule || next_batch_size_ > 0) && epoch != start_epoch) {
       start_batch_schedule(epoch);
       per_epoch = train_->batches_per_epoch();
       total_steps = plan_total(epoch, 0);
@@ -302,7 +324,8 @@ TrainSummary Trainer::fit() {
       window_samples += b->size(), samples += b->size();
       StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
                     .total_steps = total_steps, .loss = loss, .lr = optimizer_->lr(),
-                    .samples_per_s = dt > 0 ? static_cast<double>(b->size()) / dt : 0, .step_ms = 1e3 * dt};
+                    .samples_per_s = dt > 0 ? static_cast<double>(b->size()) / dt : 0, .step_ms = 1e3 * dt,
+                    .examples = b->size()};
       for (auto& cb : callbacks_) cb->on_step(m);
       if (step_ % o_.log_every == 0) record(epoch, batch);
       done = step_ >= total_steps;

@@ -18,6 +18,7 @@
 #include "braid/parallel/plan.h"
 #include "braid/train/batch_schedule.h"
 #include "braid/train/callbacks.h"
+#include "braid/train/checkpoint.h"
 
 namespace braid::train {
 
@@ -69,13 +70,24 @@ class Trainer {
   // NumericError naming the step when the loss or gradient is not finite;
   // checkpoints written before stay valid.
   TrainSummary fit();
-  // One pass over the test loader in eval mode without gradients.
+  // One pass over the test loader (or `loader`) in eval mode without gradients.
   EvalMetrics evaluate();
+  EvalMetrics evaluate(data::Loader& loader);
   // One training step on a batch; returns its loss. Public for tests and for
   // callers that drive their own loop.
   double train_step(const data::Batch& batch);
   // Writes a checkpoint of the current state now; returns its stem.
   std::string save(int64_t epoch, int64_t batch_in_epoch);
+
+  // Hyper-parameter changes between steps (population-based training):
+  // the scheduled learning rate times `factor` from the next step on; the
+  // train loader's batch from the next epoch on (not with a batch schedule).
+  void set_lr_factor(double factor) { lr_factor_ = factor; }
+  double lr_factor() const { return lr_factor_; }
+  void set_batch_size(int64_t batch_size);
+  // Takes the model's and optimizer's state of a checkpoint (another run's
+  // weights); position, randomness and schedule stay this run's.
+  void load_state(const Checkpoint& checkpoint);
 
   nn::Module& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
@@ -107,6 +119,8 @@ class Trainer {
   bool plan_ready_ = false;
   std::shared_ptr<Generator> gen_;
   int64_t step_ = 0;
+  double lr_factor_ = 1;
+  int64_t next_batch_size_ = 0;  // set_batch_size's, until the next epoch
   int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages
   std::vector<Tensor> params_;
   std::string last_checkpoint_;

@@ -229,6 +229,13 @@ TrainingRun make_training_run(const Config& c) {
   set_num_threads(threads > 0 ? static_cast<int>(threads) : std::max(1, available_cores() / local_ranks));
   const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
   Datasets ds = load_datasets(c);
+  std::shared_ptr<const data::Dataset> validation;
+  if (const int64_t held = c.get_int("data.validation"); held > 0) {
+    const int64_t n = ds.train->size();
+    if (held >= n) fail<ConfigError>("data.validation = {} leaves nothing to train on ({} training examples)", held, n);
+    validation = std::make_shared<Slice>(ds.train, n - held, held);
+    ds.train = std::make_shared<Slice>(ds.train, 0, n - held);
+  }
 
   TrainingRun run;
   run.generator = std::make_shared<Generator>(seed, /*stream=*/1);
@@ -276,6 +283,11 @@ TrainingRun make_training_run(const Config& c) {
         ds.test, std::make_shared<data::SequentialSampler>(ds.test->size()),
         data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
     run.test_examples = ds.test->size();
+  }
+  if (validation) {
+    run.validation_loader = std::make_shared<data::Loader>(
+        validation, std::make_shared<data::SequentialSampler>(validation->size()),
+        data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
   }
 
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, plan->optimizer_parameters(*run.model));

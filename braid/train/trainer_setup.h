@@ -20,6 +20,8 @@ struct TrainingRun {
   std::shared_ptr<Generator> generator;  // dropout etc.; checkpointed by the trainer
   std::shared_ptr<nn::Module> model;
   std::shared_ptr<data::Loader> train_loader, test_loader;  // test may be null
+  // data.validation > 0: the held-out end of the training set; else null.
+  std::shared_ptr<data::Loader> validation_loader;
   std::unique_ptr<Trainer> trainer;
   int64_t train_examples = 0, test_examples = 0;
 };

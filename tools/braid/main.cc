@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   braid::cli::add_launch(app);
   braid::cli::add_bench_collective(app);
   braid::cli::add_ps(app);
+  braid::cli::add_pbt(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);
