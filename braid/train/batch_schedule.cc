@@ -5,6 +5,7 @@
 
 #include "braid/base/error.h"
 #include "braid/base/thread_pool.h"
+#include "braid/optim/optimizer.h"
 
 namespace braid::train {
 
@@ -27,7 +28,7 @@ void NoiseScale::observe(const std::vector<Tensor>& gradients, int64_t batch, co
     float* s = sum_[i].data<float>();
     const float* x = g.data<float>();
     const bool first = steps_ == 0;
-    parallel_for(0, g.numel(), 16384, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, g.numel(), optim::kUpdateGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) s[k] = first ? x[k] : s[k] + x[k];
     });
   }
