@@ -1,0 +1,378 @@
+#include "braid/parallel/skeleton/skeleton.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "braid/autograd/node.h"
+#include "braid/parallel/agreement.h"
+#include "braid/parallel/skeleton/partition.h"
+
+namespace braid::parallel::skeleton {
+
+namespace {
+
+// fn(T{}) for the parameters' dtype: f32 or f64 (setup refuses the others).
+template <class Fn>
+void on_float(DType t, Fn&& fn) {
+  visit_dtype(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) fn(v);
+  });
+}
+
+// Sent by each rank, bandwidth-optimal (see skeleton.h).
+double allreduce_bytes(double bytes, int world) { return world > 1 ? 2.0 * (world - 1) / world * bytes : 0.0; }
+double allgather_bytes(double bytes_per_rank, int world) { return (world - 1) * bytes_per_rank; }
+
+}  // namespace
+
+SkeletonPartition::SkeletonPartition(comm::Communicator data_axis, SkeletonOptions options)
+    : comm_(std::move(data_axis)), o_(options) {
+  if (!comm_.valid()) fail<ValueError>("skeleton partition: needs a valid data-axis communicator");
+  if (!(o_.fraction > 0.0 && o_.fraction <= 1.0)) {
+    fail<ConfigError>("parallel.skeleton_fraction must be in (0, 1], got {}", o_.fraction);
+  }
+  if (o_.every < 1) fail<ConfigError>("parallel.skeleton_every must be >= 1, got {}", o_.every);
+}
+
+void SkeletonPartition::wait(comm::Work work, const char* what) const {
+  const double seconds = std::chrono::duration<double>(o_.timeout * 2).count();
+  try {
+    work.wait(Deadline::after(o_.timeout * 2));
+  } catch (const TimeoutError& e) {
+    fail<TimeoutError>("rank {} of {} on the data axis: skeleton partition's {} after step {} waited {:.0f} s: {}",
+                       comm_.rank(), comm_.size(), what, steps_, seconds, e.what());
+  } catch (const PeerError& e) {
+    fail<PeerError>("rank {} of {} on the data axis: skeleton partition's {} after step {} failed: {}", comm_.rank(),
+                    comm_.size(), what, steps_, e.what());
+  }
+}
+
+void SkeletonPartition::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+                              const nlohmann::json& description) {
+  params_.clear(), names_.clear(), offset_.assign(1, 0);
+  for (const auto& p : params) {
+    const DType t = p.tensor.dtype();
+    if (t != DType::f32 && t != DType::f64) fail<ValueError>("skeleton partition: parameter {} is {}, not f32 or f64", p.name, braid::name(t));
+    if (!params_.empty() && t != dtype_) fail<ValueError>("skeleton partition: parameters mix {} and {}", braid::name(dtype_), braid::name(t));
+    if (!p.tensor.is_contiguous()) fail<ValueError>("skeleton partition: parameter {} is not contiguous", p.name);
+    dtype_ = t;
+    params_.push_back(p.tensor);
+    names_.push_back(p.name);
+    offset_.push_back(offset_.back() + p.tensor.numel());
+  }
+  n_ = offset_.back();
+  buffers_.clear();
+  for (const auto& b : buffers) {
+    if (b.tensor.dtype() == DType::f32 || b.tensor.dtype() == DType::f64) buffers_.push_back(b);  // counters stay local
+  }
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& p : params) shapes.push_back({p.name, p.tensor.shape(), std::string(braid::name(p.tensor.dtype()))});
+  for (const auto& b : buffers) shapes.push_back({b.name, b.tensor.shape(), std::string(braid::name(b.tensor.dtype()))});
+  check_agreement(comm_, {{"config", description}, {"params", shapes}}, o_.timeout);
+
+  // Replicas start equal: restoring an entry to its merged value is only
+  // "its owner's training alone" if every replica holds the same merged value.
+  flat_ = Tensor::zeros({n_}, dtype_);
+  load_flat();
+  if (comm_.size() > 1) {
+    wait(comm_.broadcast({flat_.raw_data(), static_cast<size_t>(n_), dtype_}, {.root = 0, .timeout = o_.timeout}),
+         "broadcast of data rank 0's parameters");
+    std::vector<Tensor> staged;
+    for (const auto& b : buffers_) staged.push_back(b.tensor.contiguous());
+    for (const Tensor& s : staged) {
+      wait(comm_.broadcast({s.raw_data(), static_cast<size_t>(s.numel()), s.dtype()}, {.root = 0, .timeout = o_.timeout}),
+           "broadcast of data rank 0's buffers");
+    }
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      if (staged[i].raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(staged[i]);
+    }
+    store_flat();
+  }
+  merged_ = flat_.clone();
+  ready_ = true;
+  if (!pending_.empty()) {
+    apply_pending();
+    return;
+  }
+  std::vector<double> importance(static_cast<size_t>(n_)), zero(static_cast<size_t>(n_), 0.0);
+  on_float(dtype_, [&](auto v) {
+    using T = decltype(v);
+    const T* f = flat_.data<T>();
+    for (int64_t i = 0; i < n_; ++i) importance[static_cast<size_t>(i)] = static_cast<double>(f[i]);
+  });
+  add_importance(importance, zero, importance);  // no gradient yet: |w|
+  choose(importance);
+}
+
+void SkeletonPartition::load_flat() {
+  const size_t item = itemsize(dtype_);
+  auto* dst = static_cast<std::byte*>(flat_.raw_data());
+  for (size_t p = 0; p < params_.size(); ++p) {
+    std::memcpy(dst + static_cast<size_t>(offset_[p]) * item, params_[p].raw_data(), params_[p].nbytes());
+  }
+}
+
+void SkeletonPartition::store_flat() {
+  const size_t item = itemsize(dtype_);
+  const auto* src = static_cast<const std::byte*>(flat_.raw_data());
+  for (size_t p = 0; p < params_.size(); ++p) {
+    std::memcpy(params_[p].raw_data(), src + static_cast<size_t>(offset_[p]) * item, params_[p].nbytes());
+  }
+}
+
+void SkeletonPartition::choose(const std::vector<double>& importance) {
+  skeleton_index_ = top_entries(importance, skeleton_size(n_, o_.fraction));
+  skeleton_.assign(static_cast<size_t>(n_), 0);
+  for (int64_t i : skeleton_index_) skeleton_[static_cast<size_t>(i)] = 1;
+  assign_owners();
+}
+
+void SkeletonPartition::assign_owners() {
+  owner_ = draw_owners(skeleton_, comm_.size(), o_.seed, static_cast<uint64_t>(round_));
+  std::vector<int64_t> count(static_cast<size_t>(comm_.size()), 0);
+  keep_.assign(static_cast<size_t>(n_), 1);
+  mine_.clear();
+  for (int64_t i = 0; i < n_; ++i) {
+    const int32_t r = owner_[static_cast<size_t>(i)];
+    if (r < 0) continue;
+    ++count[static_cast<size_t>(r)];
+    if (r == comm_.rank()) {
+      mine_.push_back(i);
+    } else {
+      keep_[static_cast<size_t>(i)] = 0;
+    }
+  }
+  most_owned_ = *std::max_element(count.begin(), count.end());
+}
+
+std::vector<double> SkeletonPartition::local_grads() const {
+  std::vector<double> g(static_cast<size_t>(n_), 0.0);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const Tensor grad = params_[p].grad();
+    if (!grad.defined()) continue;  // no gradient this step: importance |w|
+    const std::vector<double> v = grad.to_vector<double>();
+    std::copy(v.begin(), v.end(), g.begin() + offset_[p]);
+  }
+  return g;
+}
+
+double SkeletonPartition::average_skeleton(std::vector<double>* grads) {
+  const auto k = static_cast<int64_t>(skeleton_index_.size());
+  if (comm_.size() == 1 || k == 0) return 0;
+  const int64_t per = grads ? 2 * k : k;
+  Tensor buf = Tensor::empty({per}, dtype_);
+  on_float(dtype_, [&](auto v) {
+    using T = decltype(v);
+    T* f = flat_.data<T>();
+    T* b = buf.data<T>();
+    for (int64_t j = 0; j < k; ++j) {
+      const auto i = static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)]);
+      b[j] = f[i];
+      if (grads) b[k + j] = static_cast<T>((*grads)[i]);
+    }
+    wait(comm_.allreduce({b, static_cast<size_t>(per), dtype_}, {.op = comm::Op::avg, .timeout = o_.timeout}),
+         "all-reduce of the skeleton");
+    for (int64_t j = 0; j < k; ++j) {
+      const auto i = static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)]);
+      f[i] = b[j];
+      if (grads) (*grads)[i] = static_cast<double>(b[k + j]);
+    }
+  });
+  return allreduce_bytes(static_cast<double>(buf.nbytes()), comm_.size());
+}
+
+double SkeletonPartition::gather_owned(std::vector<double>* grads) {
+  const int world = comm_.size();
+  const int64_t m = most_owned_;
+  if (world == 1 || m == 0) return 0;  // one rank owns all; or all is skeleton
+  // Every rank sends m entries (padding after its own), so one all-gather
+  // of equal blocks carries the owners' unequal shares.
+  const int64_t per = grads ? 2 * m : m;
+  Tensor in = Tensor::zeros({per}, dtype_), out = Tensor::empty({per * world}, dtype_);
+  on_float(dtype_, [&](auto v) {
+    using T = decltype(v);
+    T* f = flat_.data<T>();
+    T* a = in.data<T>();
+    for (size_t c = 0; c < mine_.size(); ++c) {
+      const auto i = static_cast<size_t>(mine_[c]);
+      a[c] = f[i];
+      if (grads) a[static_cast<size_t>(m) + c] = static_cast<T>((*grads)[i]);
+    }
+    wait(comm_.allgather({a, static_cast<size_t>(per), dtype_},
+                         {out.raw_data(), static_cast<size_t>(per * world), dtype_}, {.timeout = o_.timeout}),
+         "all-gather of the owners' entries");
+    const T* o = out.data<T>();
+    std::vector<int64_t> cursor(static_cast<size_t>(world), 0);  // owners' entries arrive in index order
+    for (int64_t i = 0; i < n_; ++i) {
+      const int32_t r = owner_[static_cast<size_t>(i)];
+      if (r < 0) continue;
+      const int64_t at = r * per + cursor[static_cast<size_t>(r)]++;
+      f[i] = o[at];
+      if (grads) (*grads)[static_cast<size_t>(i)] = static_cast<double>(o[at + m]);
+    }
+  });
+  return allgather_bytes(static_cast<double>(in.nbytes()), world);
+}
+
+double SkeletonPartition::average(const std::vector<Tensor>& tensors) {
+  if (comm_.size() == 1) return 0;
+  double bytes = 0;
+  for (const Tensor& t : tensors) {
+    wait(comm_.allreduce({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
+                         {.op = comm::Op::avg, .timeout = o_.timeout}),
+         "all-reduce of the buffers");
+    bytes += allreduce_bytes(static_cast<double>(t.nbytes()), comm_.size());
+  }
+  return bytes;
+}
+
+double SkeletonPartition::average_buffers() {
+  std::vector<Tensor> staged;
+  for (const auto& b : buffers_) staged.push_back(b.tensor.contiguous());
+  const double bytes = average(staged);
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (staged[i].raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(staged[i]);
+  }
+  return bytes;
+}
+
+void SkeletonPartition::commit_merge() {
+  merged_.copy_from(flat_);
+  last_merge_ = steps_;
+  ++merges_;
+}
+
+void SkeletonPartition::after_step() {
+  if (!ready_) fail<ValueError>("skeleton partition: after_step() before setup()");
+  autograd::NoGradGuard no_grad;
+  ++steps_, ++steps_here_;
+  load_flat();
+  // Entries owned elsewhere: undo this replica's update (its owner's counts).
+  on_float(dtype_, [&](auto v) {
+    using T = decltype(v);
+    T* f = flat_.data<T>();
+    const T* m = merged_.data<T>();
+    for (int64_t i = 0; i < n_; ++i) f[i] = keep_[static_cast<size_t>(i)] ? f[i] : m[i];
+  });
+  const bool merging = steps_ % o_.every == 0;
+  if (!merging) {
+    bytes_ += average_skeleton(nullptr);
+    store_flat();
+    return;
+  }
+  std::vector<double> grads = local_grads();
+  bytes_ += average_skeleton(&grads);
+  bytes_ += gather_owned(&grads);
+  bytes_ += average_buffers();
+  // The merged weights and each entry's gradient as its trainers saw it:
+  // the same on every rank, so every rank picks the same skeleton.
+  std::vector<double> importance(static_cast<size_t>(n_));
+  on_float(dtype_, [&](auto v) {
+    using T = decltype(v);
+    const T* f = flat_.data<T>();
+    for (int64_t i = 0; i < n_; ++i) importance[static_cast<size_t>(i)] = static_cast<double>(f[i]);
+  });
+  add_importance(importance, grads, importance);
+  ++round_;
+  choose(importance);
+  commit_merge();
+  store_flat();
+}
+
+void SkeletonPartition::merge() {
+  if (!ready_) fail<ValueError>("skeleton partition: merge() before setup()");
+  load_flat();
+  bytes_ += gather_owned(nullptr);
+  bytes_ += average_buffers();
+  commit_merge();
+  store_flat();
+}
+
+void SkeletonPartition::finish() {
+  // Every rank has taken the same steps, so all merge or none does.
+  if (ready_ && steps_ > last_merge_) merge();
+}
+
+nn::NamedTensors SkeletonPartition::model_state(const nn::Module& model) {
+  if (!ready_ || steps_ == last_merge_) return model.state_dict();  // already merged and equal
+  // The merge in copies: training goes on with the replicas as they are, so
+  // checkpointing does not change the run. Not counted in bytes_ (not training).
+  load_flat();
+  gather_owned(nullptr);
+  std::vector<Tensor> buffers;
+  for (const auto& b : buffers_) buffers.push_back(b.tensor.clone());
+  average(buffers);
+  nn::NamedTensors out = model.state_dict();
+  for (auto& [name, t] : out) {
+    if (const auto p = std::find(names_.begin(), names_.end(), name); p != names_.end()) {
+      const auto k = static_cast<size_t>(p - names_.begin());
+      const Shape& shape = params_[k].shape();
+      t = flat_.as_strided(shape, contiguous_strides(shape), offset_[k]).clone();
+      continue;
+    }
+    for (size_t b = 0; b < buffers_.size(); ++b) {
+      if (buffers_[b].name == name) t = buffers[b];
+    }
+  }
+  return out;
+}
+
+nlohmann::json SkeletonPartition::state_dict() const {
+  if (!ready_) return pending_.is_null() ? nlohmann::json::object() : pending_;
+  return {{"steps", steps_}, {"round", round_}, {"entries", n_}, {"fraction", o_.fraction},
+          {"every", o_.every}, {"skeleton", mask_to_hex(skeleton_)}};
+}
+
+void SkeletonPartition::load_state_dict(const nlohmann::json& state) {
+  if (state.empty()) return;  // a checkpoint of another plan: start afresh
+  pending_ = state;
+  if (!ready_) return;  // applied by setup()
+  load_flat();
+  merged_.copy_from(flat_);
+  apply_pending();
+}
+
+void SkeletonPartition::apply_pending() {
+  const int64_t entries = pending_.at("entries").get<int64_t>();
+  if (entries != n_) {
+    fail<ConfigError>("the checkpoint's skeleton partition covers {} entries, this model has {}", entries, n_);
+  }
+  skeleton_ = mask_from_hex(pending_.at("skeleton").get<std::string>(), n_);
+  skeleton_index_.clear();
+  for (int64_t i = 0; i < n_; ++i) {
+    if (skeleton_[static_cast<size_t>(i)]) skeleton_index_.push_back(i);
+  }
+  round_ = pending_.at("round").get<int64_t>();
+  // A checkpoint holds the merged model (model_state), now on every rank.
+  steps_ = last_merge_ = pending_.at("steps").get<int64_t>();
+  assign_owners();
+  pending_ = nullptr;
+}
+
+double SkeletonPartition::full_averaging_bytes() const {
+  return static_cast<double>(steps_here_) * allreduce_bytes(static_cast<double>(n_ * itemsize(dtype_)), comm_.size());
+}
+
+nlohmann::json SkeletonPartition::stats() const {
+  const double steps = static_cast<double>(std::max<int64_t>(steps_here_, 1));
+  const double full = full_averaging_bytes() / steps;
+  return {{"replicas", comm_.size()}, {"entries", n_}, {"skeleton_entries", skeleton_index_.size()},
+          {"fraction", o_.fraction}, {"every", o_.every}, {"steps", steps_here_}, {"merges", merges_},
+          {"bytes_sent", bytes_}, {"bytes_per_step", bytes_ / steps}, {"full_averaging_bytes_per_step", full},
+          {"ratio", full > 0 ? nlohmann::json(bytes_ / steps / full) : nlohmann::json(nullptr)}};
+}
+
+std::string SkeletonPartition::report() const {
+  if (steps_here_ == 0) return "";
+  const nlohmann::json s = stats();
+  const double per = s["bytes_per_step"].get<double>(), full = s["full_averaging_bytes_per_step"].get<double>();
+  return fmt::format("skeleton partition: {} of {} entries in the skeleton, {} merges in {} steps; {:.0f} bytes sent "
+                     "per rank per step, full averaging {:.0f} ({})",
+                     skeleton_index_.size(), n_, merges_, steps_here_, per, full,
+                     full > 0 ? fmt::format("{:.3f}x", per / full) : std::string("one replica: nothing sent"));
+}
+
+}  // namespace braid::parallel::skeleton
