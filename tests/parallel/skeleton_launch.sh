@@ -24,7 +24,7 @@ run() {  # run NAME WORKERS KEY=VALUE...
   local log="$out/$name.log"
   grep -q "plan: .*aggregation skeleton" "$log" || { cat "$log"; echo "FAIL: $name printed no skeleton plan"; exit 1; }
   local line
-  line=$(grep -E "skeleton partition: [0-9]+ of [0-9]+ entries in the skeleton, [0-9]+ merges in [0-9]+ steps; [0-9]+ bytes sent per rank per step, full averaging [0-9]+ \(0\.[0-9]+x\)" "$log") ||
+  line=$(grep -E "skeleton partition: [0-9]+ of [0-9]+ entries in the skeleton, [0-9]+ merges? in [0-9]+ steps; [0-9]+ bytes sent per rank per step, full averaging [0-9]+ \(0\.[0-9]+x\)" "$log") ||
     { cat "$log"; echo "FAIL: $name reported no bytes below full averaging"; exit 1; }
   grep -Eq "final test accuracy: top-1 0\.[0-9]+" "$log" || { cat "$log"; echo "FAIL: $name has no test accuracy"; exit 1; }
   /usr/bin/python3 - "$out/$name.json" <<'EOF' || { cat "$out/$name.json"; echo "FAIL: $name summary"; exit 1; }

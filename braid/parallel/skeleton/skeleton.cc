@@ -369,9 +369,9 @@ std::string SkeletonPartition::report() const {
   if (steps_here_ == 0) return "";
   const nlohmann::json s = stats();
   const double per = s["bytes_per_step"].get<double>(), full = s["full_averaging_bytes_per_step"].get<double>();
-  return fmt::format("skeleton partition: {} of {} entries in the skeleton, {} merges in {} steps; {:.0f} bytes sent "
+  return fmt::format("skeleton partition: {} of {} entries in the skeleton, {} merge{} in {} steps; {:.0f} bytes sent "
                      "per rank per step, full averaging {:.0f} ({})",
-                     skeleton_index_.size(), n_, merges_, steps_here_, per, full,
+                     skeleton_index_.size(), n_, merges_, merges_ == 1 ? "" : "s", steps_here_, per, full,
                      full > 0 ? fmt::format("{:.3f}x", per / full) : std::string("one replica: nothing sent"));
 }
 
