@@ -31,8 +31,9 @@ std::vector<int64_t> top_entries(std::span<const double> importance, int64_t cou
 void add_importance(std::span<const double> weight, std::span<const double> grad, std::span<double> importance);
 
 // The data rank that trains each entry in merge round `round`: uniform over
-// [0, ranks), a function of (seed, round, entry) alone, so the same on every
-// rank and reproducible after a restart. Skeleton entries get -1.
+// [0, ranks) (counter-based Philox), a function of (seed, round, entry)
+// alone, so the same on every rank and reproducible after a restart.
+// Skeleton entries get -1.
 std::vector<int32_t> draw_owners(std::span<const uint8_t> in_skeleton, int ranks, uint64_t seed, uint64_t round);
 
 // The skeleton as a mask and back, for checkpoints: one hex digit per 4

@@ -22,6 +22,18 @@ void on_float(DType t, Fn&& fn) {
   });
 }
 
+// fn(entry, j) for the j-th of the sorted entry numbers `index` in `tensors`
+// (one per parameter, entry numbers starting at offset[p]).
+template <class T, class Fn>
+void at_entries(const std::vector<Tensor>& tensors, const std::vector<int64_t>& offset,
+                const std::vector<int64_t>& index, Fn&& fn) {
+  size_t p = 0;
+  for (size_t j = 0; j < index.size(); ++j) {
+    while (index[j] >= offset[p + 1]) ++p;
+    fn(tensors[p].data<T>()[index[j] - offset[p]], j);
+  }
+}
+
 // Sent by each rank, bandwidth-optimal (see skeleton.h).
 double allreduce_bytes(double bytes, int world) { return world > 1 ? 2.0 * (world - 1) / world * bytes : 0.0; }
 double allgather_bytes(double bytes_per_rank, int world) { return (world - 1) * bytes_per_rank; }
@@ -75,52 +87,56 @@ void SkeletonPartition::setup(const std::vector<NamedParameter>& params, const s
 
   // Replicas start equal: restoring an entry to its merged value is only
   // "its owner's training alone" if every replica holds the same merged value.
-  flat_ = Tensor::zeros({n_}, dtype_);
-  load_flat();
   if (comm_.size() > 1) {
-    wait(comm_.broadcast({flat_.raw_data(), static_cast<size_t>(n_), dtype_}, {.root = 0, .timeout = o_.timeout}),
-         "broadcast of data rank 0's parameters");
-    std::vector<Tensor> staged;
+    std::vector<Tensor> staged = params_;
     for (const auto& b : buffers_) staged.push_back(b.tensor.contiguous());
-    for (const Tensor& s : staged) {
-      wait(comm_.broadcast({s.raw_data(), static_cast<size_t>(s.numel()), s.dtype()}, {.root = 0, .timeout = o_.timeout}),
-           "broadcast of data rank 0's buffers");
+    for (const Tensor& t : staged) {
+      wait(comm_.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()}, {.root = 0, .timeout = o_.timeout}),
+           "broadcast of data rank 0's parameters and buffers");
     }
     for (size_t i = 0; i < buffers_.size(); ++i) {
-      if (staged[i].raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(staged[i]);
+      const Tensor& t = staged[params_.size() + i];
+      if (t.raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(t);
     }
-    store_flat();
   }
-  merged_ = flat_.clone();
+  merged_ = Tensor::empty({n_}, dtype_);
+  snapshot();
   ready_ = true;
   if (!pending_.empty()) {
     apply_pending();
     return;
   }
-  std::vector<double> importance(static_cast<size_t>(n_)), zero(static_cast<size_t>(n_), 0.0);
-  on_float(dtype_, [&](auto v) {
-    using T = decltype(v);
-    const T* f = flat_.data<T>();
-    for (int64_t i = 0; i < n_; ++i) importance[static_cast<size_t>(i)] = static_cast<double>(f[i]);
-  });
-  add_importance(importance, zero, importance);  // no gradient yet: |w|
+  std::vector<double> importance = values();
+  add_importance(importance, std::vector<double>(importance.size(), 0.0), importance);  // no gradient yet: |w|
   choose(importance);
 }
 
-void SkeletonPartition::load_flat() {
+void SkeletonPartition::snapshot() {
   const size_t item = itemsize(dtype_);
-  auto* dst = static_cast<std::byte*>(flat_.raw_data());
+  auto* dst = static_cast<std::byte*>(merged_.raw_data());
   for (size_t p = 0; p < params_.size(); ++p) {
     std::memcpy(dst + static_cast<size_t>(offset_[p]) * item, params_[p].raw_data(), params_[p].nbytes());
   }
 }
 
-void SkeletonPartition::store_flat() {
-  const size_t item = itemsize(dtype_);
-  const auto* src = static_cast<const std::byte*>(flat_.raw_data());
+std::vector<double> SkeletonPartition::values() const {
+  std::vector<double> v(static_cast<size_t>(n_));
   for (size_t p = 0; p < params_.size(); ++p) {
-    std::memcpy(params_[p].raw_data(), src + static_cast<size_t>(offset_[p]) * item, params_[p].nbytes());
+    const std::vector<double> part = params_[p].to_vector<double>();
+    std::copy(part.begin(), part.end(), v.begin() + offset_[p]);
   }
+  return v;
+}
+
+std::vector<double> SkeletonPartition::local_grads() const {
+  std::vector<double> g(static_cast<size_t>(n_), 0.0);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const Tensor grad = params_[p].grad();
+    if (!grad.defined()) continue;  // no gradient this step: importance |w|
+    const std::vector<double> part = grad.to_vector<double>();
+    std::copy(part.begin(), part.end(), g.begin() + offset_[p]);
+  }
+  return g;
 }
 
 void SkeletonPartition::choose(const std::vector<double>& importance) {
@@ -148,43 +164,29 @@ void SkeletonPartition::assign_owners() {
   most_owned_ = *std::max_element(count.begin(), count.end());
 }
 
-std::vector<double> SkeletonPartition::local_grads() const {
-  std::vector<double> g(static_cast<size_t>(n_), 0.0);
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const Tensor grad = params_[p].grad();
-    if (!grad.defined()) continue;  // no gradient this step: importance |w|
-    const std::vector<double> v = grad.to_vector<double>();
-    std::copy(v.begin(), v.end(), g.begin() + offset_[p]);
-  }
-  return g;
-}
-
-double SkeletonPartition::average_skeleton(std::vector<double>* grads) {
+double SkeletonPartition::average_skeleton(const std::vector<Tensor>& into, std::vector<double>* grads) {
   const auto k = static_cast<int64_t>(skeleton_index_.size());
   if (comm_.size() == 1 || k == 0) return 0;
   const int64_t per = grads ? 2 * k : k;
   Tensor buf = Tensor::empty({per}, dtype_);
   on_float(dtype_, [&](auto v) {
     using T = decltype(v);
-    T* f = flat_.data<T>();
     T* b = buf.data<T>();
-    for (int64_t j = 0; j < k; ++j) {
-      const auto i = static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)]);
-      b[j] = f[i];
-      if (grads) b[k + j] = static_cast<T>((*grads)[i]);
+    at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { b[j] = e; });
+    if (grads) {
+      for (int64_t j = 0; j < k; ++j) b[k + j] = static_cast<T>((*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])]);
     }
     wait(comm_.allreduce({b, static_cast<size_t>(per), dtype_}, {.op = comm::Op::avg, .timeout = o_.timeout}),
          "all-reduce of the skeleton");
-    for (int64_t j = 0; j < k; ++j) {
-      const auto i = static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)]);
-      f[i] = b[j];
-      if (grads) (*grads)[i] = static_cast<double>(b[k + j]);
+    at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { e = b[j]; });
+    if (grads) {
+      for (int64_t j = 0; j < k; ++j) (*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])] = static_cast<double>(b[k + j]);
     }
   });
   return allreduce_bytes(static_cast<double>(buf.nbytes()), comm_.size());
 }
 
-double SkeletonPartition::gather_owned(std::vector<double>* grads) {
+double SkeletonPartition::gather_owned(const std::vector<Tensor>& into, std::vector<double>* grads) {
   const int world = comm_.size();
   const int64_t m = most_owned_;
   if (world == 1 || m == 0) return 0;  // one rank owns all; or all is skeleton
@@ -194,24 +196,25 @@ double SkeletonPartition::gather_owned(std::vector<double>* grads) {
   Tensor in = Tensor::zeros({per}, dtype_), out = Tensor::empty({per * world}, dtype_);
   on_float(dtype_, [&](auto v) {
     using T = decltype(v);
-    T* f = flat_.data<T>();
     T* a = in.data<T>();
-    for (size_t c = 0; c < mine_.size(); ++c) {
-      const auto i = static_cast<size_t>(mine_[c]);
-      a[c] = f[i];
-      if (grads) a[static_cast<size_t>(m) + c] = static_cast<T>((*grads)[i]);
+    at_entries<T>(into, offset_, mine_, [&](T& e, size_t c) { a[c] = e; });
+    if (grads) {
+      for (size_t c = 0; c < mine_.size(); ++c) a[static_cast<size_t>(m) + c] = static_cast<T>((*grads)[static_cast<size_t>(mine_[c])]);
     }
     wait(comm_.allgather({a, static_cast<size_t>(per), dtype_},
                          {out.raw_data(), static_cast<size_t>(per * world), dtype_}, {.timeout = o_.timeout}),
          "all-gather of the owners' entries");
     const T* o = out.data<T>();
     std::vector<int64_t> cursor(static_cast<size_t>(world), 0);  // owners' entries arrive in index order
-    for (int64_t i = 0; i < n_; ++i) {
-      const int32_t r = owner_[static_cast<size_t>(i)];
-      if (r < 0) continue;
-      const int64_t at = r * per + cursor[static_cast<size_t>(r)]++;
-      f[i] = o[at];
-      if (grads) (*grads)[static_cast<size_t>(i)] = static_cast<double>(o[at + m]);
+    for (size_t p = 0; p < into.size(); ++p) {
+      T* w = into[p].data<T>();
+      for (int64_t i = offset_[p]; i < offset_[p + 1]; ++i) {
+        const int32_t r = owner_[static_cast<size_t>(i)];
+        if (r < 0) continue;
+        const int64_t at = r * per + cursor[static_cast<size_t>(r)]++;
+        w[i - offset_[p]] = o[at];
+        if (grads) (*grads)[static_cast<size_t>(i)] = static_cast<double>(o[at + m]);
+      }
     }
   });
   return allgather_bytes(static_cast<double>(in.nbytes()), world);
@@ -240,7 +243,7 @@ double SkeletonPartition::average_buffers() {
 }
 
 void SkeletonPartition::commit_merge() {
-  merged_.copy_from(flat_);
+  snapshot();
   last_merge_ = steps_;
   ++merges_;
 }
@@ -249,46 +252,45 @@ void SkeletonPartition::after_step() {
   if (!ready_) fail<ValueError>("skeleton partition: after_step() before setup()");
   autograd::NoGradGuard no_grad;
   ++steps_, ++steps_here_;
-  load_flat();
   // Entries owned elsewhere: undo this replica's update (its owner's counts).
-  on_float(dtype_, [&](auto v) {
-    using T = decltype(v);
-    T* f = flat_.data<T>();
-    const T* m = merged_.data<T>();
-    for (int64_t i = 0; i < n_; ++i) f[i] = keep_[static_cast<size_t>(i)] ? f[i] : m[i];
-  });
-  const bool merging = steps_ % o_.every == 0;
+  // A branch-free select over every entry vectorises; the owners are random,
+  // so a list of the entries to restore would be slower to walk.
+  if (static_cast<int64_t>(mine_.size() + skeleton_index_.size()) < n_) {
+    on_float(dtype_, [&](auto v) {
+      using T = decltype(v);
+      for (size_t p = 0; p < params_.size(); ++p) {
+        T* w = params_[p].data<T>();
+        const T* m = merged_.data<T>() + offset_[p];
+        const uint8_t* keep = keep_.data() + offset_[p];
+        const int64_t count = offset_[p + 1] - offset_[p];
+        for (int64_t j = 0; j < count; ++j) w[j] = keep[j] ? w[j] : m[j];
+      }
+    });
+  }
+  // Fraction 1 has nothing to choose: no merge, plain averaging every step.
+  const bool merging = steps_ % o_.every == 0 && static_cast<int64_t>(skeleton_index_.size()) < n_;
   if (!merging) {
-    bytes_ += average_skeleton(nullptr);
-    store_flat();
+    bytes_ += average_skeleton(params_, nullptr);
     return;
   }
   std::vector<double> grads = local_grads();
-  bytes_ += average_skeleton(&grads);
-  bytes_ += gather_owned(&grads);
+  bytes_ += average_skeleton(params_, &grads);
+  bytes_ += gather_owned(params_, &grads);
   bytes_ += average_buffers();
   // The merged weights and each entry's gradient as its trainers saw it:
   // the same on every rank, so every rank picks the same skeleton.
-  std::vector<double> importance(static_cast<size_t>(n_));
-  on_float(dtype_, [&](auto v) {
-    using T = decltype(v);
-    const T* f = flat_.data<T>();
-    for (int64_t i = 0; i < n_; ++i) importance[static_cast<size_t>(i)] = static_cast<double>(f[i]);
-  });
+  std::vector<double> importance = values();
   add_importance(importance, grads, importance);
   ++round_;
   choose(importance);
   commit_merge();
-  store_flat();
 }
 
 void SkeletonPartition::merge() {
   if (!ready_) fail<ValueError>("skeleton partition: merge() before setup()");
-  load_flat();
-  bytes_ += gather_owned(nullptr);
+  bytes_ += gather_owned(params_, nullptr);
   bytes_ += average_buffers();
   commit_merge();
-  store_flat();
 }
 
 void SkeletonPartition::finish() {
@@ -300,18 +302,15 @@ nn::NamedTensors SkeletonPartition::model_state(const nn::Module& model) {
   if (!ready_ || steps_ == last_merge_) return model.state_dict();  // already merged and equal
   // The merge in copies: training goes on with the replicas as they are, so
   // checkpointing does not change the run. Not counted in bytes_ (not training).
-  load_flat();
-  gather_owned(nullptr);
-  std::vector<Tensor> buffers;
+  std::vector<Tensor> merged, buffers;
+  for (const Tensor& p : params_) merged.push_back(p.clone());
+  gather_owned(merged, nullptr);
   for (const auto& b : buffers_) buffers.push_back(b.tensor.clone());
   average(buffers);
   nn::NamedTensors out = model.state_dict();
   for (auto& [name, t] : out) {
-    if (const auto p = std::find(names_.begin(), names_.end(), name); p != names_.end()) {
-      const auto k = static_cast<size_t>(p - names_.begin());
-      const Shape& shape = params_[k].shape();
-      t = flat_.as_strided(shape, contiguous_strides(shape), offset_[k]).clone();
-      continue;
+    for (size_t p = 0; p < names_.size(); ++p) {
+      if (names_[p] == name) t = merged[p];
     }
     for (size_t b = 0; b < buffers_.size(); ++b) {
       if (buffers_[b].name == name) t = buffers[b];
@@ -319,7 +318,6 @@ nn::NamedTensors SkeletonPartition::model_state(const nn::Module& model) {
   }
   return out;
 }
-
 nlohmann::json SkeletonPartition::state_dict() const {
   if (!ready_) return pending_.is_null() ? nlohmann::json::object() : pending_;
   return {{"steps", steps_}, {"round", round_}, {"entries", n_}, {"fraction", o_.fraction},
@@ -330,8 +328,7 @@ void SkeletonPartition::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;  // a checkpoint of another plan: start afresh
   pending_ = state;
   if (!ready_) return;  // applied by setup()
-  load_flat();
-  merged_.copy_from(flat_);
+  snapshot();
   apply_pending();
 }
 

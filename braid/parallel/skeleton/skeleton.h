@@ -19,7 +19,8 @@
 //                    merged one on every rank
 //
 // With fraction 1 every entry is in the skeleton: plain model averaging after
-// every local step. The first skeleton, at setup, is chosen by |w| alone.
+// every local step, with nothing to merge or choose. The first skeleton, at
+// setup, is chosen by |w| alone.
 //
 // Bytes each rank sends, counted as bandwidth-optimal algorithms send them
 // (all-reduce of B bytes: 2 (W-1)/W B; all-gather of b bytes per rank: (W-1) b),
@@ -85,19 +86,20 @@ class SkeletonPartition final : public Aggregation {
   double full_averaging_bytes() const;
 
  private:
-  void load_flat();   // parameters -> flat_
-  void store_flat();  // flat_ -> parameters
+  void snapshot();                                     // merged_ <- the parameters
+  std::vector<double> values() const;                  // [n] the parameters
+  std::vector<double> local_grads() const;             // [n] this replica's step gradient
   void choose(const std::vector<double>& importance);  // new skeleton, then owners
   void assign_owners();                                // owners of round_ for skeleton_
-  std::vector<double> local_grads() const;             // [n] this replica's step gradient
-  // Each returns the bytes it sent (the count above). `grads` ([n], in:
-  // this replica's gradients; out: each entry's gradient as its trainers saw
-  // it) travels along where given.
-  double average_skeleton(std::vector<double>* grads);  // skeleton entries of flat_
-  double gather_owned(std::vector<double>* grads);      // flat_'s other entries from their owners
-  double average(const std::vector<Tensor>& tensors);   // contiguous, in place
+  // Each works on `into` (the parameters, or copies of them) and returns the
+  // bytes it sent (the count above). `grads` ([n], in: this replica's
+  // gradients; out: each entry's gradient as its trainers saw it) travels
+  // along where given.
+  double average_skeleton(const std::vector<Tensor>& into, std::vector<double>* grads);
+  double gather_owned(const std::vector<Tensor>& into, std::vector<double>* grads);  // the rest from owners
+  double average(const std::vector<Tensor>& tensors);  // contiguous, in place
   double average_buffers();
-  void commit_merge();  // flat_ is the merged model
+  void commit_merge();  // the parameters are the merged model
   void wait(comm::Work work, const char* what) const;
   void apply_pending();
 
@@ -109,7 +111,7 @@ class SkeletonPartition final : public Aggregation {
   std::vector<int64_t> offset_;        // [params + 1] first entry of each parameter
   int64_t n_ = 0;
   DType dtype_ = DType::f32;
-  Tensor flat_, merged_;               // [n] the replica's entries; their values at the last merge
+  Tensor merged_;                      // [n] every entry's value at the last merge
   std::vector<uint8_t> skeleton_;      // [n] 1: in the skeleton
   std::vector<int32_t> owner_;         // [n]
   std::vector<uint8_t> keep_;          // [n] skeleton or owned here: not restored after a step
