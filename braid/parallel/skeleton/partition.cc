@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "braid/base/error.h"
@@ -16,26 +17,55 @@ int64_t skeleton_size(int64_t entries, double fraction) {
   return std::clamp<int64_t>(k, 1, entries);
 }
 
+namespace {
+
+// Doubles as unsigned integers in the same order (NaN lowest): flip every
+// bit of a negative number, only the sign bit of a positive one.
+uint64_t order_key(double v) {
+  if (std::isnan(v)) return 0;
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
+}
+
+}  // namespace
+
 std::vector<int64_t> top_entries(std::span<const double> importance, int64_t count) {
   const auto n = static_cast<int64_t>(importance.size());
   if (count < 0 || count > n) fail<ValueError>("top_entries: {} of {} entries", count, n);
   std::vector<int64_t> out;
   if (count == 0) return out;
   out.reserve(static_cast<size_t>(count));
-  std::vector<double> key(importance.begin(), importance.end());
-  for (double& v : key) v = std::isnan(v) ? -INFINITY : v;
   // The count-th largest key is the threshold: everything above it is in,
   // and of the entries equal to it the lowest-numbered fill what is left.
-  // Selecting on the keys alone (no index indirection) keeps this fast: at
-  // 269k entries 3 ms instead of 15 for an nth_element over indices.
-  std::vector<double> work = key;
-  std::nth_element(work.begin(), work.begin() + (count - 1), work.end(), std::greater<>());
-  const double threshold = work[static_cast<size_t>(count - 1)];
-  int64_t ties = count;
-  for (double v : key) ties -= v > threshold;
+  // It is found by one histogram of the keys' top 16 bits, which names the
+  // bucket holding it, and a partial sort of that bucket alone: 1.3 ms for
+  // the MLP's 269k entries, where an nth_element over all of them took 3.8
+  // (fastest of 15, the 2-core development VM).
+  std::vector<uint64_t> key(static_cast<size_t>(n));
+  std::vector<int64_t> histogram(size_t{1} << 16, 0);
   for (int64_t i = 0; i < n; ++i) {
-    const double v = key[static_cast<size_t>(i)];
-    if (v > threshold || (v == threshold && ties-- > 0)) out.push_back(i);
+    key[static_cast<size_t>(i)] = order_key(importance[static_cast<size_t>(i)]);
+    ++histogram[key[static_cast<size_t>(i)] >> 48];
+  }
+  int64_t above = 0;  // entries in buckets above the threshold's
+  size_t bucket = histogram.size();
+  while (above + histogram[bucket - 1] < count) above += histogram[--bucket];
+  --bucket;
+  std::vector<uint64_t> candidates;
+  candidates.reserve(static_cast<size_t>(histogram[bucket]));
+  for (uint64_t k : key) {
+    if ((k >> 48) == bucket) candidates.push_back(k);
+  }
+  const auto rank = static_cast<size_t>(count - above - 1);
+  std::nth_element(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(rank), candidates.end(),
+                   std::greater<>());
+  const uint64_t threshold = candidates[rank];
+  int64_t ties = count;
+  for (uint64_t k : key) ties -= k > threshold;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t k = key[static_cast<size_t>(i)];
+    if (k > threshold || (k == threshold && ties-- > 0)) out.push_back(i);
   }
   return out;
 }

@@ -153,11 +153,12 @@ void SkeletonPartition::assign_owners() {
   std::vector<int64_t> count(static_cast<size_t>(comm_.size()), 0);
   keep_.assign(static_cast<size_t>(n_), 1);
   mine_.clear();
+  const int me = comm_.rank();
   for (int64_t i = 0; i < n_; ++i) {
     const int32_t r = owner_[static_cast<size_t>(i)];
     if (r < 0) continue;
     ++count[static_cast<size_t>(r)];
-    if (r == comm_.rank()) {
+    if (r == me) {
       mine_.push_back(i);
     } else {
       keep_[static_cast<size_t>(i)] = 0;
