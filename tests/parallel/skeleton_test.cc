@@ -95,15 +95,22 @@ TEST(SkeletonSelection, TopEntriesBreakTiesByIndexAndRankNaNLast) {
   EXPECT_EQ(top_entries(imp, 4), (std::vector<int64_t>{1, 3, 4, 5}));
   EXPECT_EQ(top_entries(imp, 7), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(top_entries(imp, 6), (std::vector<int64_t>{0, 1, 3, 4, 5, 6}));
+  EXPECT_EQ(top_entries(std::vector<double>{-1.0, -3.0, 2.0, -0.5, 0.0, -0.0}, 3), (std::vector<int64_t>{2, 4, 5}));
+  EXPECT_EQ(top_entries(std::vector<double>{-1.0, -3.0, 2.0, -0.5, -0.0, 0.0}, 2), (std::vector<int64_t>{2, 4}));
   Generator g(3);
-  std::vector<double> random(1000);
-  for (double& v : random) v = std::floor(g.uniform_f64() * 50);  // many ties
-  const std::vector<int64_t> top = top_entries(random, 137);
-  const std::vector<uint8_t> want = top_by_sort(random, 137);
-  std::vector<uint8_t> got(random.size(), 0);
-  for (int64_t i : top) got[static_cast<size_t>(i)] = 1;
-  EXPECT_EQ(got, want);
-  EXPECT_TRUE(std::is_sorted(top.begin(), top.end()));
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<double> random(5000);
+    for (double& v : random) {
+      v = trial % 2 ? std::floor(g.uniform_f64() * 50) : g.normal() * 1e3;  // many ties; both signs
+    }
+    for (int64_t count : {1, 137, 2500, 4999}) {
+      const std::vector<int64_t> top = top_entries(random, count);
+      std::vector<uint8_t> got(random.size(), 0);
+      for (int64_t i : top) got[static_cast<size_t>(i)] = 1;
+      ASSERT_EQ(got, top_by_sort(random, count)) << "trial " << trial << ", " << count << " entries";
+      EXPECT_TRUE(std::is_sorted(top.begin(), top.end()));
+    }
+  }
 }
 
 TEST(SkeletonSelection, OwnersPartitionTheRestAlikeOnEveryRankAndEvenly) {

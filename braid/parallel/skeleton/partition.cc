@@ -19,10 +19,11 @@ int64_t skeleton_size(int64_t entries, double fraction) {
 
 namespace {
 
-// Doubles as unsigned integers in the same order (NaN lowest): flip every
-// bit of a negative number, only the sign bit of a positive one.
+// Doubles as unsigned integers in the same order (NaN lowest, -0 equal to
+// 0): flip every bit of a negative number, only the sign bit of a positive one.
 uint64_t order_key(double v) {
   if (std::isnan(v)) return 0;
+  if (v == 0.0) v = 0.0;
   uint64_t bits;
   std::memcpy(&bits, &v, sizeof bits);
   return (bits >> 63) ? ~bits : bits | (uint64_t{1} << 63);
