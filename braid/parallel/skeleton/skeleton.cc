@@ -175,13 +175,23 @@ double SkeletonPartition::average_skeleton(const std::vector<Tensor>& into, std:
   on_float(dtype_, [&](auto v) {
     using T = decltype(v);
     T* b = buf.data<T>();
-    at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { b[j] = e; });
+    // Fraction 1: the skeleton is every entry in order, one copy per parameter.
+    const bool whole = k == n_;
+    if (whole) {
+      for (size_t p = 0; p < into.size(); ++p) std::memcpy(b + offset_[p], into[p].raw_data(), into[p].nbytes());
+    } else {
+      at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { b[j] = e; });
+    }
     if (grads) {
       for (int64_t j = 0; j < k; ++j) b[k + j] = static_cast<T>((*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])]);
     }
     wait(comm_.allreduce({b, static_cast<size_t>(per), dtype_}, {.op = comm::Op::avg, .timeout = o_.timeout}),
          "all-reduce of the skeleton");
-    at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { e = b[j]; });
+    if (whole) {
+      for (size_t p = 0; p < into.size(); ++p) std::memcpy(into[p].raw_data(), b + offset_[p], into[p].nbytes());
+    } else {
+      at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { e = b[j]; });
+    }
     if (grads) {
       for (int64_t j = 0; j < k; ++j) (*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])] = static_cast<double>(b[k + j]);
     }
