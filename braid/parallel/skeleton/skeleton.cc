@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "braid/autograd/node.h"
+#include "braid/base/log.h"
 #include "braid/parallel/agreement.h"
 #include "braid/parallel/skeleton/partition.h"
 
@@ -111,6 +112,7 @@ void SkeletonPartition::setup(const std::vector<NamedParameter>& params, const s
   std::vector<double> importance = values();
   add_importance(importance, std::vector<double>(importance.size(), 0.0), importance);  // no gradient yet: |w|
   choose(importance);
+  agree_on_skeleton();
 }
 
 void SkeletonPartition::snapshot() {
@@ -142,9 +144,17 @@ std::vector<double> SkeletonPartition::local_grads() const {
 }
 
 void SkeletonPartition::choose(const std::vector<double>& importance) {
-  skeleton_index_ = top_entries(importance, skeleton_size(n_, o_.fraction));
-  skeleton_.assign(static_cast<size_t>(n_), 0);
-  for (int64_t i : skeleton_index_) skeleton_[static_cast<size_t>(i)] = 1;
+  std::vector<uint8_t> mask(static_cast<size_t>(n_), 0);
+  for (int64_t i : top_entries(importance, skeleton_size(n_, o_.fraction))) mask[static_cast<size_t>(i)] = 1;
+  use_skeleton(std::move(mask));
+}
+
+void SkeletonPartition::use_skeleton(std::vector<uint8_t> mask) {
+  skeleton_ = std::move(mask);
+  skeleton_index_.clear();
+  for (int64_t i = 0; i < n_; ++i) {
+    if (skeleton_[static_cast<size_t>(i)]) skeleton_index_.push_back(i);
+  }
   assign_owners();
 }
 
@@ -296,7 +306,29 @@ void SkeletonPartition::after_step() {
   add_importance(importance, grads, importance);
   ++round_;
   choose(importance);
+  bytes_ += agree_on_skeleton();
   commit_merge();
+}
+
+double SkeletonPartition::agree_on_skeleton() {
+  if (comm_.size() == 1) return 0;
+  // The choice is a pure function of values every rank received from the
+  // same collectives; should an algorithm round differently on some rank, a
+  // near-tie could still split the ranks' choices, and with them the packing
+  // of every later exchange. A 16-byte check catches that; rank 0's mask
+  // then wins.
+  uint64_t h = 14695981039346656037ull;  // FNV-1a over the skeleton's entry numbers
+  for (int64_t i : skeleton_index_) h = (h ^ static_cast<uint64_t>(i)) * 1099511628211ull;
+  std::vector<int64_t> check{static_cast<int64_t>(h), ~static_cast<int64_t>(h)};  // max of both: max and ~min
+  wait(comm_.allreduce(check, {.op = comm::Op::max, .timeout = o_.timeout}), "check that every rank chose one skeleton");
+  double bytes = allreduce_bytes(static_cast<double>(check.size() * sizeof(int64_t)), comm_.size());
+  if (check[0] == ~check[1]) return bytes;
+  logging::warn("skeleton partition: the data axis's ranks chose different skeletons at merge round {} (collectives "
+                "rounded differently); all take data rank 0's", round_);
+  std::vector<uint8_t> mask(skeleton_);
+  wait(comm_.broadcast(mask, {.root = 0, .timeout = o_.timeout}), "broadcast of data rank 0's skeleton");
+  use_skeleton(std::move(mask));
+  return bytes + static_cast<double>(n_);  // at most the whole mask once per rank
 }
 
 void SkeletonPartition::merge() {
@@ -350,15 +382,10 @@ void SkeletonPartition::apply_pending() {
   if (entries != n_) {
     fail<ConfigError>("the checkpoint's skeleton partition covers {} entries, this model has {}", entries, n_);
   }
-  skeleton_ = mask_from_hex(pending_.at("skeleton").get<std::string>(), n_);
-  skeleton_index_.clear();
-  for (int64_t i = 0; i < n_; ++i) {
-    if (skeleton_[static_cast<size_t>(i)]) skeleton_index_.push_back(i);
-  }
   round_ = pending_.at("round").get<int64_t>();
   // A checkpoint holds the merged model (model_state), now on every rank.
   steps_ = last_merge_ = pending_.at("steps").get<int64_t>();
-  assign_owners();
+  use_skeleton(mask_from_hex(pending_.at("skeleton").get<std::string>(), n_));
   pending_ = nullptr;
 }
 

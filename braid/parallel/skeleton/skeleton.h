@@ -90,7 +90,9 @@ class SkeletonPartition final : public Aggregation {
   std::vector<double> values() const;                  // [n] the parameters
   std::vector<double> local_grads() const;             // [n] this replica's step gradient
   void choose(const std::vector<double>& importance);  // new skeleton, then owners
+  void use_skeleton(std::vector<uint8_t> mask);        // [n] this skeleton, then owners
   void assign_owners();                                // owners of round_ for skeleton_
+  double agree_on_skeleton();                          // rank 0's where the ranks' choices differ
   // Each works on `into` (the parameters, or copies of them) and returns the
   // bytes it sent (the count above). `grads` ([n], in: this replica's
   // gradients; out: each entry's gradient as its trainers saw it) travels
