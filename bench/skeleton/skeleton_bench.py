@@ -65,12 +65,13 @@ def main():
     ar = med["allreduce"]
     print(f"Fashion-MNIST MLP, {a.workers} workers x batch 64, {a.epochs} epoch(s), skeleton_every {a.every}, "
           f"{a.reps} seed(s); bytes: sent per rank per step, bandwidth-optimal count")
-    print(f"{'plan':14} {'top-1':>7} {'per seed':>22} {'bytes/step':>11} {'vs full avg':>11} "
+    width = 7 * a.reps - 1
+    print(f"{'plan':14} {'top-1':>7} {'per seed':>{width}} {'bytes/step':>11} {'vs full avg':>11} "
           f"{'samples/s':>10} {'vs allreduce':>12}")
     for name, _ in todo:
         m = med[name]
         seeds = " ".join(f"{r['top1']:.4f}" for r in runs[name])
-        print(f"{name:14} {m['top1']:7.4f} {seeds:>22} {m['bytes_per_step']:11.0f} "
+        print(f"{name:14} {m['top1']:7.4f} {seeds:>{width}} {m['bytes_per_step']:11.0f} "
               f"{m['bytes_per_step'] / full:10.3f}x {m['samples_per_s']:10.0f} "
               f"{m['samples_per_s'] / ar['samples_per_s']:11.2f}x")
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)

@@ -173,6 +173,7 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
           .skeleton = {.fraction = c.get_float("parallel.skeleton_fraction"),
                        .every = c.get_int("parallel.skeleton_every"),
                        .seed = static_cast<uint64_t>(c.get_int("train.seed")),
+                       .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
                        .timeout = timeout}};
 }
 

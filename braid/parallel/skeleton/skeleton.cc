@@ -195,7 +195,8 @@ double SkeletonPartition::average_skeleton(const std::vector<Tensor>& into, std:
     if (grads) {
       for (int64_t j = 0; j < k; ++j) b[k + j] = static_cast<T>((*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])]);
     }
-    wait(comm_.allreduce({b, static_cast<size_t>(per), dtype_}, {.op = comm::Op::avg, .timeout = o_.timeout}),
+    wait(comm_.allreduce({b, static_cast<size_t>(per), dtype_},
+                         {.op = comm::Op::avg, .algorithm = o_.algorithm, .timeout = o_.timeout}),
          "all-reduce of the skeleton");
     if (whole) {
       for (size_t p = 0; p < into.size(); ++p) std::memcpy(into[p].raw_data(), b + offset_[p], into[p].nbytes());

@@ -43,6 +43,7 @@ struct SkeletonOptions {
   double fraction = 0.1;  // of the entries in the skeleton, (0, 1]
   int64_t every = 20;     // steps between merges (and new skeletons), >= 1
   uint64_t seed = 0;      // the owners' draw; the same on every rank
+  comm::Algorithm algorithm = comm::Algorithm::automatic;  // the skeleton's all-reduce
   Duration timeout = std::chrono::seconds(300);
 };
 
