@@ -6,7 +6,7 @@ step) and under synchronous all-reduce. Prints, per plan, the merged model's
 test accuracy, the bytes each rank sent per step (bandwidth-optimal count,
 docs/skeleton.md) and the group's samples/s, medians over --reps seeds, with
 ratios against full averaging and all-reduce; writes
-bench/results/skeleton_bench.json.
+bench/results/skeleton_bench.json (or --out).
 
     /usr/bin/python3 bench/skeleton/skeleton_bench.py --build build --workers 4 --epochs 2 --reps 3
 """
@@ -52,6 +52,7 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--every", type=int, default=20, help="parallel.skeleton_every")
     p.add_argument("--fractions", default="0.05,0.1,0.25,1.0")
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "skeleton_bench.json"))
     a = p.parse_args()
     todo = plans([float(f) for f in a.fractions.split(",")], a.every)
     runs = {name: [] for name, _ in todo}
@@ -74,8 +75,8 @@ def main():
         print(f"{name:14} {m['top1']:7.4f} {seeds:>{width}} {m['bytes_per_step']:11.0f} "
               f"{m['bytes_per_step'] / full:10.3f}x {m['samples_per_s']:10.0f} "
               f"{m['samples_per_s'] / ar['samples_per_s']:11.2f}x")
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "skeleton_bench.json"), "w") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
         json.dump({"args": vars(a), "medians": med, "full_averaging_bytes_per_step": full, "runs": runs}, f, indent=1)
 
 
