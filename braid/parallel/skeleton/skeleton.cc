@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "braid/autograd/node.h"
+#include "braid/base/deadline.h"
 #include "braid/base/log.h"
 #include "braid/parallel/agreement.h"
 #include "braid/parallel/skeleton/partition.h"
@@ -53,15 +54,16 @@ SkeletonPartition::SkeletonPartition(comm::Communicator data_axis, SkeletonOptio
 }
 
 void SkeletonPartition::wait(comm::Work work, const char* what) const {
-  const double seconds = std::chrono::duration<double>(o_.timeout * 2).count();
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = [&] { return format_duration(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start)); };
   try {
     work.wait(Deadline::after(o_.timeout * 2));
   } catch (const TimeoutError& e) {
-    fail<TimeoutError>("rank {} of {} on the data axis: skeleton partition's {} after step {} waited {:.0f} s: {}",
-                       comm_.rank(), comm_.size(), what, steps_, seconds, e.what());
+    fail<TimeoutError>("rank {} of {} on the data axis: skeleton partition's {} after step {} waited {}: {}",
+                       comm_.rank(), comm_.size(), what, steps_, waited(), e.what());
   } catch (const PeerError& e) {
-    fail<PeerError>("rank {} of {} on the data axis: skeleton partition's {} after step {} failed: {}", comm_.rank(),
-                    comm_.size(), what, steps_, e.what());
+    fail<PeerError>("rank {} of {} on the data axis: skeleton partition's {} after step {} failed after {}: {}",
+                    comm_.rank(), comm_.size(), what, steps_, waited(), e.what());
   }
 }
 
