@@ -1,7 +1,8 @@
 // Replica aggregation: the plan part that decides how the data axis's
 // replicas of the model are combined around the optimizer step
 // (docs/design.md, "parallel"). The parameter server is one (its servers own
-// the optimizer); local SGD, EASGD and gossip are others.
+// the optimizer); the skeleton partition another (replicas step their local
+// optimizers and combine afterwards); local SGD, EASGD and gossip would be more.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,21 +18,32 @@ class Aggregation {
  public:
   virtual ~Aggregation() = default;
   virtual std::string name() const = 0;
-  virtual void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) = 0;
+  // `params` and `buffers` (BatchNorm running statistics) in registration
+  // order; `description` is what the replicas must agree on.
+  virtual void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+                     const nlohmann::json& description) = 0;
   // True: the trainer skips its local optimizer and calls step(lr) with the
   // step's scheduled learning rate instead.
   virtual bool owns_optimizer() const { return false; }
   virtual void step(double /*lr*/) {}
-  // After the local optimizer's update (when it does not own the optimizer).
+  // After the local optimizer's update (when it does not own the optimizer);
+  // the step's gradients are still in the parameters' .grad.
   virtual void after_step() {}
   // After the last step, before the final evaluation: bring the local model
   // up to date and leave the job.
   virtual void finish() {}
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
   virtual void load_state_dict(const nlohmann::json& /*state*/) {}
+  // The model a checkpoint holds when replicas differ between combinations:
+  // collective over the data axis where the aggregation needs it.
+  virtual nn::NamedTensors model_state(const nn::Module& model) { return model.state_dict(); }
   // The replica this process trains, among how many (the data it reads).
   virtual int replica() const = 0;
   virtual int replicas() const = 0;
+  // Figures of the run so far for reports and benchmarks (bytes exchanged),
+  // and the same as one line for the user; empty when it keeps none.
+  virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+  virtual std::string report() const { return ""; }
 };
 
 }  // namespace braid::parallel

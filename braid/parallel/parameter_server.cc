@@ -23,7 +23,8 @@ ParameterServer::~ParameterServer() {
   }
 }
 
-void ParameterServer::setup(const std::vector<NamedParameter>& params, const nlohmann::json&) {
+void ParameterServer::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>&,
+                            const nlohmann::json&) {
   int64_t total = 0;
   for (const auto& p : params) {
     if (p.tensor.dtype() != DType::f32 || !p.tensor.is_contiguous())

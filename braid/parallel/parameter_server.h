@@ -37,7 +37,9 @@ class ParameterServer final : public Aggregation {
   ~ParameterServer() override;
 
   std::string name() const override { return "ps"; }
-  void setup(const std::vector<NamedParameter>& params, const nlohmann::json& description) override;
+  // Buffers stay local: the servers hold parameters only.
+  void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+             const nlohmann::json& description) override;
   bool owns_optimizer() const override { return true; }
   void step(double lr) override;
   void finish() override;

@@ -59,7 +59,7 @@ void Plan::setup(nn::Module& model, const nlohmann::json& description, optim::Op
     }
   }
   if (optimizer && (!slices_.empty() || p_.mesh.degree(Axis::tensor) > 1)) total_across_shards(*optimizer);
-  if (p_.aggregation) p_.aggregation->setup(params_, description);
+  if (p_.aggregation) p_.aggregation->setup(params_, buffers, description);
 }
 
 void Plan::total_across_shards(optim::Optimizer& optimizer) {
@@ -223,7 +223,8 @@ std::string Plan::agree_on_run_id(const std::string& id) const {
 }
 
 nn::NamedTensors Plan::model_state(const nn::Module& model) {
-  return p_.grad_sync ? p_.grad_sync->model_state(model) : model.state_dict();
+  if (p_.grad_sync) return p_.grad_sync->model_state(model);
+  return p_.aggregation ? p_.aggregation->model_state(model) : model.state_dict();
 }
 
 void Plan::load_model_state(nn::Module& model, const nn::NamedTensors& state) {

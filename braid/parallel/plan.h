@@ -7,7 +7,8 @@
 //                a pipeline stage): applied to the model before the plan is
 //                built; the plan keeps its shard specs (checkpoints, norms)
 //   grad sync    combines gradients over the data axis (bucketed all-reduce)
-//   aggregation  combines replicas around the optimizer step (parameter server)
+//   aggregation  combines replicas around the optimizer step (parameter
+//                server, skeleton partition)
 //
 // The trainer calls, per step: forward_backward, finish_gradients, clip_grad_norm,
 // then step (when the plan owns the optimizer) or the local optimizer, then
@@ -103,13 +104,20 @@ class Plan {
   const ShardSpecs& shards() const { return p_.shards; }
   // The schedule's figures of the last step (StepSchedule::stats).
   nlohmann::json step_stats() const { return p_.schedule->stats(); }
+  // The aggregation's figures of the run (bytes exchanged), and as one line
+  // for the user; empty when it keeps none.
+  nlohmann::json aggregation_stats() const {
+    return p_.aggregation ? p_.aggregation->stats() : nlohmann::json::object();
+  }
+  std::string report() const { return p_.aggregation ? p_.aggregation->report() : ""; }
 
   // The plan parts' own state (a parameter server's position).
   nlohmann::json state_dict() const;
   void load_state_dict(const nlohmann::json& state);
   // The whole model's and optimizer's state for a checkpoint, whatever the
-  // data axis splits (GradSync::model_state): collective over the data axis;
-  // complete on the ranks that write checkpoints.
+  // data axis splits (GradSync::model_state) or leaves unmerged
+  // (Aggregation::model_state): collective over the data axis; complete on
+  // the ranks that write checkpoints.
   nn::NamedTensors model_state(const nn::Module& model);
   void load_model_state(nn::Module& model, const nn::NamedTensors& state);
   optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer);

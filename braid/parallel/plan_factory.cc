@@ -7,7 +7,7 @@
 
 namespace braid::parallel {
 
-std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "zero", "ps"}; }
+std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "zero", "ps", "skeleton"}; }
 
 namespace {
 
@@ -69,6 +69,20 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     out.plan = std::make_unique<Plan>(std::move(parts));
     return out;
   }
+  if (o.strategy == "skeleton") {
+    if (o.sync_batch_norm) {
+      fail<ConfigError>("synchronised batch norm makes every replica normalise with the whole batch inside forward; "
+                        "parallel.strategy = skeleton trains replicas apart between merges (use local batch norm)");
+    }
+    // Tensor-parallel ranks hold replicated parameters (biases, norms) that
+    // must stay equal across the tensor axis, but each shard's skeleton is
+    // the top fraction of its own entries, so they would drift apart.
+    if (o.mesh.tensor > 1) {
+      fail<ConfigError>("parallel.strategy = skeleton combines whole replicas or pipeline stages: parallel.tensor "
+                        "must be 1 (got {})", o.mesh.tensor);
+    }
+    if (!world.valid()) fail<ConfigError>("parallel.strategy = skeleton needs a job's communicator");
+  }
   if (world.valid()) parts.mesh = Mesh::build(world, o.mesh);
   // Tensor parallelism rewrites the whole model first (its head is the whole
   // model's last layer), then the pipeline keeps this rank's stage of it.
@@ -105,6 +119,9 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   if (o.strategy == "zero") {
     if (!world.valid()) fail<ConfigError>("parallel.strategy = zero needs a job's communicator");
     parts.grad_sync = std::make_unique<zero::ZeroSync>(parts.mesh.group(Axis::data), o.zero, out.model);
+  } else if (o.strategy == "skeleton") {
+    // Each pipeline stage's replicas combine among themselves: they hold the same shapes.
+    parts.aggregation = std::make_unique<skeleton::SkeletonPartition>(parts.mesh.group(Axis::data), o.skeleton);
   } else if (sync && world.valid()) {
     parts.grad_sync = std::make_unique<BucketedAllreduce>(parts.mesh.group(Axis::data), o.data_parallel);
   }

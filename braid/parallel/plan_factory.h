@@ -14,13 +14,14 @@
 #include "braid/parallel/bucketed_allreduce.h"
 #include "braid/parallel/parameter_server.h"
 #include "braid/parallel/plan.h"
+#include "braid/parallel/skeleton/skeleton.h"
 #include "braid/parallel/zero/zero.h"
 
 namespace braid::parallel {
 
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
-  // "allreduce", "zero", "ps".
+  // "allreduce", "zero", "ps", "skeleton".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -43,6 +44,7 @@ struct PlanOptions {
   DataParallelOptions data_parallel{};
   zero::ZeroOptions zero{};
   ParameterServerOptions ps{};
+  skeleton::SkeletonOptions skeleton{};
 };
 
 std::vector<std::string> strategy_names();

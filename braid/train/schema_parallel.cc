@@ -11,8 +11,18 @@ void add_parallel_keys(Schema& s) {
                  "allreduce when it has more than one replica, else nothing; none = one process, no job; allreduce = synchronous data parallelism "
                  "(gradients averaged in buckets that overlap backward); zero = data parallelism that splits the model "
                  "state over the replicas (ZeRO, parallel.zero_stage); ps = parameter servers (ps.* keys; "
-                 "start with braid launch --servers S --workers W)",
-         .choices = {"auto", "none", "allreduce", "zero", "ps"}});
+                 "start with braid launch --servers S --workers W); skeleton = replicas train locally, a skeleton of "
+                 "the most important entries averaged every step, the rest each trained by one random owner and "
+                 "merged every parallel.skeleton_every steps",
+         .choices = {"auto", "none", "allreduce", "zero", "ps", "skeleton"}});
+  s.add({.name = "parallel.skeleton_fraction", .type = T::Float, .default_value = 0.1,
+         .help = "strategy skeleton: fraction of the model's entries in the skeleton (top by |w| + |grad w|), "
+                 "averaged over the replicas every step; 1 = plain model averaging",
+         .min = 0.0, .max = 1.0});  // 0 itself is refused by the partition
+  s.add({.name = "parallel.skeleton_every", .type = T::Int, .default_value = int64_t{20},
+         .help = "strategy skeleton: steps between merges, where every entry is taken from its owner and the "
+                 "skeleton and owners are chosen again",
+         .min = 1.0});
   s.add({.name = "parallel.zero_stage", .type = T::Int, .default_value = int64_t{1},
          .help = "strategy zero: 1 = optimizer state split over the data axis; 2 = also gradients; 3 = also "
                  "parameters (each layer gathered around its forward and backward)",

@@ -349,6 +349,9 @@ TrainSummary Trainer::fit() {
     s.epochs = epoch + 1;
   }
   plan_->finish();  // (again is a no-op; a resumed run may have had no step left)
+  if (const std::string r = plan_->report(); !r.empty()) {
+    for (auto& cb : callbacks_) cb->on_message(r);
+  }
   s.steps = step_;
   s.train_seconds = train_seconds;
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;

@@ -183,7 +183,12 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
           .zero = {.stage = static_cast<int>(c.get_int("parallel.zero_stage")),
                    .bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
                    .prefetch = c.get_bool("parallel.zero_prefetch"),
-                   .timeout = timeout}};
+                   .timeout = timeout},
+          .skeleton = {.fraction = c.get_float("parallel.skeleton_fraction"),
+                       .every = c.get_int("parallel.skeleton_every"),
+                       .seed = static_cast<uint64_t>(c.get_int("train.seed")),
+                       .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                       .timeout = timeout}};
 }
 
 parallel::ProcessGroupOptions process_group_options(const Config& c) {
@@ -264,6 +269,11 @@ TrainingRun make_training_run(const Config& c) {
                         "braid launch --servers S --workers W -- braid train ...");
     }
     if (po.strategy == "ps") po.ps = ps_options(c, servers, timeout);
+    if (po.strategy == "skeleton" && run.group->env().ps_servers > 0) {
+      fail<ConfigError>("parallel.strategy = skeleton combines the workers among themselves; this job was started "
+                        "with {} parameter servers (start it with braid launch -n N, or use parallel.strategy = ps)",
+                        run.group->env().ps_servers);
+    }
   } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1) {
     fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor and "
                       "parallel.pipeline need a job (braid launch, mpirun or srun) and strategy auto or allreduce");

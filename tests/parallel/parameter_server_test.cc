@@ -41,7 +41,7 @@ JobRun train_through_servers(int servers, int workers, const ps::PsConfig& confi
         ToyModel<float> m(w == 0 ? 7 : 50 + static_cast<uint64_t>(w));
         ParameterServer strategy(std::shared_ptr<comm::Transport>(std::move(t[static_cast<size_t>(r)])),
                             {.config = config, .servers = servers, .n_fetch = n_fetch, .n_push = n_push});
-        strategy.setup(m.params, {});
+        strategy.setup(m.params, {}, {});
         for (int64_t step = 0; step < kSteps; ++step) {
           auto [x, y] = global_batch<float>(step, workers * kBatch);
           const Tensor xs = slice(x, 0, w * kBatch, (w + 1) * kBatch);

@@ -21,33 +21,8 @@ namespace {
 
 using testing::kBatch;
 using testing::kSteps;
-using Toy = testing::ToyModel<double>;
-
-// The toy model as an nn::Module (its loss is a mean squared error).
-class ToyNet final : public nn::Module {
- public:
-  explicit ToyNet(uint64_t seed) : toy_(seed) {
-    for (auto& p : toy_.params) {
-      std::string name = p.name;
-      std::replace(name.begin(), name.end(), '.', '_');
-      register_parameter(name, p.tensor);
-    }
-  }
-  Tensor forward(const Tensor& x) override {
-    const auto& p = toy_.params;
-    const Tensor h = linear(x, p[0].tensor, p[1].tensor);
-    return linear(h * h, p[2].tensor, p[3].tensor);
-  }
-  Toy& toy() { return toy_; }
-
- private:
-  Toy toy_;
-};
-
-Tensor mse(const Tensor& y, const Tensor& t) {
-  const Tensor d = y - t;
-  return mean(d * d);
-}
+using testing::mse;
+using testing::ToyNet;
 
 comm::Communicator one_rank() {
   return comm::Communicator(std::shared_ptr<comm::Transport>(comm::InprocWorld::create(1)->transport(0)));

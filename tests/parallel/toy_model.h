@@ -3,6 +3,7 @@
 // is checked against (N ranks x batch b must match 1 process x batch N*b).
 #pragma once
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "braid/autograd/node.h"
 #include "braid/base/rng.h"
 #include "braid/base/thread_pool.h"
+#include "braid/nn/module.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/reduce.h"
@@ -58,6 +60,32 @@ struct ToyModel {
     return out;
   }
 };
+
+// The toy model as an nn::Module (its loss is a mean squared error).
+class ToyNet final : public nn::Module {
+ public:
+  explicit ToyNet(uint64_t seed) : toy_(seed) {
+    for (auto& p : toy_.params) {
+      std::string name = p.name;
+      std::replace(name.begin(), name.end(), '.', '_');
+      register_parameter(name, p.tensor);
+    }
+  }
+  Tensor forward(const Tensor& x) override {
+    const auto& p = toy_.params;
+    const Tensor h = linear(x, p[0].tensor, p[1].tensor);
+    return linear(h * h, p[2].tensor, p[3].tensor);
+  }
+  ToyModel<double>& toy() { return toy_; }
+
+ private:
+  ToyModel<double> toy_;
+};
+
+inline Tensor mse(const Tensor& y, const Tensor& t) {
+  const Tensor d = y - t;
+  return mean(d * d);
+}
 
 // Batch `step` of the global data: rows [step*N*b, (step+1)*N*b).
 template <class T>

@@ -86,6 +86,7 @@ void add_train(CLI::App& app) {
                           {"world", world}, {"replicas", replicas},
                           {"global_samples_per_s", s.samples_per_s * replicas}};
       if (s.has_eval) j["eval"] = {{"loss", s.last_eval.loss}, {"top1", s.last_eval.top1}, {"top5", s.last_eval.top5}};
+      if (const nlohmann::json a = run.trainer->plan().aggregation_stats(); !a.empty()) j["aggregation"] = a;
       std::ofstream(args->summary_json) << j.dump(2) << "\n";
     }
   });
