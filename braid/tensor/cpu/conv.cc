@@ -5,6 +5,7 @@
 #include <atomic>
 #include <tuple>
 
+#include "braid/base/error.h"
 #include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/autotune.h"
 
@@ -19,20 +20,25 @@ constexpr ConvBackend kCandidates[kCount] = {
     ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked,
     ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked};
 constexpr bool kSingle[kCount] = {false, false, false, true, true, true};
+// bf16: oneDNN's two flavours x {the pool's threads, one thread}.
+constexpr int kCountBf16 = 4;
+constexpr ConvBackend kCandidatesBf16[kCountBf16] = {ConvBackend::onednn_plain, ConvBackend::onednn_blocked,
+                                                     ConvBackend::onednn_plain, ConvBackend::onednn_blocked};
+constexpr bool kSingleBf16[kCountBf16] = {false, false, true, true};
 
 struct Key {
   ConvPass pass;
-  bool bias;
+  bool bias, bf16;
   int threads;
   int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
   auto tie() const {
-    return std::tie(pass, bias, threads, n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups);
+    return std::tie(pass, bias, bf16, threads, n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups);
   }
   bool operator<(const Key& k) const { return tie() < k.tie(); }
 };
 
-Key make_key(const Conv2dGeometry& g, ConvPass pass, bool bias) {
-  return {pass, bias, num_threads(), g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.stride_h, g.stride_w,
+Key make_key(const Conv2dGeometry& g, ConvPass pass, bool bias, bool bf16) {
+  return {pass, bias, bf16, num_threads(), g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.stride_h, g.stride_w,
           g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups};
 }
 
@@ -57,10 +63,28 @@ void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend bac
     run(backend);
     return;
   }
-  const Key key = make_key(g, pass, bias);
+  const Key key = make_key(g, pass, bias, /*bf16=*/false);
   tuner().run(key, key.threads > 1 ? kCount : kCount / 2, [&](int slot) {
     SingleThread single(kSingle[slot]);
     run(kCandidates[slot]);
+  });
+}
+
+// The same for bf16 products, over oneDNN's flavours only; run(blocked).
+template <class Run>
+void dispatch_bf16(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend backend, Run&& run) {
+  if (backend == ConvBackend::im2col) {
+    fail<ValueError>("conv2d ({}): bf16 runs on oneDNN only; im2col is f32 and f64", g.to_string());
+  }
+  if (backend == ConvBackend::automatic && g_default.load() != ConvBackend::im2col) backend = g_default.load();
+  if (backend != ConvBackend::automatic) {
+    run(backend == ConvBackend::onednn_blocked);
+    return;
+  }
+  const Key key = make_key(g, pass, bias, /*bf16=*/true);
+  tuner().run(key, key.threads > 1 ? kCountBf16 : kCountBf16 / 2, [&](int slot) {
+    SingleThread single(kSingleBf16[slot]);
+    run(kCandidatesBf16[slot] == ConvBackend::onednn_blocked);
   });
 }
 
@@ -85,10 +109,11 @@ std::string Conv2dGeometry::to_string() const {
 
 void set_default_conv_backend(ConvBackend b) { g_default.store(b); }
 
-ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass) {
+ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
+  const bool bf16 = dtype == DType::bf16;
   for (bool bias : {true, false}) {
-    const int slot = tuner().choice(make_key(g, pass, bias));
-    if (slot >= 0) return kCandidates[slot];
+    const int slot = tuner().choice(make_key(g, pass, bias, bf16));
+    if (slot >= 0) return bf16 ? kCandidatesBf16[slot] : kCandidates[slot];
   }
   return ConvBackend::automatic;
 }
@@ -128,6 +153,23 @@ void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T
     }
     im2col::backward_weights(g, dy, x, dw, db);
   });
+}
+
+void conv2d_forward(const Conv2dGeometry& g, const bf16* x, const bf16* w, const float* b, float* y,
+                    ConvBackend backend) {
+  dispatch_bf16(g, ConvPass::forward, b != nullptr, backend,
+                [&](bool blocked) { onednn::forward(g, blocked, x, w, b, y); });
+}
+
+void conv2d_backward_data(const Conv2dGeometry& g, const bf16* dy, const bf16* w, float* dx, ConvBackend backend) {
+  dispatch_bf16(g, ConvPass::backward_data, false, backend,
+                [&](bool blocked) { onednn::backward_data(g, blocked, dy, w, dx); });
+}
+
+void conv2d_backward_weights(const Conv2dGeometry& g, const bf16* dy, const bf16* x, float* dw, float* db,
+                             ConvBackend backend) {
+  dispatch_bf16(g, ConvPass::backward_weights, db != nullptr, backend,
+                [&](bool blocked) { onednn::backward_weights(g, blocked, dy, x, dw, db); });
 }
 
 template void conv2d_forward<float>(const Conv2dGeometry&, const float*, const float*, const float*, float*, ConvBackend);

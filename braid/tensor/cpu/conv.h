@@ -4,8 +4,9 @@
 // tested against each other:
 //   im2col + GEMM (conv_im2col.cc): f32 and f64; images split over the pool,
 //     one single-threaded GEMM per image and group.
-//   oneDNN convolution primitives (conv_onednn.cc): f32 only; primitives are
-//     built once per shape and thread count and cached. Two flavours:
+//   oneDNN convolution primitives (conv_onednn.cc): f32, and bf16 products
+//     with f32 results; primitives are built once per shape and thread count
+//     and cached. Two flavours:
 //     onednn_plain feeds braid's NCHW buffers straight in (oneDNN then runs
 //     its gemm-based kernel), onednn_blocked lets oneDNN choose blocked
 //     layouts for its direct jit kernels and reorders in and out per call.
@@ -16,11 +17,20 @@
 // CNN, 1 thread: im2col wins conv 1->32 forward and backward-data by 1.5-4x,
 // oneDNN's blocked kernels win conv 32->64 forward and backward-data by
 // ~10-20 %, no single choice wins every pass; see docs/ops.md.)
+//
+// bf16 (mixed precision, docs/precision.md) runs on oneDNN only, autotuned
+// over its two flavours x threads the same way. (Measured on the development
+// machine, a Xeon with AMX, one thread, batch 64: the blocked flavour picks
+// AMX kernels and beats f32 on conv 32->64 by 6.7x forward, 5.7x backward-data
+// and 1.7x backward-weights, before casts and reorders; on conv 1->32 with one
+// input channel AMX does not apply and bf16 forward is 2.2x slower than f32.)
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "braid/tensor/dtype.h"
 
 namespace braid::cpu {
 
@@ -54,12 +64,23 @@ template <class T>
 void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* db,
                              ConvBackend backend = ConvBackend::automatic);
 
+// bf16 inputs, f32 results, f32 accumulation; b, db are f32. `backend`
+// may be automatic or a oneDNN flavour (im2col: ValueError).
+void conv2d_forward(const Conv2dGeometry& g, const bf16* x, const bf16* w, const float* b, float* y,
+                    ConvBackend backend = ConvBackend::automatic);
+void conv2d_backward_data(const Conv2dGeometry& g, const bf16* dy, const bf16* w, float* dx,
+                          ConvBackend backend = ConvBackend::automatic);
+void conv2d_backward_weights(const Conv2dGeometry& g, const bf16* dy, const bf16* x, float* dw, float* db,
+                             ConvBackend backend = ConvBackend::automatic);
+
 enum class ConvPass : uint8_t { forward, backward_data, backward_weights };
 
-// What the autotuner settled on for an f32 geometry and pass at the current
-// thread count, or automatic while it is still measuring. (f64: always im2col.)
-ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass);
-// Makes every `automatic` call use `b` (automatic = autotune again); process-wide.
+// What the autotuner settled on for a geometry, pass and product precision
+// (f32 or bf16) at the current thread count, or automatic while it is still
+// measuring. (f64: always im2col.)
+ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass, DType dtype = DType::f32);
+// Makes every `automatic` call use `b` (automatic = autotune again);
+// process-wide. bf16 products keep autotuning when b is im2col.
 void set_default_conv_backend(ConvBackend b);
 
 namespace im2col {
@@ -74,9 +95,13 @@ void backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T
 namespace onednn {
 void forward(const Conv2dGeometry& g, bool blocked, const float* x, const float* w, const float* b,
              float* y);
+void forward(const Conv2dGeometry& g, bool blocked, const bf16* x, const bf16* w, const float* b, float* y);
 void backward_data(const Conv2dGeometry& g, bool blocked, const float* dy, const float* w, float* dx);
+void backward_data(const Conv2dGeometry& g, bool blocked, const bf16* dy, const bf16* w, float* dx);
 void backward_weights(const Conv2dGeometry& g, bool blocked, const float* dy, const float* x,
                       float* dw, float* db);
+void backward_weights(const Conv2dGeometry& g, bool blocked, const bf16* dy, const bf16* x, float* dw,
+                      float* db);
 }  // namespace onednn
 
 }  // namespace braid::cpu
