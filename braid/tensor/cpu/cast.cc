@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
 #include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/loops.h"
 
@@ -9,7 +13,7 @@ namespace braid::cpu {
 namespace {
 
 // Branch-free, so GCC if-converts the NaN select and vectorises the loop.
-void narrow(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
+void narrow_portable(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, in + i, 4);
@@ -18,6 +22,31 @@ void narrow(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
     out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
 }
+
+#if defined(__AVX512BF16__)
+// vcvtneps2bf16 rounds to nearest even and quiets NaNs as above but flushes
+// subnormal inputs to zero; vectors holding one (rare: they are below 1e-38)
+// take the portable loop. (Measured on the development machine, 50k-200k
+// floats in cache, one thread: 12 G elements/s against 6 for the portable loop.)
+void narrow(const float* in, uint16_t* out, int64_t n) {
+  const __m512i one = _mm512_set1_epi32(1), largest_subnormal = _mm512_set1_epi32(0x007fffff);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(in + i);
+    // |bits| - 1 < 0x7fffff (unsigned): a nonzero subnormal. Zeros pass.
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+    if (_mm512_cmplt_epu32_mask(_mm512_sub_epi32(mag, one), largest_subnormal) != 0) {
+      narrow_portable(in + i, out + i, 16);
+      continue;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+  }
+  narrow_portable(in + i, out + i, n - i);
+}
+#else
+void narrow(const float* in, uint16_t* out, int64_t n) { narrow_portable(in, out, n); }
+#endif
 
 void widen(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {

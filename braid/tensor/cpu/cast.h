@@ -3,11 +3,11 @@
 // bf16 product, so this runs at memory speed.
 //
 // Rounding is exactly the scalar `bf16` type's (dtype.h): to nearest even,
-// NaN stays a (quiet) NaN, subnormals are kept. That is why it is not
-// AVX512-BF16's vcvtneps2bf16, which flushes subnormal inputs to zero; the
-// integer form compiles to AVX-512 code that is as fast (measured on the
-// development machine, a 2-core Xeon with AMX, one thread, 4 MiB of f32:
-// ~4 G elements/s either way).
+// NaN stays a (quiet) NaN, subnormals are kept. With AVX512-BF16 (a native
+// build on a CPU that has it) the conversion is vcvtneps2bf16, with the rare
+// vectors that hold a subnormal (which it flushes to zero) converted by the
+// portable integer loop; elsewhere the integer loop alone, which GCC
+// vectorises.
 #pragma once
 
 #include <cstdint>
