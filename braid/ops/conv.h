@@ -21,8 +21,7 @@ struct Conv2dOptions {
 
 // x [n, c, h, w], w [o, c / groups, kh, kw], b [o] or undefined
 //   -> y [n, o, (h + 2p - d(k-1) - 1) / s + 1, ...]. f32 and f64; inside an
-// Autocast(bf16) region f32 inputs run bf16 products into f32 (autocast.h),
-// on oneDNN only (options.backend = im2col is then a ValueError).
+// Autocast(bf16) region f32 inputs run bf16 products into f32 (autocast.h).
 // Backward gives dx, dw and db (each only when required).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(),
               const Conv2dOptions& options = {});

@@ -18,12 +18,14 @@
 // oneDNN's blocked kernels win conv 32->64 forward and backward-data by
 // ~10-20 %, no single choice wins every pass; see docs/ops.md.)
 //
-// bf16 (mixed precision, docs/precision.md) runs on oneDNN only, autotuned
-// over its two flavours x threads the same way. (Measured on the development
-// machine, a Xeon with AMX, one thread, batch 64: the blocked flavour picks
-// AMX kernels and beats f32 on conv 32->64 by 6.7x forward, 5.7x backward-data
-// and 1.7x backward-weights, before casts and reorders; on conv 1->32 with one
-// input channel AMX does not apply and bf16 forward is 2.2x slower than f32.)
+// bf16 products (mixed precision, docs/precision.md) autotune the same way
+// over oneDNN's bf16 kernels in both flavours and the f32 implementations run
+// on the operands widened to f32, which compute the same products exactly.
+// (Measured on the development machine, a Xeon with AMX, one thread, batch
+// 64: oneDNN's blocked bf16 kernels use AMX and beat its f32 ones on conv
+// 32->64 by 6.7x forward, 5.7x backward-data and 1.7x backward-weights, before
+// the layout reorders AMX needs (NHWC); on conv 1->32, with one input
+// channel, AMX does not apply and the f32 kernels win.)
 #pragma once
 
 #include <cstdint>
@@ -64,8 +66,10 @@ template <class T>
 void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T* dw, T* db,
                              ConvBackend backend = ConvBackend::automatic);
 
-// bf16 inputs, f32 results, f32 accumulation; b, db are f32. `backend`
-// may be automatic or a oneDNN flavour (im2col: ValueError).
+// bf16 inputs, f32 results, f32 accumulation; b, db are f32. A named
+// `backend`: im2col runs on the widened operands, the oneDNN flavours run
+// oneDNN's bf16 kernels; automatic tries those and oneDNN's f32 kernels on
+// widened operands.
 void conv2d_forward(const Conv2dGeometry& g, const bf16* x, const bf16* w, const float* b, float* y,
                     ConvBackend backend = ConvBackend::automatic);
 void conv2d_backward_data(const Conv2dGeometry& g, const bf16* dy, const bf16* w, float* dx,
@@ -79,8 +83,7 @@ enum class ConvPass : uint8_t { forward, backward_data, backward_weights };
 // (f32 or bf16) at the current thread count, or automatic while it is still
 // measuring. (f64: always im2col.)
 ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass, DType dtype = DType::f32);
-// Makes every `automatic` call use `b` (automatic = autotune again);
-// process-wide. bf16 products keep autotuning when b is im2col.
+// Makes every `automatic` call use `b` (automatic = autotune again); process-wide.
 void set_default_conv_backend(ConvBackend b);
 
 namespace im2col {
