@@ -11,7 +11,7 @@ medians over rounds; the bf16/f32 speed ratio is the median of each round's own
 ratio (the machine drifts between rounds more than within one). PyTorch runs
 with glibc's mmap threshold raised (GLIBC_TUNABLES below): its best case here.
 Prints samples/s, test top-1 and the ratios; JSON to
-bench/results/bf16_vs_f32.json.
+bench/results/bf16_vs_f32-t<threads>.json.
 
     flock /tmp/bench.lock /usr/bin/python3 bench/precision/bf16_vs_f32.py --build build --reps 3
 """
@@ -86,7 +86,7 @@ def main():
                 table[f"{m} braid/pytorch {prec}"] = ratio
                 print(f"{m:5} braid/pytorch {prec}: {ratio:.2f}x")
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "bf16_vs_f32.json"), "w") as f:
+    with open(os.path.join(ROOT, "bench", "results", f"bf16_vs_f32-t{a.threads}.json"), "w") as f:
         json.dump({"args": vars(a), "cpu": platform.processor() or platform.machine(), "load_average": load,
                    "table": table, "rounds": rounds}, f, indent=1)
 

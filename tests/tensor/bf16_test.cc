@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "braid/tensor/cpu/cast.h"
 #include "braid/tensor/cpu/conv.h"
 #include "braid/tensor/cpu/gemm.h"
+#include "braid/tensor/cpu/onednn.h"
 #include "braid/tensor/tensor.h"
 
 namespace braid {
@@ -97,6 +100,16 @@ TEST(Bf16Cast, TensorToUsesTheSameRoundingForContiguousAndStridedSources) {
   const Tensor back = fast.to(DType::f32);
   for (int64_t i = 0; i < t.numel(); ++i) {
     ASSERT_EQ(back.data<float>()[i], static_cast<float>(bf16(p[i])));
+  }
+}
+
+// tensor.bf16_without_onednn_bf16 runs this file under ONEDNN_MAX_CPU_ISA=AVX2.
+TEST(Bf16Gemm, OnednnBf16KernelsFollowTheCpuAndTheIsaCap) {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (cap != nullptr && std::string(cap) == "AVX2") {
+    EXPECT_FALSE(cpu::onednn::has_bf16());
+  } else if (__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_TRUE(cpu::onednn::has_bf16());
   }
 }
 

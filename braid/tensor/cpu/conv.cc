@@ -9,6 +9,7 @@
 #include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/autotune.h"
 #include "braid/tensor/cpu/cast.h"
+#include "braid/tensor/cpu/onednn.h"
 #include "braid/tensor/tensor.h"
 
 namespace braid::cpu {
@@ -35,13 +36,23 @@ struct Bf16Candidate {
   bool widen;  // run the f32 implementation on widened operands
   bool single;
 };
-constexpr int kCountBf16 = 10;
+constexpr int kCountBf16 = 10;  // the pool's threads first, then one thread
 constexpr Bf16Candidate kCandidatesBf16[kCountBf16] = {
     {ConvBackend::onednn_plain, false, false}, {ConvBackend::onednn_blocked, false, false},
     {ConvBackend::im2col, true, false},        {ConvBackend::onednn_plain, true, false},
     {ConvBackend::onednn_blocked, true, false}, {ConvBackend::onednn_plain, false, true},
     {ConvBackend::onednn_blocked, false, true}, {ConvBackend::im2col, true, true},
     {ConvBackend::onednn_plain, true, true},    {ConvBackend::onednn_blocked, true, true}};
+// Where oneDNN has no bf16 kernels for the CPU (onednn::has_bf16): the
+// widened ones only.
+constexpr int kCountWidened = 6;
+constexpr Bf16Candidate kCandidatesWidened[kCountWidened] = {
+    {ConvBackend::im2col, true, false},         {ConvBackend::onednn_plain, true, false},
+    {ConvBackend::onednn_blocked, true, false}, {ConvBackend::im2col, true, true},
+    {ConvBackend::onednn_plain, true, true},    {ConvBackend::onednn_blocked, true, true}};
+
+const Bf16Candidate* bf16_candidates() { return onednn::has_bf16() ? kCandidatesBf16 : kCandidatesWidened; }
+int bf16_candidate_count() { return onednn::has_bf16() ? kCountBf16 : kCountWidened; }
 
 struct Key {
   ConvPass pass;
@@ -95,18 +106,21 @@ void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend bac
 
 // The same for bf16 products; run(candidate). Named backends: im2col runs
 // on widened operands (it has no bf16 kernel), the oneDNN flavours run
-// oneDNN's bf16 kernels; automatic also tries oneDNN's f32 kernels widened.
+// oneDNN's bf16 kernels (widened f32 ones where it has none for the CPU);
+// automatic also tries oneDNN's f32 kernels widened.
 template <class Run>
 void dispatch_bf16(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend backend, Run&& run) {
   if (backend == ConvBackend::automatic) backend = g_default.load();
   if (backend != ConvBackend::automatic) {
-    run(Bf16Candidate{backend, backend == ConvBackend::im2col, false});
+    run(Bf16Candidate{backend, backend == ConvBackend::im2col || !onednn::has_bf16(), false});
     return;
   }
   const Key key = make_key(g, pass, bias, /*bf16=*/true);
-  tuner_bf16().run(key, key.threads > 1 ? kCountBf16 : kCountBf16 / 2, [&](int slot) {
-    SingleThread single(kCandidatesBf16[slot].single);
-    run(kCandidatesBf16[slot]);
+  const Bf16Candidate* table = bf16_candidates();
+  const int count = bf16_candidate_count();
+  tuner_bf16().run(key, key.threads > 1 ? count : count / 2, [&](int slot) {
+    SingleThread single(table[slot].single);
+    run(table[slot]);
   });
 }
 
@@ -152,7 +166,7 @@ ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
   for (bool bias : {true, false}) {
     const Key key = make_key(g, pass, bias, bf16);
     const int slot = bf16 ? tuner_bf16().choice(key) : tuner().choice(key);
-    if (slot >= 0) return bf16 ? kCandidatesBf16[slot].backend : kCandidates[slot];
+    if (slot >= 0) return bf16 ? bf16_candidates()[slot].backend : kCandidates[slot];
   }
   return ConvBackend::automatic;
 }

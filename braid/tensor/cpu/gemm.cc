@@ -17,6 +17,7 @@
 #include "braid/base/error.h"
 #include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/autotune.h"
+#include "braid/tensor/cpu/cast.h"
 #include "braid/tensor/cpu/onednn.h"
 
 namespace braid::cpu {
@@ -229,6 +230,17 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   if (k == 0 || alpha == 0.f) {
     scale_rows(m, n, beta, c, ldc);
     return;
+  }
+  if (!onednn::has_bf16()) {
+    // No bf16 kernels for this CPU: the f32 GEMM on the operands widened to
+    // f32 (exact) computes the same products, without the speed.
+    // Stored extents: the last row ends at its last column, not at ld.
+    const int64_t a_size = (ta ? k - 1 : m - 1) * lda + (ta ? m : k);
+    const int64_t b_size = (tb ? n - 1 : k - 1) * ldb + (tb ? k : n);
+    Tensor af = Tensor::empty({a_size}, DType::f32), bf = Tensor::empty({b_size}, DType::f32);
+    cast_bf16_to_f32(a, af.data<float>(), a_size);
+    cast_bf16_to_f32(b, bf.data<float>(), b_size);
+    return gemm(ta, tb, m, n, k, alpha, af.data<float>(), lda, bf.data<float>(), ldb, beta, c, ldc);
   }
   const int threads = num_threads();
   if (threads == 1) return run_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

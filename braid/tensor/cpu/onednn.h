@@ -20,5 +20,8 @@ dnnl::engine& engine();
 dnnl::stream& stream();
 // A buffer of `bytes` from the caching allocator, kept alive by `keep`.
 void* scratch(size_t bytes, std::vector<Tensor>& keep);
+// Whether oneDNN has bf16 kernels for this CPU (it needs AVX-512; it has none
+// for AVX2-only CPUs, or under ONEDNN_MAX_CPU_ISA=AVX2). Probed once.
+bool has_bf16();
 
 }  // namespace braid::cpu::onednn
