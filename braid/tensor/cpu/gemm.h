@@ -20,9 +20,10 @@
 // AVX512-BF16 kernels where the CPU has them and accumulates in f32. OpenBLAS
 // declares cblas_sbgemm, but Debian's 0.3.21 build does not export it (built
 // without bfloat16), so it is no candidate. (Measured on the development
-// machine, a Xeon with AMX, one thread, MLP shapes m, n, k in {64, 256, 784}:
-// 450-920 GFLOP/s against 120-170 for f32 through oneDNN.) `automatic`
-// autotunes over {pool threads, one thread} as for f32.
+// machine, a Xeon with AMX, one thread, MLP shapes m, n, k in {64, 256, 784}
+// in a loop: 450-920 GFLOP/s against 120-170 for f32 through oneDNN; inside
+// a training step 270-480.) `automatic` autotunes over {pool threads, one
+// thread} as for f32.
 #pragma once
 
 #include <cstdint>
