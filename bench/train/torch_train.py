@@ -4,8 +4,12 @@ optimizer and data as `braid train`, one process per configuration.
 The whole dataset is decoded into one tensor up front and batches are slices
 of a shuffled index (no DataLoader, no worker processes): PyTorch's fastest
 way to feed a small in-memory dataset. Prints one JSON object.
+--precision bf16 runs forward and loss (and evaluation) under
+torch.autocast("cpu", dtype=torch.bfloat16), backward and the step outside
+it, as PyTorch's documentation recommends; weights stay f32.
 """
 import argparse
+import contextlib
 import gzip
 import json
 import resource
@@ -52,6 +56,7 @@ def main():
     ap.add_argument("--max-steps", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--eval", action="store_true")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -59,6 +64,12 @@ def main():
     m = model(a.model)
     opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
+
+    def autocast():
+        if a.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     n = x.shape[0]
     steps = 0
     samples = 0
@@ -70,7 +81,8 @@ def main():
             idx_b = perm[i:i + a.batch]
             xb, yb = x[idx_b], y[idx_b]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(m(xb), yb)
+            with autocast():
+                loss = loss_fn(m(xb), yb)
             loss.backward()
             opt.step()
             steps += 1
@@ -82,13 +94,13 @@ def main():
             break
     loss_value = float(loss)
     seconds = time.perf_counter() - t0
-    out = {"framework": "pytorch", "model": a.model, "batch": a.batch, "threads": a.threads, "steps": steps,
+    out = {"framework": "pytorch", "model": a.model, "batch": a.batch, "threads": a.threads, "steps": steps, "precision": a.precision,
            "samples_per_s": samples / seconds, "train_seconds": seconds, "final_loss": loss_value,
            "torch": torch.__version__}
     if a.eval:
         xt, yt = load("t10k")
         m.eval()
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             out["top1"] = float((m(xt).argmax(1) == yt).float().mean())
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))

@@ -1,6 +1,7 @@
 #include "braid/ops/conv.h"
 
 #include "braid/autograd/node.h"
+#include "braid/ops/autocast.h"
 #include "braid/ops/matmul.h"
 
 namespace braid {
@@ -62,10 +63,48 @@ std::vector<Tensor> conv2d_backward(const Tensor& grad, const Tensor& x, const T
   return grads;
 }
 
+// bf16 products: x and w are the forward's bf16 copies, grad arrives in f32
+// and is rounded once; dx, dw and db come back in f32.
+std::vector<Tensor> conv2d_backward_bf16(const Tensor& grad, const Tensor& x, const Tensor& w,
+                                         const cpu::Conv2dGeometry& g, cpu::ConvBackend backend, bool need_x,
+                                         bool need_w, bool need_b) {
+  const Tensor dy = grad.contiguous().to(DType::bf16);
+  std::vector<Tensor> grads(3);
+  if (need_x) {
+    grads[0] = Tensor::empty(x.shape(), DType::f32);
+    cpu::conv2d_backward_data(g, dy.data<bf16>(), w.data<bf16>(), grads[0].data<float>(), backend);
+  }
+  if (need_w || need_b) {
+    Tensor dw = Tensor::empty(w.shape(), DType::f32);
+    Tensor db = need_b ? Tensor::empty({g.o}, DType::f32) : Tensor();
+    cpu::conv2d_backward_weights(g, dy.data<bf16>(), x.data<bf16>(), dw.data<float>(),
+                                 need_b ? db.data<float>() : nullptr, backend);
+    if (need_w) grads[1] = dw;
+    grads[2] = db;
+  }
+  return grads;
+}
+
+Tensor conv2d_bf16(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::Conv2dGeometry& g,
+                   const Conv2dOptions& options) {
+  const Tensor xb = x.contiguous().to(DType::bf16), wb = w.contiguous().to(DType::bf16);
+  const Tensor bc = b.defined() ? b.contiguous() : Tensor();
+  Tensor y = Tensor::empty({g.n, g.o, g.oh(), g.ow()}, DType::f32);
+  cpu::conv2d_forward(g, xb.data<bf16>(), wb.data<bf16>(), bc.defined() ? bc.data<float>() : nullptr,
+                      y.data<float>(), options.backend);
+  autograd::record("conv2d", {x, w, b}, y,
+                   [xb, wb, g, backend = options.backend, nx = x.requires_grad(), nw = w.requires_grad(),
+                    nb = b.defined() && b.requires_grad()](const Tensor& grad) {
+                     return conv2d_backward_bf16(grad, xb, wb, g, backend, nx, nw, nb);
+                   });
+  return y;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
   const cpu::Conv2dGeometry g = geometry(x, w, b, options);
+  if (autocast_bf16(x)) return conv2d_bf16(x, w, b, g, options);
   const Tensor xc = x.contiguous(), wc = w.contiguous();
   const Tensor bc = b.defined() ? b.contiguous() : Tensor();
   Tensor y = Tensor::empty({g.n, g.o, g.oh(), g.ow()}, x.dtype());

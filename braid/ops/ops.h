@@ -14,6 +14,7 @@
 #include "braid/ops/norm.h"
 #include "braid/ops/dropout.h"
 #include "braid/ops/linear.h"
+#include "braid/ops/autocast.h"
 #include "braid/ops/matmul.h"
 #include "braid/ops/conv.h"
 #include "braid/ops/pool.h"

@@ -4,6 +4,7 @@
 
 #include "braid/base/copy_bytes.h"
 #include "braid/tensor/allocator.h"
+#include "braid/tensor/cpu/cast.h"
 #include "braid/tensor/cpu/loops.h"
 
 namespace braid {
@@ -171,6 +172,16 @@ void Tensor::copy_from(const Tensor& src) const {
       std::memmove(d, s, n);
     }
     return;
+  }
+  // f32 <-> bf16 between contiguous buffers is every mixed-precision product's
+  // operand conversion: the vectorised kernel, not the strided loop below.
+  if (src.is_contiguous() && is_contiguous()) {
+    if (src.dtype() == DType::f32 && dtype() == DType::bf16) {
+      return cpu::cast_f32_to_bf16(static_cast<const float*>(src.raw_data()), static_cast<bf16*>(raw_data()), numel());
+    }
+    if (src.dtype() == DType::bf16 && dtype() == DType::f32) {
+      return cpu::cast_bf16_to_f32(static_cast<const bf16*>(src.raw_data()), static_cast<float*>(raw_data()), numel());
+    }
   }
   visit_dtype(dtype(), [&](auto dzero) {
     using D = decltype(dzero);

@@ -50,6 +50,10 @@ void add_train_keys(Schema& s) {
   s.add({.name = "train.progress", .type = T::String, .default_value = std::string("auto"),
          .help = "progress display: bar (redrawn line), lines (periodic plain lines), off; auto = bar on a terminal",
          .choices = {"auto", "bar", "lines", "off"}, .env = "BRAID_PROGRESS"});
+  s.add({.name = "train.precision", .type = T::String, .default_value = std::string("f32"),
+         .help = "bf16: linear, matmul and conv run bf16 products with f32 results (as torch.autocast); "
+                 "weights, gradients, optimizer and every other op stay f32",
+         .choices = {"f32", "bf16"}, .env = "BRAID_PRECISION"});
   s.add({.name = "train.straggler_rank", .type = T::Int, .default_value = int64_t{-1},
          .help = "benchmarks: the worker (data rank) that sleeps train.straggler_ms every step; -1: none"});
   s.add({.name = "train.straggler_ms", .type = T::Float, .default_value = 0.0,

@@ -13,6 +13,7 @@
 #include "braid/data/sampler.h"
 #include "braid/data/sparse_batch.h"
 #include "braid/ops/index.h"
+#include "braid/ops/autocast.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/loss.h"
 #include "braid/parallel/process_group.h"
@@ -56,6 +57,8 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
                       c.get_string("data.name"));
   const int64_t threads = c.get_int("train.threads");
   set_num_threads(threads > 0 ? static_cast<int>(threads) : 1);
+  // train.precision for the worker's forward, backward and evaluation (all on this thread).
+  Autocast autocast(train_precision(c));
   const parallel::ProcessGroupOptions group_options = process_group_options(c);
   const Duration timeout = group_options.timeout;
   auto group = parallel::ProcessGroup::join(group_options);

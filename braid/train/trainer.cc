@@ -7,6 +7,7 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
+#include "braid/ops/autocast.h"
 #include "braid/optim/clip.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/checkpoint_reshard.h"
@@ -65,6 +66,9 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
   if (o_.epochs < 1) fail<ValueError>("Trainer: epochs must be >= 1, got {}", o_.epochs);
   if (o_.log_every < 1) fail<ValueError>("Trainer: log_every must be >= 1, got {}", o_.log_every);
   if (o_.checkpoints && o_.out_dir.empty()) fail<ValueError>("Trainer: checkpoints need an out_dir");
+  if (o_.precision != DType::f32 && o_.precision != DType::bf16) {
+    fail<ValueError>("Trainer: precision must be f32 or bf16, got {}", name(o_.precision));
+  }
   params_ = model_->parameters();
 }
 
@@ -74,7 +78,11 @@ double Trainer::train_step(const data::Batch& batch) {
   optimizer_->set_lr(lr_factor_ *
                      (bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(step_)));
   optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
-  const double value = plan_->forward_backward(*model_, loss_, batch.input, batch.target);
+  double value;
+  {
+    Autocast autocast(o_.precision);
+    value = plan_->forward_backward(*model_, loss_, batch.input, batch.target);
+  }
   if (!std::isfinite(value)) {
     fail<NumericError>("loss is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}", value,
                        step_ + 1, epoch_ + 1, batch_ + 1,
@@ -161,6 +169,7 @@ EvalMetrics Trainer::evaluate(data::Loader& loader) {
   m.epoch = epoch_;
   const auto t0 = Clock::now();
   autograd::NoGradGuard no_grad;
+  Autocast autocast(o_.precision);
   model_->eval();
   double loss_sum = 0;
   TopK total;

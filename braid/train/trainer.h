@@ -45,6 +45,10 @@ struct TrainerOptions {
   // sleeps this long every step (-1: nobody).
   int straggler_rank = -1;
   double straggler_ms = 0;
+  // The precision linear, matmul and conv2d compute in during forward,
+  // backward and evaluation: f32, or bf16 products with f32 results, master
+  // weights and gradients (Autocast, braid/ops/autocast.h).
+  DType precision = DType::f32;
 };
 
 class Trainer {

@@ -191,6 +191,10 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                        .timeout = timeout}};
 }
 
+DType train_precision(const Config& config) {
+  return config.get_string("train.precision") == "bf16" ? DType::bf16 : DType::f32;
+}
+
 parallel::ProcessGroupOptions process_group_options(const Config& c) {
   const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
   return {.transport = c.get_string("parallel.transport"),
@@ -315,7 +319,7 @@ TrainingRun make_training_run(const Config& c) {
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
                     .batch_schedule = make_batch_schedule(c, world),
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
-                    .straggler_ms = c.get_float("train.straggler_ms")};
+                    .straggler_ms = c.get_float("train.straggler_ms"), .precision = train_precision(c)};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
                                           run.train_loader, run.test_loader, std::move(to));
   run.trainer->set_plan(std::move(plan), nn::cross_entropy_loss);

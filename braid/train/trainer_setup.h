@@ -46,6 +46,9 @@ std::shared_ptr<BatchSchedule> make_batch_schedule(const Config& config, int rep
 // data axis's strategy); `timeout` bounds every collective.
 parallel::PlanOptions plan_options(const Config& config, Duration timeout);
 
+// train.precision as the dtype products compute in (f32 or bf16).
+DType train_precision(const Config& config);
+
 // Builds the whole run. Applies train.threads to the intra-op pool.
 TrainingRun make_training_run(const Config& config);
 
