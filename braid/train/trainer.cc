@@ -126,7 +126,7 @@ void Trainer::load_state(const Checkpoint& c) {
   plan_->load_optimizer_state(*optimizer_, c.optimizer);
 }
 
-void Trainer::start_batch_schedule(int64_t epoch) {
+void Trainer::set_epoch_batch(int64_t epoch) {
   if (next_batch_size_ > 0) {
     train_->set_batch_size(next_batch_size_);
     next_batch_size_ = 0;
@@ -279,7 +279,7 @@ TrainSummary Trainer::fit() {
   run_id_ = plan_->agree_on_run_id(run_id_);
   auto [start_epoch, start_batch] = o_.resume ? resume() : std::pair<int64_t, int64_t>{0, 0};
   setup_plan();
-  start_batch_schedule(start_epoch);
+  set_epoch_batch(start_epoch);
   int64_t per_epoch = train_->batches_per_epoch();
   // Re-planned at each epoch when a batch-size schedule may grow the batch.
   auto plan_total = [&](int64_t epoch, int64_t skip) {
@@ -310,8 +310,8 @@ TrainSummary Trainer::fit() {
   bool done = step_ >= total_steps;
   for (int64_t epoch = start_epoch; epoch < o_.epochs && !done; ++epoch) {
     epoch_ = epoch;
-    if ((o_.batch_schedule || next_batch_size_ > 0) && epoch != start_epoch) {
-      start_batch_schedule(epoch);
+    if (epoch != start_epoch) {
+      set_epoch_batch(epoch);
       per_epoch = train_->batches_per_epoch();
       total_steps = plan_total(epoch, 0);
     }

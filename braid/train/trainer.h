@@ -106,8 +106,9 @@ class Trainer {
   // Where this rank's checkpoints go (a sub-folder per shard of a sharded model).
   std::string checkpoint_dir() const;
   void log(const StepMetrics& m);
-  // The batch-size schedule's batch for `epoch`, set on the train loader.
-  void start_batch_schedule(int64_t epoch);
+  // The train loader's batch for `epoch`: set_batch_size's, then the
+  // batch-size schedule's (no change without either).
+  void set_epoch_batch(int64_t epoch);
   // Optimizer steps from `epoch` (its first `skip` batches already taken) to
   // the end, by the batches planned for each epoch.
   int64_t planned_steps(int64_t epoch, int64_t skip) const;

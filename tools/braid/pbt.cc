@@ -6,7 +6,6 @@
 // until the end, where member 0 gathers and prints every member's result and
 // lineage. See docs/training.md, "Population-based training".
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -123,7 +122,6 @@ void add_pbt(CLI::App& app) {
       store.emplace(comm::store_options(env));
       board = std::make_unique<train::StoreBoard>(store->clone(), population);
     }
-    std::filesystem::create_directories(config.get_string("train.out_dir"));
     auto say = [](const std::string& line) {
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <type_traits>
 
 #include "braid/autograd/node.h"
 #include "braid/base/deadline.h"
+#include "braid/base/digest.h"
 #include "braid/base/log.h"
 #include "braid/parallel/agreement.h"
 #include "braid/parallel/skeleton/partition.h"
@@ -320,9 +322,8 @@ double SkeletonPartition::agree_on_skeleton() {
   // near-tie could still split the ranks' choices, and with them the packing
   // of every later exchange. A 16-byte check catches that; rank 0's mask
   // then wins.
-  uint64_t h = 14695981039346656037ull;  // FNV-1a over the skeleton's entry numbers
-  for (int64_t i : skeleton_index_) h = (h ^ static_cast<uint64_t>(i)) * 1099511628211ull;
-  std::vector<int64_t> check{static_cast<int64_t>(h), ~static_cast<int64_t>(h)};  // max of both: max and ~min
+  const int64_t h = crc32(std::as_bytes(std::span(skeleton_)));
+  std::vector<int64_t> check{h, ~h};  // max of both: max and ~min
   wait(comm_.allreduce(check, {.op = comm::Op::max, .timeout = o_.timeout}), "check that every rank chose one skeleton");
   double bytes = allreduce_bytes(static_cast<double>(check.size() * sizeof(int64_t)), comm_.size());
   if (check[0] == ~check[1]) return bytes;
