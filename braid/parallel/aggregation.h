@@ -25,6 +25,12 @@ class Aggregation {
   // True: the trainer skips its local optimizer and calls step(lr) with the
   // step's scheduled learning rate instead.
   virtual bool owns_optimizer() const { return false; }
+  // At the start of a step, before forward: an exchange of the weights the
+  // step starts from can begin here and overlap the step's compute.
+  virtual void before_forward() {}
+  // After backward (and the grad sync), before clipping and the optimizer:
+  // the gradients in the parameters' .grad may be combined or adjusted here.
+  virtual void combine_gradients() {}
   virtual void step(double /*lr*/) {}
   // After the local optimizer's update (when it does not own the optimizer);
   // the step's gradients are still in the parameters' .grad.

@@ -97,6 +97,7 @@ void Plan::total_across_shards(optim::Optimizer& optimizer) {
 }
 
 double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target) {
+  if (p_.aggregation) p_.aggregation->before_forward();
   GradSync* sync = p_.grad_sync.get();
   return p_.schedule->run(model, loss, input, target, [sync](bool on) {
     if (sync) sync->set_sync(on);
@@ -105,6 +106,7 @@ double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const T
 
 void Plan::finish_gradients() {
   if (p_.grad_sync) p_.grad_sync->finish();
+  if (p_.aggregation) p_.aggregation->combine_gradients();
 }
 
 std::vector<Tensor> Plan::gradients() const {
