@@ -122,6 +122,9 @@ class Communicator {
   // Collective: ranks with the same color >= 0 form a new communicator,
   // ordered by (key, rank); color < 0 gets an empty one. Blocks up to the timeout.
   Communicator split(int color, int key) const;
+  // Collective: the ranks on this rank's host (CommOptions::host, else
+  // gethostname()), ordered by rank. Blocks up to the timeout.
+  Communicator split_by_host() const;
 
   // In place: buf is the input and receives the result on every rank.
   Work allreduce(BufferRef buf, AllreduceOptions o = {});

@@ -108,6 +108,19 @@ Communicator Communicator::split(int color, int key) const {
   return *result;
 }
 
+Communicator Communicator::split_by_host() const {
+  const Impl& m = impl();
+  // As int64: the collectives' dtypes have no unsigned 64-bit type.
+  std::vector<int64_t> mine{static_cast<int64_t>(fnv1a(m.options.host.empty() ? this_host() : m.options.host))};
+  std::vector<int64_t> hashes(static_cast<size_t>(size()));
+  Communicator self(*this);
+  self.allgather(mine, hashes, {.timeout = m.options.timeout})
+      .wait(Deadline::after(m.options.timeout + std::chrono::seconds(3)));
+  // Color: the first rank on my host.
+  const auto color = std::find(hashes.begin(), hashes.end(), mine[0]) - hashes.begin();
+  return split(static_cast<int>(color), rank());
+}
+
 void Communicator::Impl::discover_hosts(Group& g) {
   const int p = g.size();
   std::vector<uint64_t> hashes(p);

@@ -7,9 +7,21 @@
 
 namespace braid::parallel {
 
-std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "zero", "ps", "skeleton"}; }
+std::vector<std::string> strategy_names() {
+  return {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm"};
+}
 
 namespace {
+
+// Replicas that train apart between combinations (each its own optimizer).
+bool trains_replicas_apart(const std::string& s) {
+  return s == "skeleton" || s == "local_sgd" || s == "bmuf" || s == "easgd" || s == "admm";
+}
+
+// Asynchronous EASGD and ADMM keep their center on parameter servers.
+bool on_servers(const PlanOptions& o) {
+  return (o.strategy == "easgd" && o.easgd.async) || (o.strategy == "admm" && o.admm.async);
+}
 
 void check_strategy(const std::string& name) {
   for (const std::string& n : strategy_names()) {
@@ -69,19 +81,44 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     out.plan = std::make_unique<Plan>(std::move(parts));
     return out;
   }
-  if (o.strategy == "skeleton") {
+  if (on_servers(o)) {
+    // The workers are whole replicas talking to servers only: no mesh among them.
+    if (o.sync_batch_norm) {
+      fail<ConfigError>("synchronised batch norm reduces statistics over the data axis inside forward; "
+                        "asynchronous {} has workers that never wait for each other", o.strategy);
+    }
+    if (o.mesh.tensor > 1 || o.mesh.pipeline > 1) {
+      fail<ConfigError>("asynchronous {} trains whole replicas against parameter servers: parallel.tensor and "
+                        "parallel.pipeline must be 1 (got {} and {})", o.strategy, o.mesh.tensor, o.mesh.pipeline);
+    }
+    if (!transport || o.servers < 1) {
+      fail<ConfigError>("{}.mode = async keeps its center on parameter servers: start the job with "
+                        "braid launch --servers S --workers W -- braid train ...", o.strategy);
+    }
+    if (o.strategy == "easgd") {
+      parts.aggregation = std::make_unique<averaging::Easgd>(std::move(transport), o.servers, o.easgd);
+    } else {
+      parts.aggregation = std::make_unique<averaging::Admm>(std::move(transport), o.servers, o.admm);
+    }
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
+    out.plan = std::make_unique<Plan>(std::move(parts));
+    return out;
+  }
+  if (trains_replicas_apart(o.strategy)) {
     if (o.sync_batch_norm) {
       fail<ConfigError>("synchronised batch norm makes every replica normalise with the whole batch inside forward; "
-                        "parallel.strategy = skeleton trains replicas apart between merges (use local batch norm)");
+                        "parallel.strategy = {} trains replicas apart between combinations (use local batch norm)",
+                        o.strategy);
     }
     // Tensor-parallel ranks hold replicated parameters (biases, norms) that
     // must stay equal across the tensor axis, but each shard's skeleton is
-    // the top fraction of its own entries, so they would drift apart.
-    if (o.mesh.tensor > 1) {
+    // the top fraction of its own entries, so they would drift apart. The
+    // averaging rules treat every entry alike and keep them equal.
+    if (o.strategy == "skeleton" && o.mesh.tensor > 1) {
       fail<ConfigError>("parallel.strategy = skeleton combines whole replicas or pipeline stages: parallel.tensor "
                         "must be 1 (got {})", o.mesh.tensor);
     }
-    if (!world.valid()) fail<ConfigError>("parallel.strategy = skeleton needs a job's communicator");
+    if (!world.valid()) fail<ConfigError>("parallel.strategy = {} needs a job's communicator", o.strategy);
   }
   if (world.valid()) parts.mesh = Mesh::build(world, o.mesh);
   // Tensor parallelism rewrites the whole model first (its head is the whole
@@ -122,6 +159,16 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   } else if (o.strategy == "skeleton") {
     // Each pipeline stage's replicas combine among themselves: they hold the same shapes.
     parts.aggregation = std::make_unique<skeleton::SkeletonPartition>(parts.mesh.group(Axis::data), o.skeleton);
+  } else if (o.strategy == "local_sgd" || o.strategy == "bmuf") {
+    averaging::ModelAveragingOptions a = o.averaging;
+    a.bmuf = o.strategy == "bmuf";
+    // Negative: Chen & Huo's eta = 1 - 1/W.
+    if (a.block_momentum < 0) a.block_momentum = 1.0 - 1.0 / parts.mesh.degree(Axis::data);
+    parts.aggregation = std::make_unique<averaging::ModelAveraging>(parts.mesh.group(Axis::data), a);
+  } else if (o.strategy == "easgd") {
+    parts.aggregation = std::make_unique<averaging::Easgd>(parts.mesh.group(Axis::data), o.easgd);
+  } else if (o.strategy == "admm") {
+    parts.aggregation = std::make_unique<averaging::Admm>(parts.mesh.group(Axis::data), o.admm);
   } else if (sync && world.valid()) {
     parts.grad_sync = std::make_unique<BucketedAllreduce>(parts.mesh.group(Axis::data), o.data_parallel);
   }

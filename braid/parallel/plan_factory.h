@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "braid/base/rng.h"
+#include "braid/parallel/averaging/admm.h"
+#include "braid/parallel/averaging/easgd.h"
+#include "braid/parallel/averaging/model_averaging.h"
 #include "braid/comm/transport/transport.h"
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
@@ -21,7 +24,7 @@ namespace braid::parallel {
 
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
-  // "allreduce", "zero", "ps", "skeleton".
+  // "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -45,6 +48,13 @@ struct PlanOptions {
   zero::ZeroOptions zero{};
   ParameterServerOptions ps{};
   skeleton::SkeletonOptions skeleton{};
+  // local_sgd and bmuf (`bmuf` set by make_plan from the strategy).
+  averaging::ModelAveragingOptions averaging{};
+  averaging::EasgdOptions easgd{};
+  averaging::AdmmOptions admm{};
+  // The job's parameter servers (the transport's first ranks): asynchronous
+  // EASGD's center and asynchronous ADMM's z live there.
+  int servers = 0;
 };
 
 std::vector<std::string> strategy_names();

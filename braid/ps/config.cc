@@ -27,6 +27,7 @@ nlohmann::json PsConfig::to_json() const {
           {"staleness", staleness},
           {"softsync_n", softsync_n},
           {"backup_workers", backup_workers},
+          {"barrier", barrier},
           {"updater",
            {{"name", updater.name},
             {"momentum", updater.momentum},
@@ -48,6 +49,7 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
     c.staleness = j.at("staleness").get<int64_t>();
     c.softsync_n = j.at("softsync_n").get<int64_t>();
     c.backup_workers = j.at("backup_workers").get<int64_t>();
+    c.barrier = j.at("barrier").get<int64_t>();
     const auto& u = j.at("updater");
     c.updater = {.name = u.at("name").get<std::string>(),
                  .momentum = u.at("momentum").get<double>(),
@@ -76,6 +78,10 @@ void PsConfig::validate(int workers) const {
   if (backup_workers > 0 && consistency != Consistency::bsp)
     fail<ConfigError>("ps.backup_workers = {} needs ps.consistency = bsp (got {})", backup_workers,
                       to_string(consistency));
+  if (barrier < 0 || barrier > workers)
+    fail<ConfigError>("the parameter servers' barrier must be in [0, workers = {}], got {}", workers, barrier);
+  if (barrier > 0 && consistency != Consistency::ssp)
+    fail<ConfigError>("a partial barrier of {} workers needs ssp consistency (got {})", barrier, to_string(consistency));
   if (!(timeout_s > 0)) fail<ConfigError>("the parameter-server timeout must be > 0 s, got {}", timeout_s);
   if (checkpoint_every < 0) fail<ConfigError>("ps.checkpoint_every must be >= 0, got {}", checkpoint_every);
   const std::string& u = updater.name;

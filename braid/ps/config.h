@@ -9,7 +9,9 @@
 //             W - b pushes and the late ones are dropped (and counted).
 //   asp       apply each gradient on arrival; pulls never wait.
 //   ssp       asp, but a worker at clock c may not pull until the slowest
-//             live worker reached c - staleness.
+//             live worker reached c - staleness. With barrier = S > 0 the
+//             pull also waits until S workers reached clock c (a partial
+//             barrier: asynchronous ADMM's "first S of W").
 //   softsync  n-softsync (Zhang et al., 2016): apply after ceil(W / n)
 //             gradients, each scaled by 1 / its staleness (the updates the
 //             server made since the worker pulled).
@@ -42,6 +44,7 @@ struct PsConfig {
   int64_t staleness = 2;       // ssp
   int64_t softsync_n = 1;      // softsync
   int64_t backup_workers = 0;  // bsp
+  int64_t barrier = 0;         // ssp: workers that must reach a clock before a pull at it (0: none)
   UpdaterOptions updater{};
   std::string checkpoint_dir{};   // empty: servers keep no checkpoints
   int64_t checkpoint_every = 0;   // dense updates between shard checkpoints (0: only at the end)

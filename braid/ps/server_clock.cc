@@ -19,6 +19,16 @@ int64_t Server::Impl::slowest() const {
   return s < 0 ? applied_clock : s;
 }
 
+bool Server::Impl::barrier_reached(int64_t clock) const {
+  if (config->barrier == 0) return true;
+  // Finished workers count as arrived; gone ones lower the bar (the job goes on without them).
+  int64_t reached = 0;
+  for (const WorkerState& w : workers) {
+    if (w.status == Status::done || (w.status == Status::live && w.clock >= clock)) ++reached;
+  }
+  return reached >= std::min<int64_t>(config->barrier, o.workers - gone_workers());
+}
+
 std::vector<int> Server::Impl::missing_for(int64_t clock) const {
   std::vector<int> m;
   auto it = pending.find(clock);
@@ -34,7 +44,7 @@ bool Server::Impl::gate_open(int64_t clock, bool dense) const {
   if (clock < 0) return true;
   switch (config->consistency) {
     case Consistency::bsp: return applied_clock >= clock;
-    case Consistency::ssp: return slowest() >= clock - config->staleness;
+    case Consistency::ssp: return slowest() >= clock - config->staleness && barrier_reached(clock);
     default: return true;
   }
 }
@@ -59,8 +69,11 @@ void Server::Impl::wait_gate(std::unique_lock<std::mutex>& lock, int worker, int
       std::string msg = config->consistency == Consistency::bsp
                             ? fmt::format("{}: bsp clock {} waited {} for workers {}", who(), clock - 1,
                                           format_duration(timeout() * 2), missing_for(clock - 1))
-                            : fmt::format("{}: worker {} at clock {} waited {} for the slowest worker (clock {})",
-                                          who(), worker, clock, format_duration(timeout() * 2), slowest());
+                            : fmt::format("{}: worker {} at clock {} waited {} for the slowest worker (clock {}){}",
+                                          who(), worker, clock, format_duration(timeout() * 2), slowest(),
+                                          config->barrier > 0 ? fmt::format(" or a barrier of {} workers at clock {}",
+                                                                            config->barrier, clock)
+                                                              : std::string());
       set_fatal(std::make_exception_ptr(TimeoutError(msg)));
       break;
     }

@@ -95,6 +95,8 @@ struct Server::Impl {
   // The slowest live, non-silent worker's clock (applied_clock when there is none).
   int64_t slowest() const;
   // Workers (not done) that have not pushed `clock` yet.
+  // ssp with a partial barrier: enough workers reached `clock`.
+  bool barrier_reached(int64_t clock) const;
   std::vector<int> missing_for(int64_t clock) const;
   int64_t live_workers() const;
   int64_t gone_workers() const;

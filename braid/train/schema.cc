@@ -111,6 +111,7 @@ Schema braid_schema() {
   add_data_keys(s);
   add_parallel_keys(s);
   add_ps_keys(s);
+  add_averaging_keys(s);
   add_pbt_keys(s);
   return s;
 }

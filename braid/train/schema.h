@@ -61,6 +61,7 @@ void add_optim_keys(Schema& s);
 void add_data_keys(Schema& s);
 void add_parallel_keys(Schema& s);
 void add_ps_keys(Schema& s);
+void add_averaging_keys(Schema& s);
 void add_pbt_keys(Schema& s);
 
 // Every section: the schema `braid train` and `braid inspect config` use.

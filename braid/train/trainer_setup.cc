@@ -188,7 +188,27 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                        .every = c.get_int("parallel.skeleton_every"),
                        .seed = static_cast<uint64_t>(c.get_int("train.seed")),
                        .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                       .timeout = timeout}};
+                       .timeout = timeout},
+          .averaging = {.period = c.get_int("local_sgd.period"),
+                        .warmup = c.get_int("local_sgd.warmup"),
+                        .host_period = c.get_int("local_sgd.host_period"),
+                        .block_momentum = c.get_float("bmuf.momentum"),  // -1: resolved by make_plan
+                        .block_lr = c.get_float("bmuf.lr"),
+                        .nesterov = c.get_bool("bmuf.nesterov"),
+                        .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                        .timeout = timeout},
+          .easgd = {.beta = c.get_float("easgd.beta"),
+                    .tau = c.get_int("easgd.tau"),
+                    .async = c.get_string("easgd.mode") == "async",
+                    .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                    .timeout = timeout},
+          .admm = {.rho = c.get_float("admm.rho"),
+                   .tau = c.get_int("admm.tau"),
+                   .barrier = c.get_int("admm.barrier"),
+                   .max_delay = c.get_int("admm.max_delay"),
+                   .async = c.get_string("admm.mode") == "async",
+                   .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                   .timeout = timeout}};
 }
 
 DType train_precision(const Config& config) {
@@ -267,16 +287,19 @@ TrainingRun make_training_run(const Config& c) {
     run.group = parallel::ProcessGroup::join(group_options);
     // auto: a job started with parameter servers trains through them.
     if (strategy == "auto" && run.group->env().ps_servers > 0) po.strategy = "ps";
+    const bool on_servers = (po.strategy == "easgd" && po.easgd.async) || (po.strategy == "admm" && po.admm.async);
+    if (on_servers) po.servers = run.group->env().ps_servers;
     const int servers = po.strategy == "ps" ? run.group->env().ps_servers : 0;
     if (po.strategy == "ps" && servers == 0) {
       fail<ConfigError>("parallel.strategy = ps needs parameter servers: start the job with "
                         "braid launch --servers S --workers W -- braid train ...");
     }
     if (po.strategy == "ps") po.ps = ps_options(c, servers, timeout);
-    if (po.strategy == "skeleton" && run.group->env().ps_servers > 0) {
-      fail<ConfigError>("parallel.strategy = skeleton combines the workers among themselves; this job was started "
-                        "with {} parameter servers (start it with braid launch -n N, or use parallel.strategy = ps)",
-                        run.group->env().ps_servers);
+    if (po.strategy != "ps" && po.strategy != "auto" && !on_servers && run.group->env().ps_servers > 0) {
+      fail<ConfigError>("parallel.strategy = {} combines the workers among themselves; this job was started with {} "
+                        "parameter servers (start it with braid launch -n N, or use parallel.strategy = ps, or "
+                        "easgd.mode / admm.mode = async)",
+                        po.strategy, run.group->env().ps_servers);
     }
   } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1) {
     fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor and "

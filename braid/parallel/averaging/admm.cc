@@ -1,0 +1,165 @@
+#include "braid/parallel/averaging/admm.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+
+#include "braid/autograd/node.h"
+#include "braid/base/error.h"
+
+namespace braid::parallel::averaging {
+
+namespace {
+
+void check(const AdmmOptions& o) {
+  if (!(o.rho > 0.0)) fail<ConfigError>("admm.rho must be > 0, got {}", o.rho);
+  if (o.tau < 1) fail<ConfigError>("admm.tau must be >= 1, got {}", o.tau);
+  if (o.barrier < 0) fail<ConfigError>("admm.barrier must be >= 0, got {}", o.barrier);
+  if (o.max_delay < 0) fail<ConfigError>("admm.max_delay must be >= 0, got {}", o.max_delay);
+}
+
+CenterOptions z_options(const AdmmOptions& o, const comm::Transport& transport, int servers) {
+  const int workers = transport.size() - servers;
+  if (o.barrier > workers) fail<ConfigError>("admm.barrier = {} is more than the {} workers", o.barrier, workers);
+  return {.servers = servers, .consistency = ps::Consistency::ssp, .staleness = o.max_delay,
+          .barrier = o.barrier > 0 ? o.barrier : workers, .timeout = o.timeout};
+}
+
+}  // namespace
+
+Admm::Admm(comm::Communicator data_axis, AdmmOptions options) : o_(options) {
+  check(o_);
+  world_ = Exchange(std::move(data_axis), "ADMM", o_.timeout, o_.algorithm);
+}
+
+Admm::Admm(std::shared_ptr<comm::Transport> transport, int servers, AdmmOptions options) : o_(options) {
+  check(o_);
+  if (!transport) fail<ConfigError>("asynchronous ADMM needs the job's transport");
+  const CenterOptions z = z_options(o_, *transport, servers);
+  z_on_servers_ = std::make_unique<CenterOnServers>(std::move(transport), z);
+}
+
+int Admm::replica() const { return z_on_servers_ ? z_on_servers_->worker() : world_.rank(); }
+int Admm::replicas() const { return z_on_servers_ ? z_on_servers_->workers() : world_.size(); }
+
+void Admm::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+                 const nlohmann::json& description) {
+  replica_.bind(params, buffers, "ADMM");
+  if (z_on_servers_) {
+    // Worker 0's model is every worker's x_0; with u = 0 each share x_i + u_i
+    // is x_0, and so is their mean z.
+    replica_.read(flat_);
+    z_ = z_on_servers_->start(flat_);
+    replica_.write(z_);
+  } else {
+    start_equal(world_, replica_, description, o_.timeout);
+    replica_.read(z_);
+  }
+  share_ = z_;
+  u_.assign(z_.size(), 0.0f);
+  ready_ = true;
+}
+
+void Admm::combine_gradients() {
+  if (!ready_) fail<ValueError>("ADMM: combine_gradients() before setup()");
+  replica_.read(flat_);
+  replica_.read_grads(grads_);
+  const auto rho = static_cast<float>(o_.rho);
+  for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += rho * (flat_[i] - z_[i] + u_[i]);
+  replica_.write_grads(grads_);
+}
+
+void Admm::after_step() {
+  if (!ready_) fail<ValueError>("ADMM: after_step() before setup()");
+  ++steps_, ++steps_here_;
+  if (steps_ % o_.tau == 0) round();
+}
+
+void Admm::round() {
+  autograd::NoGradGuard no_grad;
+  replica_.read(flat_);
+  if (z_on_servers_) {
+    // z on the servers is the mean of the workers' latest shares: add the
+    // change of mine, divided by W, then read z back.
+    const auto w = static_cast<float>(replicas());
+    change_.resize(flat_.size());
+    for (size_t i = 0; i < flat_.size(); ++i) {
+      const float share = flat_[i] + u_[i];
+      change_[i] = (share - share_[i]) / w;
+      share_[i] = share;
+    }
+    z_on_servers_->add(change_);
+    z_on_servers_->pull(z_);
+  } else {
+    for (size_t i = 0; i < flat_.size(); ++i) z_[i] = flat_[i] + u_[i];
+    world_.average(z_, "all-reduce of x + u", steps_);
+  }
+  double r = 0;
+  for (size_t i = 0; i < flat_.size(); ++i) {
+    const float d = flat_[i] - z_[i];
+    u_[i] += d;
+    r += static_cast<double>(d) * d;
+  }
+  residual_ = r;
+  ++rounds_;
+}
+
+void Admm::finish() {
+  if (!ready_ || finished_) return;
+  finished_ = true;
+  if (z_on_servers_) {
+    z_on_servers_->pull(z_);  // after this worker's last push (one server exchange at a time, in order)
+    z_on_servers_->finish();
+  } else {
+    world_.average_buffers(replica_.buffers(), steps_);
+  }
+  replica_.write(z_);
+}
+
+void Admm::load_state_dict(const nlohmann::json& state) {
+  if (state.empty()) return;
+  steps_ = state.at("steps").get<int64_t>();
+  if (ready_ && !z_on_servers_) {  // the checkpoint's z, loaded on every worker
+    replica_.read(z_);
+    share_ = z_;
+    std::fill(u_.begin(), u_.end(), 0.0f);
+  }
+}
+
+nn::NamedTensors Admm::model_state(const nn::Module& model) {
+  nn::NamedTensors out = model.state_dict();
+  if (!ready_) return out;
+  size_t at = 0;
+  std::map<const void*, Tensor> by_data;
+  for (const Tensor& p : replica_.params()) {
+    Tensor t = Tensor::empty(p.shape(), DType::f32);
+    std::memcpy(t.data<float>(), z_.data() + at, t.nbytes());
+    at += static_cast<size_t>(p.numel());
+    by_data[p.raw_data()] = t;
+  }
+  for (auto& [name, t] : out) {
+    if (auto it = by_data.find(t.raw_data()); it != by_data.end()) t = it->second;
+  }
+  return out;
+}
+
+nlohmann::json Admm::stats() const {
+  const double steps = static_cast<double>(std::max<int64_t>(steps_here_, 1));
+  const double sent = z_on_servers_ ? z_on_servers_->bytes_sent() : world_.bytes_sent();
+  return {{"replicas", replicas()}, {"mode", z_on_servers_ ? "async" : "sync"}, {"rho", o_.rho}, {"tau", o_.tau},
+          {"steps", steps_here_}, {"rounds", rounds_}, {"residual", residual_}, {"bytes_sent", sent},
+          {"bytes_per_step", sent / steps}};
+}
+
+std::string Admm::report() const {
+  if (steps_here_ == 0) return "";
+  return fmt::format("ADMM ({}, rho {}): {} round{} of {} local steps; |x - z|^2 {:.4g} after the last; {:.0f} bytes "
+                     "sent per worker per step",
+                     z_on_servers_ ? fmt::format("asynchronous, z on parameter servers, barrier {}, max delay {}",
+                                                 o_.barrier > 0 ? o_.barrier : replicas(), o_.max_delay)
+                                   : std::string("synchronous"),
+                     o_.rho, rounds_, rounds_ == 1 ? "" : "s", o_.tau, residual_, stats()["bytes_per_step"].get<double>());
+}
+
+}  // namespace braid::parallel::averaging

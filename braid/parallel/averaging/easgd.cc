@@ -1,0 +1,142 @@
+#include "braid/parallel/averaging/easgd.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+
+#include "braid/autograd/node.h"
+#include "braid/base/error.h"
+#include "braid/parallel/agreement.h"
+
+namespace braid::parallel::averaging {
+
+namespace {
+
+void check(const EasgdOptions& o) {
+  if (!(o.beta >= 0.0 && o.beta <= 1.0)) fail<ConfigError>("easgd.beta must be in [0, 1], got {}", o.beta);
+  if (o.tau < 1) fail<ConfigError>("easgd.tau must be >= 1, got {}", o.tau);
+}
+
+}  // namespace
+
+Easgd::Easgd(comm::Communicator data_axis, EasgdOptions options) : o_(options) {
+  check(o_);
+  world_ = Exchange(std::move(data_axis), "EASGD", o_.timeout, o_.algorithm);
+}
+
+Easgd::Easgd(std::shared_ptr<comm::Transport> transport, int servers, EasgdOptions options) : o_(options) {
+  check(o_);
+  center_on_servers_ = std::make_unique<CenterOnServers>(
+      std::move(transport), CenterOptions{.servers = servers, .consistency = ps::Consistency::asp, .timeout = o_.timeout});
+}
+
+int Easgd::replica() const { return center_on_servers_ ? center_on_servers_->worker() : world_.rank(); }
+int Easgd::replicas() const { return center_on_servers_ ? center_on_servers_->workers() : world_.size(); }
+
+void Easgd::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
+                  const nlohmann::json& description) {
+  replica_.bind(params, buffers, "EASGD");
+  if (center_on_servers_) {
+    // Worker 0's initial model becomes the center; every worker starts from it.
+    replica_.read(flat_);
+    center_ = center_on_servers_->start(flat_);
+    replica_.write(center_);
+  } else {
+    start_equal(world_, replica_, description, o_.timeout);
+    replica_.read(center_);
+  }
+  ready_ = true;
+}
+
+void Easgd::after_step() {
+  if (!ready_) fail<ValueError>("EASGD: after_step() before setup()");
+  ++steps_, ++steps_here_;
+  if (steps_ % o_.tau == 0) exchange();
+}
+
+void Easgd::exchange() {
+  autograd::NoGradGuard no_grad;
+  const auto a = static_cast<float>(alpha());
+  replica_.read(flat_);
+  if (center_on_servers_) {
+    center_on_servers_->pull(center_);
+    change_.resize(flat_.size());
+    for (size_t i = 0; i < flat_.size(); ++i) {
+      change_[i] = a * (flat_[i] - center_[i]);
+      flat_[i] -= change_[i];
+    }
+    center_on_servers_->add(change_);
+  } else {
+    mean_ = flat_;
+    world_.average(mean_, "all-reduce of the parameters", steps_);
+    const auto beta = static_cast<float>(o_.beta);
+    for (size_t i = 0; i < flat_.size(); ++i) {
+      const float c = center_[i];
+      flat_[i] -= a * (flat_[i] - c);
+      center_[i] = c + beta * (mean_[i] - c);
+    }
+  }
+  replica_.write(flat_);
+  ++exchanges_;
+}
+
+void Easgd::finish() {
+  if (!ready_ || finished_) return;
+  finished_ = true;
+  if (center_on_servers_) {
+    center_on_servers_->pull(center_);  // after this worker's last push (one server exchange at a time, in order)
+    center_on_servers_->finish();
+  } else {
+    world_.average_buffers(replica_.buffers(), steps_);
+  }
+  replica_.write(center_);
+}
+
+void Easgd::load_state_dict(const nlohmann::json& state) {
+  if (state.empty()) return;
+  // The checkpoint holds the center, loaded on every worker: each restarts from it.
+  steps_ = state.at("steps").get<int64_t>();
+  if (ready_ && !center_on_servers_) replica_.read(center_);
+}
+
+nn::NamedTensors Easgd::model_state(const nn::Module& model) {
+  nn::NamedTensors out = model.state_dict();
+  if (!ready_) return out;
+  std::vector<float> center = center_;
+  if (center_on_servers_ && !finished_) center_on_servers_->pull(center);
+  size_t at = 0;
+  std::map<const void*, Tensor> by_data;
+  for (const Tensor& p : replica_.params()) {
+    Tensor t = Tensor::empty(p.shape(), DType::f32);
+    std::memcpy(t.data<float>(), center.data() + at, t.nbytes());
+    at += static_cast<size_t>(p.numel());
+    by_data[p.raw_data()] = t;
+  }
+  for (auto& [name, t] : out) {
+    if (auto it = by_data.find(t.raw_data()); it != by_data.end()) t = it->second;
+  }
+  return out;
+}
+
+nlohmann::json Easgd::stats() const {
+  const double steps = static_cast<double>(std::max<int64_t>(steps_here_, 1));
+  const double n_bytes = static_cast<double>(replica_.size()) * sizeof(float);
+  const double allreduce = replicas() > 1 ? 2.0 * (replicas() - 1) / replicas() * n_bytes : 0.0;
+  const double sent = center_on_servers_ ? center_on_servers_->bytes_sent() : world_.bytes_sent();
+  return {{"replicas", replicas()}, {"mode", center_on_servers_ ? "async" : "sync"}, {"beta", o_.beta},
+          {"alpha", alpha()}, {"tau", o_.tau}, {"steps", steps_here_}, {"exchanges", exchanges_},
+          {"bytes_sent", sent}, {"bytes_per_step", sent / steps}, {"allreduce_bytes_per_step", allreduce}};
+}
+
+std::string Easgd::report() const {
+  if (steps_here_ == 0) return "";
+  const nlohmann::json s = stats();
+  return fmt::format("EASGD ({}, alpha {:.4g}, beta {}): {} exchange{} every {} steps in {} steps; {:.0f} bytes sent "
+                     "per worker per step, all-reduce {:.0f}",
+                     center_on_servers_ ? "asynchronous, center on parameter servers" : "synchronous", alpha(),
+                     o_.beta, exchanges_, exchanges_ == 1 ? "" : "s", o_.tau, steps_here_,
+                     s["bytes_per_step"].get<double>(), s["allreduce_bytes_per_step"].get<double>());
+}
+
+}  // namespace braid::parallel::averaging
