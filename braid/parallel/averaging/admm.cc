@@ -47,11 +47,18 @@ void Admm::setup(const std::vector<NamedParameter>& params, const std::vector<Na
                  const nlohmann::json& description) {
   replica_.bind(params, buffers, "ADMM");
   if (z_on_servers_) {
-    // Worker 0's model is every worker's x_0; with u = 0 each share x_i + u_i
-    // is x_0, and so is their mean z.
+    // The servers' z is the mean of the workers' shares x_i + u_i only if
+    // every share starts where z starts: every worker starts from its own
+    // x_0, which must be worker 0's (braid train builds the model from
+    // train.seed on every worker). The z read here may already hold a faster
+    // worker's first change; it can be checked only when it does not.
     replica_.read(flat_);
     z_ = z_on_servers_->start(flat_);
-    replica_.write(z_);
+    if (z_on_servers_->updates_at_start() == 0 && z_ != flat_) {
+      fail<ConfigError>("asynchronous ADMM: worker {} starts from a model other than worker 0's; every worker must "
+                        "build the same initial model (the same train.seed)", z_on_servers_->worker());
+    }
+    z_ = flat_;
   } else {
     start_equal(world_, replica_, description, o_.timeout);
     replica_.read(z_);

@@ -26,6 +26,7 @@ std::vector<float> CenterOnServers::start(std::span<const float> initial) {
   }
   std::vector<float> center(initial.size());
   client_.pull_dense(center, -1).wait(Deadline::after(o_.timeout * 3));
+  updates_at_start_ = client_.view().version;
   return center;
 }
 

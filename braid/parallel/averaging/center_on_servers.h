@@ -35,6 +35,9 @@ class CenterOnServers {
   // Registers; worker 0's `initial` becomes the center; returns the center
   // (every worker waits for it).
   std::vector<float> start(std::span<const float> initial);
+  // Changes other workers added to the center by the time start() read it
+  // (0: it read worker 0's initial values as they were sent).
+  int64_t updates_at_start() const { return updates_at_start_; }
   // Adds `change` to the center (asynchronous: returns at once; the previous
   // push is waited for first) and ends this worker's clock.
   void add(std::span<const float> change);
@@ -53,7 +56,7 @@ class CenterOnServers {
   ps::Client client_;
   std::vector<float> sending_;
   comm::Work push_ = comm::Work::completed();
-  int64_t clock_ = 0;
+  int64_t clock_ = 0, updates_at_start_ = 0;
   double bytes_ = 0;
   bool done_ = false;
 };
