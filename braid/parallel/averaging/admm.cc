@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-#include <map>
 
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
@@ -135,20 +133,8 @@ void Admm::load_state_dict(const nlohmann::json& state) {
 }
 
 nn::NamedTensors Admm::model_state(const nn::Module& model) {
-  nn::NamedTensors out = model.state_dict();
-  if (!ready_) return out;
-  size_t at = 0;
-  std::map<const void*, Tensor> by_data;
-  for (const Tensor& p : replica_.params()) {
-    Tensor t = Tensor::empty(p.shape(), DType::f32);
-    std::memcpy(t.data<float>(), z_.data() + at, t.nbytes());
-    at += static_cast<size_t>(p.numel());
-    by_data[p.raw_data()] = t;
-  }
-  for (auto& [name, t] : out) {
-    if (auto it = by_data.find(t.raw_data()); it != by_data.end()) t = it->second;
-  }
-  return out;
+  if (!ready_) return model.state_dict();
+  return replica_.state_with(model, z_);
 }
 
 nlohmann::json Admm::stats() const {

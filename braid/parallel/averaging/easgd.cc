@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-#include <map>
 
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
@@ -101,22 +99,10 @@ void Easgd::load_state_dict(const nlohmann::json& state) {
 }
 
 nn::NamedTensors Easgd::model_state(const nn::Module& model) {
-  nn::NamedTensors out = model.state_dict();
-  if (!ready_) return out;
+  if (!ready_) return model.state_dict();
   std::vector<float> center = center_;
   if (center_on_servers_ && !finished_) center_on_servers_->pull(center);
-  size_t at = 0;
-  std::map<const void*, Tensor> by_data;
-  for (const Tensor& p : replica_.params()) {
-    Tensor t = Tensor::empty(p.shape(), DType::f32);
-    std::memcpy(t.data<float>(), center.data() + at, t.nbytes());
-    at += static_cast<size_t>(p.numel());
-    by_data[p.raw_data()] = t;
-  }
-  for (auto& [name, t] : out) {
-    if (auto it = by_data.find(t.raw_data()); it != by_data.end()) t = it->second;
-  }
-  return out;
+  return replica_.state_with(model, center);
 }
 
 nlohmann::json Easgd::stats() const {

@@ -121,29 +121,22 @@ void ModelAveraging::load_state_dict(const nlohmann::json& state) {
 }
 
 nn::NamedTensors ModelAveraging::model_state(const nn::Module& model) {
-  nn::NamedTensors out = model.state_dict();
-  if (!ready_ || steps_ == last_average_ || world_.size() == 1) return out;
+  if (!ready_ || steps_ == last_average_ || world_.size() == 1) return model.state_dict();
   // Not counted in bytes (not training).
   std::vector<float> mean;
   replica_.read(mean);
   Exchange copy(world_.comm(), rule_name(o_), o_.timeout);
   copy.average(mean, "all-reduce of the parameters for a checkpoint", steps_);
-  size_t at = 0;
-  std::map<const void*, Tensor> by_data;
-  for (const Tensor& p : replica_.params()) {
-    Tensor t = Tensor::empty(p.shape(), DType::f32);
-    std::memcpy(t.data<float>(), mean.data() + at, t.nbytes());
-    at += static_cast<size_t>(p.numel());
-    by_data[p.raw_data()] = t;
-  }
+  nn::NamedTensors out = replica_.state_with(model, mean);
+  std::map<const void*, Tensor> buffers;  // a buffer is known by its storage
   for (const auto& b : replica_.buffers()) {
     Tensor t = b.tensor.contiguous().clone();
     copy.average({t.data<float>(), static_cast<size_t>(t.numel())}, "all-reduce of the buffers for a checkpoint",
                  steps_);
-    by_data[b.tensor.raw_data()] = t;
+    buffers[b.tensor.raw_data()] = t;
   }
   for (auto& [name, t] : out) {
-    if (auto it = by_data.find(t.raw_data()); it != by_data.end()) t = it->second;
+    if (auto it = buffers.find(t.raw_data()); it != buffers.end()) t = it->second;
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "braid/parallel/averaging/replica_exchange.h"
 
 #include <cstring>
+#include <map>
 
 #include "braid/base/deadline.h"
 #include "braid/base/error.h"
@@ -68,6 +69,23 @@ void FlatReplica::write_grads(std::span<const float> in) const {
     }
     at += n;
   }
+}
+
+nn::NamedTensors FlatReplica::state_with(const nn::Module& model, std::span<const float> values) const {
+  if (static_cast<int64_t>(values.size()) != n_) fail<ValueError>("FlatReplica::state_with: {} values for {} entries", values.size(), n_);
+  std::map<const void*, Tensor> by_data;  // a parameter is known by its storage
+  size_t at = 0;
+  for (const Tensor& p : params_) {
+    Tensor t = Tensor::empty(p.shape(), DType::f32);
+    std::memcpy(t.data<float>(), values.data() + at, t.nbytes());
+    at += static_cast<size_t>(p.numel());
+    by_data[p.raw_data()] = t;
+  }
+  nn::NamedTensors out = model.state_dict();
+  for (auto& [name, t] : out) {
+    if (auto it = by_data.find(t.raw_data()); it != by_data.end()) t = it->second;
+  }
+  return out;
 }
 
 Exchange::Exchange(comm::Communicator comm, std::string rule, Duration timeout, comm::Algorithm algorithm)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "braid/comm/communicator.h"
+#include "braid/nn/module.h"
 #include "braid/parallel/grad_sync.h"
 
 namespace braid::parallel::averaging {
@@ -30,6 +31,9 @@ class FlatReplica {
   void write_grads(std::span<const float> in) const;
   const std::vector<Tensor>& params() const { return params_; }
   const std::vector<NamedParameter>& buffers() const { return buffers_; }
+  // `model`'s state with the parameters replaced by copies of `values` (a
+  // flat vector laid out as read()): a checkpoint of a center or a mean.
+  nn::NamedTensors state_with(const nn::Module& model, std::span<const float> values) const;
   // The parameters' and buffers' names and shapes, for check_agreement.
   nlohmann::json shapes() const { return shapes_; }
 
