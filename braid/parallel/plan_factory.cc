@@ -7,7 +7,7 @@
 
 namespace braid::parallel {
 
-std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "zero", "ps", "skeleton"}; }
+std::vector<std::string> strategy_names() { return {"auto", "none", "allreduce", "zero", "ps", "skeleton", "ensemble"}; }
 
 namespace {
 
@@ -65,6 +65,24 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     }
     if (!transport) fail<ConfigError>("parallel.strategy = ps needs the job's transport");
     parts.aggregation = std::make_unique<ParameterServer>(std::move(transport), o.ps);
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
+    out.plan = std::make_unique<Plan>(std::move(parts));
+    return out;
+  }
+  if (o.strategy == "ensemble") {
+    if (o.sync_batch_norm) {
+      fail<ConfigError>("synchronised batch norm reduces statistics over the replicas inside forward; the members of "
+                        "parallel.strategy = ensemble never communicate while they train (use local batch norm)");
+    }
+    // Members are whole models on one rank each; a member made of several
+    // ranks (data, tensor or pipeline parallel) would need a mesh per member.
+    if (o.mesh.tensor > 1 || o.mesh.pipeline > 1 || (o.mesh.data != 0 && o.mesh.data != world.size())) {
+      fail<ConfigError>("parallel.strategy = ensemble trains one whole model per rank: parallel.tensor and "
+                        "parallel.pipeline must be 1 and parallel.data 0 or the world size (got {}, {} and {})",
+                        o.mesh.tensor, o.mesh.pipeline, o.mesh.data);
+    }
+    // No mesh: building one splits the world, and members talk only after training.
+    parts.aggregation = std::make_unique<Ensemble>(world, o.ensemble);
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
     out.plan = std::make_unique<Plan>(std::move(parts));
     return out;

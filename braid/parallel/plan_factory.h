@@ -12,6 +12,7 @@
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
 #include "braid/parallel/bucketed_allreduce.h"
+#include "braid/parallel/ensemble.h"
 #include "braid/parallel/parameter_server.h"
 #include "braid/parallel/plan.h"
 #include "braid/parallel/skeleton/skeleton.h"
@@ -21,7 +22,7 @@ namespace braid::parallel {
 
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
-  // "allreduce", "zero", "ps", "skeleton".
+  // "allreduce", "zero", "ps", "skeleton", "ensemble".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -45,6 +46,7 @@ struct PlanOptions {
   zero::ZeroOptions zero{};
   ParameterServerOptions ps{};
   skeleton::SkeletonOptions skeleton{};
+  EnsembleOptions ensemble{};
 };
 
 std::vector<std::string> strategy_names();
