@@ -21,6 +21,26 @@ void Ensemble::setup(const std::vector<NamedParameter>& params, const std::vecto
   parameters_ = 0;
   for (const auto& p : params) parameters_ += p.tensor.numel();
   training_ = true;
+  if (o_.store && comm_.size() > 1 && !watch_) {
+    watch_ = std::make_unique<MemberWatch>(*o_.store, fmt::format("braid/restart{}/ensemble", o_.attempt),
+                                           comm_.rank(), comm_.size(), o_.timeout);
+  }
+}
+
+std::string Ensemble::dead_members() const {
+  if (!watch_) return "";
+  const std::vector<int> dead = watch_->dead();
+  if (dead.empty()) return "";
+  return fmt::format("member{} {} silent (no heartbeat through the job's store for over {})", dead.size() > 1 ? "s" : "",
+                     dead, format_duration(watch_->max_silence()));
+}
+
+void Ensemble::after_step() {
+  ++steps_;
+  if (watch_ && watch_->any_dead()) {
+    fail<PeerError>("ensemble member {} of {}: {}; the ensemble cannot be completed, stopping after step {}",
+                    comm_.rank(), comm_.size(), dead_members(), steps_);
+  }
 }
 
 void Ensemble::wait(comm::Work work, const char* what) const {
@@ -30,14 +50,20 @@ void Ensemble::wait(comm::Work work, const char* what) const {
   };
   // A member that died or never finished training is named by the
   // communicator's error (the peer, or the ranks that never arrived).
+  // The watch, when it has seen a member die, says which one: the peer a
+  // collective names may be only a neighbour that already stopped.
+  auto dead = [&] {
+    const std::string d = dead_members();
+    return d.empty() ? d : "; " + d;
+  };
   try {
     work.wait(Deadline::after(o_.timeout * 2));
   } catch (const TimeoutError& e) {
-    fail<TimeoutError>("ensemble member {} of {}: {} after training waited {}: {}", comm_.rank(), comm_.size(), what,
-                       waited(), e.what());
+    fail<TimeoutError>("ensemble member {} of {}: {} after training waited {}: {}{}", comm_.rank(), comm_.size(), what,
+                       waited(), e.what(), dead());
   } catch (const PeerError& e) {
-    fail<PeerError>("ensemble member {} of {}: {} after training failed after {}: {}", comm_.rank(), comm_.size(),
-                    what, waited(), e.what());
+    fail<PeerError>("ensemble member {} of {}: {} after training failed after {}: {}{}", comm_.rank(), comm_.size(),
+                    what, waited(), e.what(), dead());
   }
 }
 

@@ -21,13 +21,18 @@
 // its own order since its seed differs) or its 1/K shard (data = shard:
 // replica k of K, the shards disjoint). Either way every member writes its
 // own checkpoints and member 0 reports for the job (Aggregation::member).
+// Given the job's store, members also beat through it (MemberWatch: a few
+// bytes per second, no model data), so a member that dies mid-run stops the
+// others within the timeout, whatever launched them.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "braid/comm/communicator.h"
 #include "braid/parallel/aggregation.h"
+#include "braid/parallel/member_watch.h"
 
 namespace braid::parallel {
 
@@ -39,6 +44,15 @@ struct EnsembleOptions {
   EnsembleData data = EnsembleData::whole;
   comm::Algorithm algorithm = comm::Algorithm::automatic;  // average()'s all-reduce
   Duration timeout = std::chrono::seconds(300);
+  // The job's store (read at setup; null: no watch). With it the members beat
+  // through the store while they train (MemberWatch), and a member silent for
+  // `timeout` fails every other member's next step, naming it: members that
+  // exchange nothing would otherwise notice a dead one only after training.
+  const comm::Store* store = nullptr;
+  // The job's attempt (BRAID_RESTART): its heartbeats get keys of their own.
+  // (Not a string prefix: a std::string here trips GCC 12's
+  // maybe-uninitialized on PlanOptions temporaries in every caller.)
+  int attempt = 0;
 };
 
 class Ensemble final : public Aggregation {
@@ -47,11 +61,12 @@ class Ensemble final : public Aggregation {
   Ensemble(comm::Communicator members, EnsembleOptions options);
 
   std::string name() const override { return "ensemble"; }
-  // Counts the parameters; no communication (members may differ in nothing
-  // but their values, which average() checks where it matters: N and C).
+  // Counts the parameters and starts the watch; no communication between
+  // members (they may differ in anything but the shapes average() checks).
   void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
              const nlohmann::json& description) override;
-  void after_step() override { ++steps_; }
+  // PeerError naming the members the watch found dead.
+  void after_step() override;
   int replica() const override { return o_.data == EnsembleData::shard ? comm_.rank() : 0; }
   int replicas() const override { return o_.data == EnsembleData::shard ? comm_.size() : 1; }
   int member() const override { return comm_.rank(); }
@@ -74,6 +89,7 @@ class Ensemble final : public Aggregation {
 
  private:
   void wait(comm::Work work, const char* what) const;
+  std::string dead_members() const;  // "members [1, 3] silent for over 10 s", "" when none known
 
   comm::Communicator comm_;
   EnsembleOptions o_;
@@ -81,6 +97,7 @@ class Ensemble final : public Aggregation {
   int64_t steps_ = 0;
   double bytes_ = 0, bytes_training_ = 0;
   bool training_ = false;
+  std::unique_ptr<MemberWatch> watch_;
 };
 
 }  // namespace braid::parallel

@@ -288,6 +288,10 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                         "braid launch --servers S --workers W -- braid train ...");
     }
     if (po.strategy == "ps") po.ps = ps_options(c, servers, timeout);
+    if (po.strategy == "ensemble") {
+      po.ensemble.store = run.group->store();  // the members' watch (null under mpi)
+      po.ensemble.attempt = run.group->env().restart;
+    }
     if ((po.strategy == "skeleton" || po.strategy == "ensemble") && run.group->env().ps_servers > 0) {
       fail<ConfigError>("parallel.strategy = {} combines the workers among themselves; this job was started "
                         "with {} parameter servers (start it with braid launch -n N, or use parallel.strategy = ps)",
