@@ -314,6 +314,13 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   // member, so they stay disjoint; a member that reads the whole set visits
   // it in its own seed's order.
   const Config& data_config = ensemble && world > 1 ? run_config : c;
+  if (ensemble && world > 1 && c.get_string("train.batch_schedule") == "noise") {
+    // The trainer measures the noise of a step's gradient as averaged over
+    // data_world() replicas; a shard member's gradient is its own.
+    fail<ConfigError>("train.batch_schedule = noise with ensemble.data = shard: a member's gradients are its own, "
+                      "not averaged over the {} shards (use ensemble.data = whole or train.batch_schedule = epoch)",
+                      world);
+  }
   run.train_loader = make_train_loader(data_config, ds.train, {.rank = rank, .world = world});
   run.train_examples = ds.train->size();
   if (ds.test) {
@@ -341,7 +348,8 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
-                    .batch_schedule = make_batch_schedule(c, world),
+                    // An ensemble member's gradients are its own, whatever data it reads.
+                    .batch_schedule = make_batch_schedule(c, ensemble ? 1 : world),
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
                     .straggler_ms = c.get_float("train.straggler_ms"), .precision = train_precision(c)};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
