@@ -1,7 +1,12 @@
 #include "braid/nn/loss.h"
 
+#include <cmath>
+
+#include "braid/ops/elementwise.h"
 #include "braid/ops/loss.h"
+#include "braid/ops/reduce.h"
 #include "braid/ops/shape.h"
+#include "braid/ops/softmax.h"
 
 namespace braid::nn {
 
@@ -33,6 +38,43 @@ Tensor mse_loss(const Tensor& output, const Tensor& target) { return braid::mse_
 
 Tensor bce_with_logits_loss(const Tensor& logits, const Tensor& targets) {
   return braid::bce_with_logits(logits, targets);
+}
+
+namespace {
+
+// sum_i,c p log p / N over the nonzero entries of p [N, C] (the teacher's
+// negative entropy: the part of KL(p || q) that does not depend on q), in double.
+double mean_neg_entropy(const Tensor& probs) {
+  const Tensor p = probs.to(DType::f64).contiguous();
+  const double* v = p.data<double>();
+  double acc = 0;
+  for (int64_t i = 0; i < p.numel(); ++i) {
+    if (v[i] > 0) acc += v[i] * std::log(v[i]);
+  }
+  return acc / static_cast<double>(p.size(0));
+}
+
+}  // namespace
+
+Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_probs, const Tensor& target,
+                         double temperature, double alpha) {
+  if (student_logits.ndim() != 2 || teacher_probs.shape() != student_logits.shape()) {
+    fail<ValueError>("distillation_loss: expects student logits [N, C] and teacher probabilities of the same shape, "
+                     "got {} and {}", to_string(student_logits.shape()), to_string(teacher_probs.shape()));
+  }
+  if (teacher_probs.dtype() != student_logits.dtype()) {
+    fail<ValueError>("distillation_loss: teacher probabilities are {}, student logits {}", name(teacher_probs.dtype()),
+                     name(student_logits.dtype()));
+  }
+  if (!(temperature > 0)) fail<ValueError>("distillation_loss: temperature must be > 0, got {}", temperature);
+  if (!(alpha >= 0 && alpha <= 1)) fail<ValueError>("distillation_loss: alpha must be in [0, 1], got {}", alpha);
+  const Tensor p = teacher_probs.detach();
+  const double n = static_cast<double>(student_logits.size(0));
+  // KL(p || q) = sum p log p - sum p log q; only the second term has a gradient.
+  const Tensor log_q = log_softmax(div(student_logits, temperature), 1);
+  const Tensor kl = add(div(neg(sum(mul(p, log_q))), n), mean_neg_entropy(p));
+  const Tensor hard = braid::cross_entropy(student_logits, target);
+  return add(mul(kl, alpha * temperature * temperature), mul(hard, 1 - alpha));
 }
 
 LossFn loss_by_name(const std::string& name) {

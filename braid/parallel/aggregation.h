@@ -46,6 +46,10 @@ class Aggregation {
   // The replica this process trains, among how many (the data it reads).
   virtual int replica() const = 0;
   virtual int replicas() const = 0;
+  // Where replicas are separate models that are never merged (an ensemble's
+  // members), this process's member index, else -1: every member then writes
+  // its own checkpoints and member 0 reports for the job, whatever data each reads.
+  virtual int member() const { return -1; }
   // Figures of the run so far for reports and benchmarks (bytes exchanged),
   // and the same as one line for the user; empty when it keeps none.
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }

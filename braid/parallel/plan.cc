@@ -190,7 +190,12 @@ int Plan::data_rank() const { return p_.aggregation ? p_.aggregation->replica() 
 int Plan::data_world() const { return p_.aggregation ? p_.aggregation->replicas() : p_.mesh.degree(Axis::data); }
 
 bool Plan::is_leader() const {
+  if (p_.aggregation && p_.aggregation->member() >= 0) return p_.aggregation->member() == 0;
   return data_rank() == 0 && p_.mesh.coord(Axis::tensor) == 0 && p_.mesh.coord(Axis::pipeline) == 0;
+}
+
+bool Plan::writes_checkpoints() const {
+  return data_rank() == 0 || (p_.aggregation && p_.aggregation->member() >= 0);
 }
 
 std::string Plan::shard_name() const {
@@ -215,7 +220,7 @@ void Plan::agree(std::vector<double>& values) const {
 
 std::string Plan::agree_on_run_id(const std::string& id) const {
   const comm::Communicator& world = p_.mesh.world();
-  if (!world.valid() || world.size() == 1) return id;
+  if (!world.valid() || world.size() == 1 || (p_.aggregation && p_.aggregation->member() >= 0)) return id;
   if (id.size() > 32) fail<ValueError>("run id '{}' is longer than 32 bytes", id);
   std::vector<uint8_t> bytes(33, 0);
   std::copy(id.begin(), id.end(), bytes.begin());

@@ -93,11 +93,12 @@ class Plan {
   // The replica this process trains and how many there are (its data shard).
   int data_rank() const;
   int data_world() const;
-  // Writes the run's reports (world rank 0, or the first worker under a
-  // parameter server).
+  // Writes the run's reports (world rank 0, the first worker under a
+  // parameter server, member 0 of an ensemble).
   bool is_leader() const;
-  // Writes checkpoints: replica 0 of every shard.
-  bool writes_checkpoints() const { return data_rank() == 0; }
+  // Writes checkpoints: replica 0 of every shard, or every member of an
+  // ensemble (each its own model).
+  bool writes_checkpoints() const;
   // "" for an unsharded model, else "t<tensor>-p<pipeline>" (the shard's
   // checkpoint sub-folder).
   std::string shard_name() const;
@@ -110,6 +111,9 @@ class Plan {
     return p_.aggregation ? p_.aggregation->stats() : nlohmann::json::object();
   }
   std::string report() const { return p_.aggregation ? p_.aggregation->report() : ""; }
+  // The replica aggregation, null when there is none (callers that need one
+  // kind, e.g. an ensemble's end-of-training collectives, cast it).
+  Aggregation* aggregation() const { return p_.aggregation.get(); }
 
   // The plan parts' own state (a parameter server's position).
   nlohmann::json state_dict() const;
@@ -128,7 +132,8 @@ class Plan {
   // (a batch size) from figures that may differ in their last bits.
   void agree(std::vector<double>& values) const;
   // World rank 0's `id` (at most 32 bytes) on every rank of the job, so all
-  // shards of a run label their checkpoints alike.
+  // shards of a run label their checkpoints alike (an ensemble's members,
+  // separate models, keep their own).
   std::string agree_on_run_id(const std::string& id) const;
   // "zero-2" style name of the data axis's gradient synchronisation, "" when none.
   std::string grad_sync_name() const { return p_.grad_sync ? p_.grad_sync->name() : ""; }

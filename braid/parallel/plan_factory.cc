@@ -8,7 +8,7 @@
 namespace braid::parallel {
 
 std::vector<std::string> strategy_names() {
-  return {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm"};
+  return {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm", "ensemble"};
 }
 
 namespace {
@@ -100,6 +100,24 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     } else {
       parts.aggregation = std::make_unique<averaging::Admm>(std::move(transport), o.servers, o.admm);
     }
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
+    out.plan = std::make_unique<Plan>(std::move(parts));
+    return out;
+  }
+  if (o.strategy == "ensemble") {
+    if (o.sync_batch_norm) {
+      fail<ConfigError>("synchronised batch norm reduces statistics over the replicas inside forward; the members of "
+                        "parallel.strategy = ensemble never communicate while they train (use local batch norm)");
+    }
+    // Members are whole models on one rank each; a member made of several
+    // ranks (data, tensor or pipeline parallel) would need a mesh per member.
+    if (o.mesh.tensor > 1 || o.mesh.pipeline > 1 || (o.mesh.data != 0 && o.mesh.data != world.size())) {
+      fail<ConfigError>("parallel.strategy = ensemble trains one whole model per rank: parallel.tensor and "
+                        "parallel.pipeline must be 1 and parallel.data 0 or the world size (got {}, {} and {})",
+                        o.mesh.tensor, o.mesh.pipeline, o.mesh.data);
+    }
+    // No mesh: building one splits the world, and members talk only after training.
+    parts.aggregation = std::make_unique<Ensemble>(world, o.ensemble);
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
     out.plan = std::make_unique<Plan>(std::move(parts));
     return out;

@@ -15,6 +15,7 @@
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
 #include "braid/parallel/bucketed_allreduce.h"
+#include "braid/parallel/ensemble.h"
 #include "braid/parallel/parameter_server.h"
 #include "braid/parallel/plan.h"
 #include "braid/parallel/skeleton/skeleton.h"
@@ -24,7 +25,8 @@ namespace braid::parallel {
 
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
-  // "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm".
+  // "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm",
+  // "ensemble".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -55,6 +57,7 @@ struct PlanOptions {
   // The job's parameter servers (the transport's first ranks): asynchronous
   // EASGD's center and asynchronous ADMM's z live there.
   int servers = 0;
+  EnsembleOptions ensemble{};
 };
 
 std::vector<std::string> strategy_names();

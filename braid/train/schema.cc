@@ -113,6 +113,7 @@ Schema braid_schema() {
   add_ps_keys(s);
   add_averaging_keys(s);
   add_pbt_keys(s);
+  add_ensemble_keys(s);
   return s;
 }
 

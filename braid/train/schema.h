@@ -63,6 +63,7 @@ void add_parallel_keys(Schema& s);
 void add_ps_keys(Schema& s);
 void add_averaging_keys(Schema& s);
 void add_pbt_keys(Schema& s);
+void add_ensemble_keys(Schema& s);  // [ensemble] and [distill]
 
 // Every section: the schema `braid train` and `braid inspect config` use.
 Schema braid_schema();

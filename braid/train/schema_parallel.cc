@@ -15,8 +15,11 @@ void add_parallel_keys(Schema& s) {
                  "the most important entries averaged every step, the rest each trained by one random owner and "
                  "merged every parallel.skeleton_every steps; local_sgd = local steps, parameters averaged every "
                  "local_sgd.period steps; bmuf = local_sgd with block momentum (bmuf.*); easgd = elastic averaging "
-                 "with a center variable (easgd.*); admm = consensus ADMM (admm.*)",
-         .choices = {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm"}});
+                 "with a center variable (easgd.*); admm = consensus ADMM (admm.*); ensemble = every rank trains its "
+                 "own model (seed train.seed + rank) without communicating, evaluated as the average of the members' "
+                 "probabilities and optionally distilled into one student (ensemble.*, distill.* keys)",
+         .choices = {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm",
+                     "ensemble"}});
   s.add({.name = "parallel.skeleton_fraction", .type = T::Float, .default_value = 0.1,
          .help = "strategy skeleton: fraction of the model's entries in the skeleton (top by |w| + |grad w|), "
                  "averaged over the replicas every step; 1 = plain model averaging",

@@ -8,6 +8,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
 #include "braid/ops/autocast.h"
+#include "braid/ops/shape.h"
 #include "braid/optim/clip.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/checkpoint_reshard.h"
@@ -197,6 +198,29 @@ EvalMetrics Trainer::evaluate(data::Loader& loader) {
   m.examples = total.n;
   m.seconds = seconds_since(t0);
   return m;
+}
+
+Tensor Trainer::predict(const Tensor& input) {
+  setup_plan();
+  autograd::NoGradGuard no_grad;
+  Autocast autocast(o_.precision);
+  model_->eval();
+  const Tensor out = plan_->evaluate(*model_, input);
+  model_->train();
+  return out.defined() ? out.to(DType::f32) : out;
+}
+
+Tensor Trainer::predict(data::Loader& loader, Tensor* targets) {
+  std::vector<Tensor> outs, ys;
+  loader.start_epoch(0);
+  while (auto b = loader.next()) {
+    const Tensor out = predict(b->input);
+    if (!out.defined()) continue;
+    outs.push_back(out);
+    if (targets) ys.push_back(b->target.clone());  // the loader reuses its batch buffers
+  }
+  if (targets) *targets = ys.empty() ? Tensor() : concat(ys, 0);
+  return outs.empty() ? Tensor() : concat(outs, 0);
 }
 
 std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {

@@ -77,6 +77,13 @@ class Trainer {
   // One pass over the test loader (or `loader`) in eval mode without gradients.
   EvalMetrics evaluate();
   EvalMetrics evaluate(data::Loader& loader);
+  // The model's whole outputs over one pass of `loader` (eval mode, no
+  // gradients, the run's precision), rows in the loader's order: [N, ...]
+  // f32 where the model ends, undefined on other pipeline stages. `targets`,
+  // when given, receives the batches' targets [N, ...] alongside.
+  Tensor predict(data::Loader& loader, Tensor* targets = nullptr);
+  // The same for one batch of inputs.
+  Tensor predict(const Tensor& input);
   // One training step on a batch; returns its loss. Public for tests and for
   // callers that drive their own loop.
   double train_step(const data::Batch& batch);

@@ -13,6 +13,7 @@
 #include "braid/optim/sgd.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/train/config_data.h"
+#include "braid/train/ensemble.h"
 #include "braid/train/models.h"
 
 namespace braid::train {
@@ -208,7 +209,10 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                    .max_delay = c.get_int("admm.max_delay"),
                    .async = c.get_string("admm.mode") == "async",
                    .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                   .timeout = timeout}};
+                   .timeout = timeout},
+          .ensemble = {.data = parallel::parse_ensemble_data(c.get_string("ensemble.data")),
+                       .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
+                       .timeout = timeout}};
 }
 
 DType train_precision(const Config& config) {
@@ -247,11 +251,20 @@ parallel::ParameterServerOptions ps_options(const Config& c, int servers, Durati
           .timeout = timeout};
 }
 
-TrainingRun make_training_run(const Config& c) {
+TrainingRun make_training_run(const Config& run_config, RunOptions options) {
+  const comm::Env env = comm::read_env();
+  // An ensemble member's weights, data order and checkpoints are its own
+  // from the start: its seed and folder are set before anything is built.
+  const bool ensemble = run_config.get_string("parallel.strategy") == "ensemble";
+  if (!ensemble && run_config.get_int("distill.epochs") > 0) {
+    fail<ConfigError>("distill.epochs = {} distils an ensemble's members into a student: it needs "
+                      "parallel.strategy = ensemble", run_config.get_int("distill.epochs"));
+  }
+  const Config c = ensemble ? member_config(run_config, options.group ? options.group->comm().rank() : env.rank)
+                            : run_config;
   // train.threads = 0: the cores this process may use, shared with the other
   // ranks on this host (LOCAL_WORLD_SIZE), so ranks never oversubscribe them.
   const int64_t threads = c.get_int("train.threads");
-  const comm::Env env = comm::read_env();
   // Parameter servers mostly wait; the workers get the cores.
   const int local_ranks =
       c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, env.local_size - env.ps_servers);
@@ -265,8 +278,10 @@ TrainingRun make_training_run(const Config& c) {
     validation = std::make_shared<Slice>(ds.train, n - held, held);
     ds.train = std::make_shared<Slice>(ds.train, 0, n - held);
   }
-
   TrainingRun run;
+  run.train_data = ds.train;
+  if (options.train_data) ds.train = options.train_data(ds.train);
+
   run.generator = std::make_shared<Generator>(seed, /*stream=*/1);
   const data::ExampleSpec spec = ds.train->spec();
   Generator init_gen(seed, /*stream=*/0);
@@ -284,7 +299,7 @@ TrainingRun make_training_run(const Config& c) {
   po.dropout_generator = run.generator.get();
   if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size"));
   if (strategy != "none") {
-    run.group = parallel::ProcessGroup::join(group_options);
+    run.group = options.group ? std::move(options.group) : parallel::ProcessGroup::join(group_options);
     // auto: a job started with parameter servers trains through them.
     if (strategy == "auto" && run.group->env().ps_servers > 0) po.strategy = "ps";
     const bool on_servers = (po.strategy == "easgd" && po.easgd.async) || (po.strategy == "admm" && po.admm.async);
@@ -295,6 +310,10 @@ TrainingRun make_training_run(const Config& c) {
                         "braid launch --servers S --workers W -- braid train ...");
     }
     if (po.strategy == "ps") po.ps = ps_options(c, servers, timeout);
+    if (po.strategy == "ensemble") {
+      po.ensemble.store = run.group->store();  // the members' watch (null under mpi)
+      po.ensemble.attempt = run.group->env().restart;
+    }
     if (po.strategy != "ps" && po.strategy != "auto" && !on_servers && run.group->env().ps_servers > 0) {
       fail<ConfigError>("parallel.strategy = {} combines the workers among themselves; this job was started with {} "
                         "parameter servers (start it with braid launch -n N, or use parallel.strategy = ps, or "
@@ -307,13 +326,25 @@ TrainingRun make_training_run(const Config& c) {
   }
   parallel::PlannedModel planned =
       parallel::make_plan(po, run.group ? run.group->comm() : comm::Communicator(),
-                          run.group ? run.group->transport() : nullptr, run.model, nn::cross_entropy_loss);
+                          run.group ? run.group->transport() : nullptr, run.model,
+                          options.loss ? options.loss : nn::LossFn(nn::cross_entropy_loss));
   run.model = planned.model;
   std::shared_ptr<parallel::Plan> plan = std::move(planned.plan);
   const int rank = plan->data_rank(), world = plan->data_world();
   run.leader = plan->is_leader();
   // The same loader `braid inspect data` shows (train/config_data.h).
-  run.train_loader = make_train_loader(c, ds.train, {.rank = rank, .world = world});
+  // An ensemble's shards are cut by the run's own seed, alike on every
+  // member, so they stay disjoint; a member that reads the whole set visits
+  // it in its own seed's order.
+  const Config& data_config = ensemble && world > 1 ? run_config : c;
+  if (ensemble && world > 1 && c.get_string("train.batch_schedule") == "noise") {
+    // The trainer measures the noise of a step's gradient as averaged over
+    // data_world() replicas; a shard member's gradient is its own.
+    fail<ConfigError>("train.batch_schedule = noise with ensemble.data = shard: a member's gradients are its own, "
+                      "not averaged over the {} shards (use ensemble.data = whole or train.batch_schedule = epoch)",
+                      world);
+  }
+  run.train_loader = make_train_loader(data_config, ds.train, {.rank = rank, .world = world});
   run.train_examples = ds.train->size();
   if (ds.test) {
     run.test_loader = std::make_shared<data::Loader>(
@@ -340,7 +371,8 @@ TrainingRun make_training_run(const Config& c) {
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
-                    .batch_schedule = make_batch_schedule(c, world),
+                    // An ensemble member's gradients are its own, whatever data it reads.
+                    .batch_schedule = make_batch_schedule(c, ensemble ? 1 : world),
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
                     .straggler_ms = c.get_float("train.straggler_ms"), .precision = train_precision(c)};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,

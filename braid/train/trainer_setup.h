@@ -4,6 +4,7 @@
 // they run exactly what the CLI runs.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "braid/parallel/process_group.h"
@@ -22,6 +23,9 @@ struct TrainingRun {
   std::shared_ptr<data::Loader> train_loader, test_loader;  // test may be null
   // data.validation > 0: the held-out end of the training set; else null.
   std::shared_ptr<data::Loader> validation_loader;
+  // The examples trained on, in dataset order (after the data.validation
+  // split; before any RunOptions::train_data wrapping).
+  std::shared_ptr<const data::Dataset> train_data;
   std::unique_ptr<Trainer> trainer;
   int64_t train_examples = 0, test_examples = 0;
 };
@@ -49,7 +53,19 @@ parallel::PlanOptions plan_options(const Config& config, Duration timeout);
 // train.precision as the dtype products compute in (f32 or bf16).
 DType train_precision(const Config& config);
 
-// Builds the whole run. Applies train.threads to the intra-op pool.
-TrainingRun make_training_run(const Config& config);
+// What a caller may hand make_training_run instead of letting it build it:
+// a distilled student trains in the job its teachers joined, on soft targets.
+struct RunOptions {
+  std::unique_ptr<parallel::ProcessGroup> group{};  // null: join the job (unless parallel.strategy = none)
+  // Wraps the training examples (after the data.validation split); null: none.
+  std::function<std::shared_ptr<const data::Dataset>(std::shared_ptr<const data::Dataset>)> train_data{};
+  nn::LossFn loss{};  // the training loss; null: cross-entropy (evaluation always uses cross-entropy)
+};
+
+// Builds the whole run. Applies train.threads to the intra-op pool. Under
+// parallel.strategy = ensemble, the run is member (world rank) k's:
+// member_config(config, k) (train/ensemble.h), and with ensemble.data =
+// shard its data shard cut by the run's own seed.
+TrainingRun make_training_run(const Config& config, RunOptions options = {});
 
 }  // namespace braid::train

@@ -18,6 +18,7 @@
 #include "braid/train/checkpoint.h"
 #include "braid/train/trainer.h"
 #include "tests/parallel/inproc_ranks.h"
+#include "tests/train/blobs.h"
 #include "tests/testing/temp_dir.h"
 
 namespace braid::train {
@@ -25,30 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Three Gaussian blobs in 4-D, one per class; deterministic.
-class Blobs final : public data::Dataset {
- public:
-  explicit Blobs(int64_t n, uint64_t seed) : n_(n) {
-    Generator g(seed);
-    for (int64_t i = 0; i < n * 4; ++i) x_.push_back(static_cast<float>(g.normal()) * 0.5f);
-    for (int64_t i = 0; i < n; ++i) {
-      y_.push_back(i % 3);
-      x_[i * 4 + (i % 3)] += 2.0f;
-    }
-  }
-  int64_t size() const override { return n_; }
-  data::ExampleSpec spec() const override { return {{4}, DType::f32, {}, DType::i64}; }
-  void read(int64_t i, std::byte* input, std::byte* target) const override {
-    std::memcpy(input, &x_[i * 4], 16);
-    std::memcpy(target, &y_[i], 8);
-  }
-
- private:
-  int64_t n_;
-  std::vector<float> x_;
-  std::vector<int64_t> y_;
-};
-
+using testing::Blobs;
 using test::TempDir;
 
 std::unique_ptr<Trainer> make_trainer(const std::string& out_dir, TrainerOptions o, nn::LossFn loss = nn::cross_entropy_loss,

@@ -4,6 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
+namespace braid::train {
+class Config;
+}  // namespace braid::train
+
 namespace braid::cli {
 
 // Set by a subcommand's callback; main returns it.
@@ -13,6 +19,8 @@ void add_version(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_inspect_checkpoint(CLI::App& inspect);  // inspect_checkpoint.cc, called by add_inspect
 void add_train(CLI::App& app);
+// `braid train` under parallel.strategy = ensemble (train_ensemble.cc; train.cc calls it).
+void train_ensemble(const train::Config& config, const std::string& summary_json);
 void add_launch(CLI::App& app);
 void add_bench_collective(CLI::App& app);
 void add_ps(CLI::App& app);

@@ -55,6 +55,10 @@ void add_train(CLI::App& app) {
       run_sparse(config, args->summary_json);
       return;
     }
+    if (config.get_string("parallel.strategy") == "ensemble") {
+      train_ensemble(config, args->summary_json);
+      return;
+    }
     train::TrainingRun run = train::make_training_run(config);
     if (!run.leader) {
       run.trainer->fit();  // rank 0 reports for the group
