@@ -3,7 +3,8 @@
 // communication during training would fail the run), then are scored alone
 // and together against a gather-then-average reference; the teacher's soft
 // targets in one all-reduce or many; SoftTargets and its loss; the member's
-// and student's configurations.
+// and student's configurations; and one process through make_training_run,
+// member then student, as `braid train` runs them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "braid/train/distill.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/schema.h"
+#include "braid/train/trainer_setup.h"
 #include "tests/testing/first_error.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/train/blobs.h"
@@ -261,6 +263,55 @@ TEST(Ensemble, MemberAndStudentConfigurations) {
   EXPECT_EQ(s.get_int("distill.epochs"), 0);  // its checkpoints' config trains a plain model
   EXPECT_EQ(s.get_string("parallel.strategy"), "auto");
   EXPECT_EQ(s.get_int("train.batch_size"), 21);  // 3 ranks x 21: the members' 64 as near as divides
+}
+
+TEST(Ensemble, OneProcessTrainsItsMemberThenAStudentFromTheConfig) {
+  test::TempDir dir;
+  Config c(braid_schema());
+  for (const char* kv : {"model.name=mlp", "model.hidden=16", "train.max_steps=20", "train.batch_size=32",
+                         "train.epochs=1", "train.progress=off", "train.threads=1", "parallel.strategy=ensemble",
+                         "distill.epochs=1", "distill.hidden=8"}) {
+    c.set(kv);
+  }
+  c.set("train.out_dir=" + dir.str());
+  TrainingRun run = make_training_run(c);
+  EXPECT_EQ(ensemble_of(*run.trainer).members(), 1);
+  EXPECT_TRUE(run.leader);
+  run.trainer->fit();
+  EXPECT_TRUE(std::filesystem::exists(dir.str() + "/member-0/ckpt-00000020.json"));
+  const EnsembleFigures f = evaluate_ensemble(*run.trainer, *run.test_loader);
+  ASSERT_EQ(f.member_top1.size(), 1u);
+  EXPECT_EQ(f.top1, f.member_top1[0]);  // an ensemble of one is its member
+  EXPECT_EQ(f.examples, 10000);
+
+  const TeacherTargets teacher = teacher_soft_targets(*run.trainer, run.train_data, {.temperature = 2, .workers = 0});
+  ASSERT_EQ(teacher.probs.shape(), (Shape{60000, 10}));
+  const std::vector<float> p = teacher.probs.to_vector<float>();
+  for (int64_t i = 0; i < 60000; i += 7919) {
+    double row = 0;
+    for (int k = 0; k < 10; ++k) row += p[static_cast<size_t>(i * 10 + k)];
+    EXPECT_NEAR(row, 1.0, 1e-5) << "row " << i;
+  }
+  const Config sc = student_config(c, 1);
+  TrainingRun student = make_training_run(
+      sc, {.group = std::move(run.group),
+           .train_data = [&](std::shared_ptr<const data::Dataset> d) -> std::shared_ptr<const data::Dataset> {
+             return std::make_shared<SoftTargets>(std::move(d), teacher.probs);
+           },
+           .loss = soft_target_loss(2, 0.5)});
+  EXPECT_EQ(student.model->num_parameters(), 784 * 8 + 8 + 8 * 8 + 8 + 8 * 10 + 10);
+  const TrainSummary s = student.trainer->fit();
+  EXPECT_EQ(s.steps, 20);
+  ASSERT_TRUE(s.has_eval);
+  EXPECT_GT(s.last_eval.top1, 0.3);  // learning from the soft targets, evaluated against labels
+  // A normal checkpoint whose configuration trains the student as a plain model.
+  const nlohmann::json side = read_checkpoint_sidecar(checkpoint_stem(dir.str() + "/student", 20));
+  EXPECT_EQ(side["config"]["distill"]["epochs"], 0);
+  EXPECT_EQ(side["config"]["model"]["hidden"], 8);
+
+  Config plain = c;
+  plain.set("parallel.strategy=none");
+  EXPECT_THROW(make_training_run(plain), ConfigError);  // distill.epochs without an ensemble
 }
 
 }  // namespace
