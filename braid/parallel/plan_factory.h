@@ -12,6 +12,8 @@
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
 #include "braid/parallel/bucketed_allreduce.h"
+#include "braid/parallel/gossip/gossip.h"
+#include "braid/parallel/hybrid/hybrid.h"
 #include "braid/parallel/parameter_server.h"
 #include "braid/parallel/plan.h"
 #include "braid/parallel/skeleton/skeleton.h"
@@ -21,7 +23,7 @@ namespace braid::parallel {
 
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
-  // "allreduce", "zero", "ps", "skeleton".
+  // "allreduce", "zero", "ps", "skeleton", "gossip", "hybrid".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -45,6 +47,8 @@ struct PlanOptions {
   zero::ZeroOptions zero{};
   ParameterServerOptions ps{};
   skeleton::SkeletonOptions skeleton{};
+  gossip::GossipOptions gossip{};
+  hybrid::HybridOptions hybrid{};
 };
 
 std::vector<std::string> strategy_names();

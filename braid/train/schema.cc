@@ -112,6 +112,7 @@ Schema braid_schema() {
   add_parallel_keys(s);
   add_ps_keys(s);
   add_pbt_keys(s);
+  add_gossip_keys(s);
   return s;
 }
 

@@ -62,6 +62,7 @@ void add_data_keys(Schema& s);
 void add_parallel_keys(Schema& s);
 void add_ps_keys(Schema& s);
 void add_pbt_keys(Schema& s);
+void add_gossip_keys(Schema& s);
 
 // Every section: the schema `braid train` and `braid inspect config` use.
 Schema braid_schema();

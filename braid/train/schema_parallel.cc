@@ -13,8 +13,10 @@ void add_parallel_keys(Schema& s) {
                  "state over the replicas (ZeRO, parallel.zero_stage); ps = parameter servers (ps.* keys; "
                  "start with braid launch --servers S --workers W); skeleton = replicas train locally, a skeleton of "
                  "the most important entries averaged every step, the rest each trained by one random owner and "
-                 "merged every parallel.skeleton_every steps",
-         .choices = {"auto", "none", "allreduce", "zero", "ps", "skeleton"}});
+                 "merged every parallel.skeleton_every steps; gossip = decentralised SGD (D-PSGD): each replica averages with "
+                 "its neighbours in gossip.topology every step, no global synchronisation; hybrid = synchronous steps "
+                 "that wait for the replicas' gradients only hybrid.timeout_ms, late ones dropped or applied stale",
+         .choices = {"auto", "none", "allreduce", "zero", "ps", "skeleton", "gossip", "hybrid"}});
   s.add({.name = "parallel.skeleton_fraction", .type = T::Float, .default_value = 0.1,
          .help = "strategy skeleton: fraction of the model's entries in the skeleton (top by |w| + |grad w|), "
                  "averaged over the replicas every step; 1 = plain model averaging",

@@ -188,7 +188,19 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                        .every = c.get_int("parallel.skeleton_every"),
                        .seed = static_cast<uint64_t>(c.get_int("train.seed")),
                        .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                       .timeout = timeout}};
+                       .timeout = timeout},
+          .gossip = {.topology = parallel::gossip::parse_topology(c.get_string("gossip.topology")),
+                     .torus_rows = static_cast<int>(c.get_int("gossip.torus_rows")),
+                     .final_average = c.get_bool("gossip.final_average"),
+                     .consensus_every = c.get_int("gossip.consensus_every"),
+                     .timeout = timeout},
+          .hybrid = {.wait = std::chrono::duration_cast<Duration>(
+                         std::chrono::duration<double, std::milli>(c.get_float("hybrid.timeout_ms"))),
+                     .late = parallel::hybrid::parse_late(c.get_string("hybrid.late")),
+                     .stale_weight = c.get_float("hybrid.stale_weight"),
+                     .max_staleness = c.get_int("hybrid.max_staleness"),
+                     .max_lag = c.get_int("hybrid.max_lag"),
+                     .timeout = timeout}};
 }
 
 DType train_precision(const Config& config) {
@@ -273,10 +285,11 @@ TrainingRun make_training_run(const Config& c) {
                         "braid launch --servers S --workers W -- braid train ...");
     }
     if (po.strategy == "ps") po.ps = ps_options(c, servers, timeout);
-    if (po.strategy == "skeleton" && run.group->env().ps_servers > 0) {
-      fail<ConfigError>("parallel.strategy = skeleton combines the workers among themselves; this job was started "
+    const bool among_workers = po.strategy == "skeleton" || po.strategy == "gossip" || po.strategy == "hybrid";
+    if (among_workers && run.group->env().ps_servers > 0) {
+      fail<ConfigError>("parallel.strategy = {} combines the workers among themselves; this job was started "
                         "with {} parameter servers (start it with braid launch -n N, or use parallel.strategy = ps)",
-                        run.group->env().ps_servers);
+                        po.strategy, run.group->env().ps_servers);
     }
   } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1) {
     fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor and "
