@@ -60,7 +60,8 @@ MixingGraph::MixingGraph(Topology topology, int world, int torus_rows)
   }
   // Small grids fold shifts onto each other (a ring of 2: +1 = -1) or onto
   // the identity (one row): each neighbour counts once.
-  for (const auto& d : candidates) {
+  for (auto d : candidates) {
+    d = {d.first % rows_, d.second % cols_};
     if (d == std::pair{0, 0}) continue;
     if (std::find(shifts_.begin(), shifts_.end(), d) == shifts_.end()) shifts_.push_back(d);
   }
