@@ -227,7 +227,7 @@ TEST(Gossip, AWaitThatTimesOutNamesRankOperationAndWait) {
     g.before_forward();
     msg = test::message_of<TimeoutError>([&] { g.after_step(); });
   });
-  for (const char* part : {"rank 0 of 2 on the data axis", "gossip's receive of rank 1's weights", "step 1", "waited"}) {
+  for (const char* part : {"rank 0 of 2 on the data axis", "gossip's receive of rank 1's weights", "in step 1", "waited"}) {
     EXPECT_NE(msg.find(part), std::string::npos) << part << " in: " << msg;
   }
 }

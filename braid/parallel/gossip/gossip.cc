@@ -28,7 +28,7 @@ Gossip::Gossip(comm::Communicator data_axis, GossipOptions options)
 
 void Gossip::wait(const comm::Work& work, const std::string& what) const {
   wait_explained(work, Deadline::after(o_.timeout), [&] {
-    return fmt::format("rank {} of {} on the data axis: gossip's {} of step {}", comm_.rank(), comm_.size(), what,
+    return fmt::format("rank {} of {} on the data axis: gossip's {} in step {}", comm_.rank(), comm_.size(), what,
                        steps_ + 1);
   });
 }
