@@ -61,6 +61,9 @@ h="timeout-hybrid: 30 steps of 3 replicas, "
 run hybrid_sync 3 "${h}no deadline; 3\.00 gradients arrived per step, 0 late" \
   "assert a['arrived'] == 90 and a['late'] == 0 and a['dropped'] == 0, a" \
   parallel.strategy=hybrid hybrid.timeout_ms=0 train.max_steps=30
+run hybrid_resumed 3 "timeout-hybrid: 10 steps of 3 replicas, no deadline; 3\.00 gradients arrived per step" \
+  "assert a['arrived'] == 30, a" parallel.strategy=hybrid hybrid.timeout_ms=0 train.max_steps=40 train.resume=true
+grep -q "resumed from .*(step 30," "$out/hybrid_resumed.log" || fail hybrid_resumed "not resumed from step 30"
 rm -rf "$out/run"
 # Rank 1 sleeps 30 ms a step, the coordinator waits 5 ms: its gradients are late.
 run hybrid_drop 3 "${h}deadline 5 ms; [12]\.[0-9]+ gradients arrived per step, [0-9]+ late, 0 applied stale" \

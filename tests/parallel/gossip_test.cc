@@ -214,6 +214,25 @@ TEST(Gossip, CheckpointAndFinishHoldTheExactAverage) {
   }
 }
 
+// Buffers (batch-norm statistics) are not mixed; finish averages them, and
+// leaves integer counters alone.
+TEST(Gossip, FinishAveragesFloatBuffersAndKeepsCounters) {
+  const int world = 3;
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    Replica m(7);
+    const Tensor stats = Tensor::zeros({4}, DType::f64), count = Tensor::zeros({1}, DType::i64);
+    Gossip g(comm, {.topology = Topology::ring});
+    g.setup(m.params, {{"bn.running_mean", stats}, {"bn.num_batches", count}}, {});
+    stats.fill(rank), count.fill(10 + rank);  // each replica's own statistics
+    g.before_forward();
+    g.after_step();
+    EXPECT_EQ(stats.to_vector<double>(), std::vector<double>(4, rank)) << "mixed with the parameters";
+    g.finish();
+    EXPECT_EQ(stats.to_vector<double>(), std::vector<double>(4, 1.0));  // (0 + 1 + 2) / 3
+    EXPECT_EQ(count.to_vector<int64_t>(), std::vector<int64_t>{10 + rank});
+  });
+}
+
 TEST(Gossip, AWaitThatTimesOutNamesRankOperationAndWait) {
   std::string msg;
   on_ranks(2, [&](int rank, comm::Communicator comm) {

@@ -170,6 +170,38 @@ TEST(TimeoutHybrid, APersistentStragglerFallsAtMostMaxLagStepsBehind) {
   EXPECT_EQ(totals[0].arrived + totals[0].late, world * steps);
 }
 
+TEST(TimeoutHybrid, FinishAveragesFloatBuffersAndResumesItsStepCount) {
+  const int world = 3;
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    ToyReplica m(7);
+    const Tensor stats = Tensor::zeros({4}, DType::f64);
+    TimeoutHybrid h(comm, {.wait = 0ms});
+    h.setup(m.params, {{"bn.running_mean", stats}}, {});
+    stats.fill(rank);
+    for (int64_t s = 0; s < 2; ++s) {
+      h.before_forward();
+      m.backward_rows(s, rank, world);
+      h.combine_gradients();
+      m.sgd(kLr);
+      h.after_step();
+    }
+    EXPECT_EQ(h.state_dict()["steps"], 2);
+    h.finish();
+    EXPECT_EQ(stats.to_vector<double>(), std::vector<double>(4, 1.0));
+    // A resumed run goes on with the next step's tags on every rank.
+    TimeoutHybrid again(comm, {.wait = 0ms});
+    again.load_state_dict(h.state_dict());
+    again.setup(m.params, {}, {});
+    again.before_forward();
+    m.backward_rows(2, rank, world);
+    again.combine_gradients();
+    EXPECT_EQ(again.last().step, 2);
+    EXPECT_EQ(again.last().arrived, world);
+    again.after_step();
+    again.finish();
+  });
+}
+
 TEST(TimeoutHybrid, WaitsThatTimeOutNameRankOperationAndWait) {
   std::string coordinator, worker;
   on_ranks(2, [&](int rank, comm::Communicator comm) {

@@ -39,6 +39,9 @@ void Gossip::setup(const std::vector<NamedParameter>& params, const std::vector<
   buffers_ = start_replicas_equal(comm_, params, buffers, description, o_.timeout, "gossip");
   averaged_at_ = steps_;
   exchange_.reset();
+  sent_ = flat_.empty();
+  got_.clear();
+  for (size_t j = 0; j < in_.size(); ++j) got_.push_back(flat_.empty());
   ready_ = true;
   if (comm_.rank() == 0) logging::info("gossip (D-PSGD): {}", graph_.describe_in_full());
 }
@@ -46,17 +49,16 @@ void Gossip::setup(const std::vector<NamedParameter>& params, const std::vector<
 void Gossip::before_forward() {
   if (!ready_) fail<ValueError>("gossip: before_forward() before setup()");
   if (exchange_) fail<ValueError>("gossip: before_forward() twice without after_step() (step {})", steps_ + 1);
-  Exchange e{.sent = flat_.empty(), .got = {}, .sends = {}, .recvs = {}};
-  flat_.pack_values(e.sent);
+  Exchange e;
+  flat_.pack_values(sent_);
   const uint64_t tag = static_cast<uint64_t>(steps_) % kTagSpace;
   const auto n = static_cast<size_t>(flat_.entries());
   // Receives first: on a rendezvous transport (inproc) a send completes only
   // once its receive is posted, and every rank posts before it waits.
-  for (int j : in_) {
-    e.got.push_back(flat_.empty());
-    e.recvs.push_back(comm_.recv({e.got.back().raw_data(), n, flat_.dtype()}, j, {.tag = tag}));
+  for (size_t j = 0; j < in_.size(); ++j) {
+    e.recvs.push_back(comm_.recv({got_[j].raw_data(), n, flat_.dtype()}, in_[j], {.tag = tag}));
   }
-  for (int j : out_) e.sends.push_back(comm_.send({e.sent.raw_data(), n, flat_.dtype()}, j, {.tag = tag}));
+  for (int j : out_) e.sends.push_back(comm_.send({sent_.raw_data(), n, flat_.dtype()}, j, {.tag = tag}));
   exchange_ = std::move(e);
 }
 
@@ -67,7 +69,7 @@ void Gossip::after_step() {
   const Exchange e = std::move(*exchange_);
   exchange_.reset();
   for (size_t j = 0; j < in_.size(); ++j) wait(e.recvs[j], fmt::format("receive of rank {}'s weights", in_[j]));
-  mix(e);
+  mix();
   // The snapshot must outlive the sends; they end once the out-neighbours
   // have taken it (their before_forward of this step).
   for (size_t j = 0; j < out_.size(); ++j) wait(e.sends[j], fmt::format("send of its weights to rank {}", out_[j]));
@@ -79,24 +81,23 @@ void Gossip::after_step() {
   }
 }
 
-void Gossip::mix(const Exchange& e) {
-  if (e.got.empty()) return;
+void Gossip::mix() {
   const double w = graph_.weight();
   visit_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
     if constexpr (kFloat<T>) {
-      const T* s = e.sent.data<T>();
-      std::vector<const T*> got;
-      for (const Tensor& g : e.got) got.push_back(g.data<T>());
-      int64_t at = 0;
-      for (const Tensor& p : flat_.tensors()) {
-        T* x = p.data<T>();
-        for (int64_t i = 0; i < p.numel(); ++i, ++at) {
-          // x_i(k+1) = x_i(k) - gamma u + sum_{j != i} W_ij (x_j(k) - x_i(k)):
-          // differences from the snapshot, so the local update stays as it is.
-          T acc = 0;
-          for (const T* g : got) acc += g[at] - s[at];
-          x[i] += static_cast<T>(w) * acc;
+      const T* s = sent_.data<T>();
+      // x_i(k+1) = x_i(k) - gamma u + sum_{j != i} W_ij (x_j(k) - x_i(k)):
+      // differences from the snapshot, so the local update stays as it is.
+      // One pass per neighbour: plain loops the compiler vectorises.
+      for (const Tensor& got : got_) {
+        const T* g = got.data<T>();
+        int64_t at = 0;
+        for (const Tensor& p : flat_.tensors()) {
+          T* x = p.data<T>();
+          const int64_t count = p.numel();
+          for (int64_t i = 0; i < count; ++i) x[i] += static_cast<T>(w) * (g[at + i] - s[at + i]);
+          at += count;
         }
       }
     }

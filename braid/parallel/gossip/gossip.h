@@ -82,13 +82,11 @@ class Gossip final : public Aggregation {
 
  private:
   struct Exchange {
-    Tensor sent;                  // [n] x_i(k)
-    std::vector<Tensor> got;      // [in-neighbours][n] x_j(k)
     std::vector<comm::Work> sends, recvs;
   };
   // x-bar into `mean` ([n]) and mean_i ||x_i - x-bar||^2.
   double measure(const Tensor& mean);
-  void mix(const Exchange& e);
+  void mix();
   void wait(const comm::Work& work, const std::string& what) const;
 
   comm::Communicator comm_;
@@ -97,6 +95,11 @@ class Gossip final : public Aggregation {
   std::vector<int> in_, out_;  // neighbours of this rank
   FlatParams flat_;
   std::vector<NamedParameter> buffers_;
+  // One step's exchange at a time, so its buffers live here (allocated once:
+  // fresh megabytes every step cost page faults): [n] x_i(k), and
+  // [in-neighbours][n] x_j(k).
+  Tensor sent_;
+  std::vector<Tensor> got_;
   std::optional<Exchange> exchange_;  // started by before_forward, done by after_step
   int64_t steps_ = 0, steps_here_ = 0;
   int64_t averaged_at_ = 0;    // steps_ when the replicas last were all equal

@@ -31,7 +31,10 @@ void TimeoutHybrid::setup(const std::vector<NamedParameter>& params, const std::
                           const nlohmann::json& description) {
   flat_ = FlatParams(params, "timeout-hybrid");
   buffers_ = start_replicas_equal(comm_, params, buffers, description, o_.timeout, "timeout-hybrid");
-  if (comm_.rank() == 0) inbox_ = std::make_unique<Inbox>(comm_, o_, flat_.entries(), flat_.dtype());
+  if (comm_.rank() == 0) {
+    inbox_ = std::make_unique<Inbox>(comm_, o_, flat_.entries(), flat_.dtype());
+    inbox_->start_at(steps_);
+  }
   ready_ = true;
   if (comm_.rank() == 0) {
     logging::info("timeout-hybrid: coordinator data rank 0 of {}; {}; late gradients {}", comm_.size(),
@@ -217,6 +220,7 @@ void TimeoutHybrid::check_identical() {
 void TimeoutHybrid::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;  // a checkpoint of another plan
   steps_ = state.value("steps", int64_t{0});
+  if (inbox_) inbox_->start_at(steps_);  // loaded after setup: nothing posted yet
 }
 
 nn::NamedTensors TimeoutHybrid::model_state(const nn::Module& model) {

@@ -63,6 +63,11 @@ void Inbox::check(const Incoming& in, int rank) const {
   }
 }
 
+void Inbox::start_at(int64_t step) {
+  for (const auto& q : queue_) BRAID_CHECK(q.empty(), "hybrid: start_at({}) with receives posted", step);
+  posted_ = step - 1;
+}
+
 void Inbox::post_through(int64_t step) {
   for (; posted_ < step; ++posted_) {
     const int64_t s = posted_ + 1;

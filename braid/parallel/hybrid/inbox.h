@@ -66,6 +66,9 @@ class Inbox {
   // `entries` elements of `dtype` per gradient.
   Inbox(comm::Communicator comm, InboxOptions options, int64_t entries, DType dtype);
 
+  // The first step to receive gradients of (a resumed run's step count);
+  // only while no receive is posted.
+  void start_at(int64_t step);
   // Posts the receives of every worker's gradients of steps up to `step`.
   void post_through(int64_t step);
   // Closes `step`: waits as the rules above say (from `deadline` on for this
