@@ -8,12 +8,22 @@
 
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "braid/comm/communicator.h"
 #include "braid/parallel/grad_sync.h"
 
 namespace braid::parallel {
+
+// fn(T{}) for the dtypes FlatParams allows (f32, f64); nothing for others.
+template <class Fn>
+void visit_flat_dtype(DType t, Fn&& fn) {
+  visit_dtype(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) fn(v);
+  });
+}
 
 class FlatParams {
  public:

@@ -1,7 +1,6 @@
 #include "braid/parallel/gossip/gossip.h"
 
 #include <cstring>
-#include <type_traits>
 
 #include "braid/autograd/node.h"
 #include "braid/base/log.h"
@@ -11,9 +10,6 @@ namespace braid::parallel::gossip {
 namespace {
 
 constexpr uint64_t kTagSpace = uint64_t{1} << 38;  // p2p tags are < 2^39
-
-template <class T>
-constexpr bool kFloat = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 }  // namespace
 
@@ -70,8 +66,8 @@ void Gossip::after_step() {
   exchange_.reset();
   for (size_t j = 0; j < in_.size(); ++j) wait(e.recvs[j], fmt::format("receive of rank {}'s weights", in_[j]));
   mix();
-  // The snapshot must outlive the sends; they end once the out-neighbours
-  // have taken it (their before_forward of this step).
+  // The next step overwrites the snapshot: its sends must be over (on a
+  // rendezvous transport, once the out-neighbours' before_forward took it).
   for (size_t j = 0; j < out_.size(); ++j) wait(e.sends[j], fmt::format("send of its weights to rank {}", out_[j]));
   bytes_ += static_cast<double>(out_.size() * flat_.bytes());
   ++steps_, ++steps_here_;
@@ -83,22 +79,20 @@ void Gossip::after_step() {
 
 void Gossip::mix() {
   const double w = graph_.weight();
-  visit_dtype(flat_.dtype(), [&](auto v) {
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
-    if constexpr (kFloat<T>) {
-      const T* s = sent_.data<T>();
-      // x_i(k+1) = x_i(k) - gamma u + sum_{j != i} W_ij (x_j(k) - x_i(k)):
-      // differences from the snapshot, so the local update stays as it is.
-      // One pass per neighbour: plain loops the compiler vectorises.
-      for (const Tensor& got : got_) {
-        const T* g = got.data<T>();
-        int64_t at = 0;
-        for (const Tensor& p : flat_.tensors()) {
-          T* x = p.data<T>();
-          const int64_t count = p.numel();
-          for (int64_t i = 0; i < count; ++i) x[i] += static_cast<T>(w) * (g[at + i] - s[at + i]);
-          at += count;
-        }
+    const T* s = sent_.data<T>();
+    // x_i(k+1) = x_i(k) - gamma u + sum_{j != i} W_ij (x_j(k) - x_i(k)):
+    // differences from the snapshot, so the local update stays as it is.
+    // One pass per neighbour: plain loops the compiler vectorises.
+    for (const Tensor& got : got_) {
+      const T* g = got.data<T>();
+      int64_t at = 0;
+      for (const Tensor& p : flat_.tensors()) {
+        T* x = p.data<T>();
+        const int64_t count = p.numel();
+        for (int64_t i = 0; i < count; ++i) x[i] += static_cast<T>(w) * (g[at + i] - s[at + i]);
+        at += count;
       }
     }
   });
@@ -108,17 +102,15 @@ double Gossip::measure(const Tensor& mean) {
   flat_.pack_values(mean);
   average_over(comm_, {mean}, o_.timeout, "gossip");
   std::vector<double> d{0.0};
-  visit_dtype(flat_.dtype(), [&](auto v) {
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
-    if constexpr (kFloat<T>) {
-      const T* m = mean.data<T>();
-      int64_t at = 0;
-      for (const Tensor& p : flat_.tensors()) {
-        const T* x = p.data<T>();
-        for (int64_t i = 0; i < p.numel(); ++i, ++at) {
-          const double diff = static_cast<double>(x[i]) - static_cast<double>(m[at]);
-          d[0] += diff * diff;
-        }
+    const T* m = mean.data<T>();
+    int64_t at = 0;
+    for (const Tensor& p : flat_.tensors()) {
+      const T* x = p.data<T>();
+      for (int64_t i = 0; i < p.numel(); ++i, ++at) {
+        const double diff = static_cast<double>(x[i]) - static_cast<double>(m[at]);
+        d[0] += diff * diff;
       }
     }
   });

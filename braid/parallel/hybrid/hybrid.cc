@@ -1,6 +1,5 @@
 #include "braid/parallel/hybrid/hybrid.h"
 
-#include <type_traits>
 
 #include "braid/base/digest.h"
 #include "braid/base/log.h"
@@ -10,9 +9,6 @@ namespace braid::parallel::hybrid {
 namespace {
 
 constexpr size_t kTotalsWords = 7;
-
-template <class T>
-constexpr bool kFloat = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 }  // namespace
 
@@ -87,24 +83,20 @@ void TimeoutHybrid::coordinate() {
   Tensor mine = flat_.empty();
   flat_.pack_grads(mine);
   std::vector<double> sum(n);
-  visit_dtype(flat_.dtype(), [&](auto v) {
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
-    if constexpr (kFloat<T>) {
-      const T* g = mine.data<T>();
-      for (size_t i = 0; i < n; ++i) sum[i] = static_cast<double>(g[i]);
-    }
+    const T* g = mine.data<T>();
+    for (size_t i = 0; i < n; ++i) sum[i] = static_cast<double>(g[i]);
   });
   const auto start = Clock::now();
   const StepRecord rec = inbox_->collect(steps_, deadline, sum);
   waited_s_ += seconds_since(start);
   Outgoing out{.header = std::make_shared<std::vector<int64_t>>(rec.encode()), .values = mine, .works = {},
                .step = steps_};
-  visit_dtype(flat_.dtype(), [&](auto v) {
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
-    if constexpr (kFloat<T>) {
-      T* a = out.values.data<T>();
-      for (size_t i = 0; i < n; ++i) a[i] = static_cast<T>(sum[i] / rec.weight);
-    }
+    T* a = out.values.data<T>();
+    for (size_t i = 0; i < n; ++i) a[i] = static_cast<T>(sum[i] / rec.weight);
   });
   flat_.unpack_grads(out.values);
   for (int r = 1; r < comm_.size(); ++r) {

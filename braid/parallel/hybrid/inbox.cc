@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <type_traits>
 
 #include "braid/parallel/flat_replica.h"
 
@@ -80,12 +79,10 @@ void Inbox::post_through(int64_t step) {
 }
 
 void Inbox::add(const Incoming& in, double weight, std::vector<double>& sum) const {
-  visit_dtype(dtype_, [&](auto v) {
+  visit_flat_dtype(dtype_, [&](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const T* g = in.grad.data<T>();
-      for (int64_t i = 0; i < entries_; ++i) sum[static_cast<size_t>(i)] += weight * static_cast<double>(g[i]);
-    }
+    const T* g = in.grad.data<T>();
+    for (int64_t i = 0; i < entries_; ++i) sum[static_cast<size_t>(i)] += weight * static_cast<double>(g[i]);
   });
 }
 
