@@ -95,9 +95,8 @@ class Gossip final : public Aggregation {
   std::vector<int> in_, out_;  // neighbours of this rank
   FlatParams flat_;
   std::vector<NamedParameter> buffers_;
-  // One step's exchange at a time, so its buffers live here (allocated once:
-  // fresh megabytes every step cost page faults): [n] x_i(k), and
-  // [in-neighbours][n] x_j(k).
+  // One step's exchange at a time, so its buffers live here, allocated once:
+  // [n] x_i(k), and [in-neighbours][n] x_j(k).
   Tensor sent_;
   std::vector<Tensor> got_;
   std::optional<Exchange> exchange_;  // started by before_forward, done by after_step
