@@ -8,7 +8,8 @@
 namespace braid::parallel {
 
 std::vector<std::string> strategy_names() {
-  return {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm", "ensemble"};
+  return {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm", "gossip",
+          "hybrid", "ensemble"};
 }
 
 namespace {
@@ -138,6 +139,20 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     }
     if (!world.valid()) fail<ConfigError>("parallel.strategy = {} needs a job's communicator", o.strategy);
   }
+  if (o.strategy == "gossip" || o.strategy == "hybrid") {
+    if (o.sync_batch_norm) {
+      fail<ConfigError>("synchronised batch norm all-reduces statistics over the data axis inside forward; "
+                        "parallel.strategy = {} never waits for the whole axis (use local batch norm)", o.strategy);
+    }
+    // Tensor-parallel ranks hold replicated parameters (biases, norms) that
+    // must stay equal across the tensor axis; each tensor rank would mix (or
+    // take late gradients) on its own, and they would drift apart.
+    if (o.mesh.tensor > 1) {
+      fail<ConfigError>("parallel.strategy = {} combines whole replicas or pipeline stages: parallel.tensor must be "
+                        "1 (got {})", o.strategy, o.mesh.tensor);
+    }
+    if (!world.valid()) fail<ConfigError>("parallel.strategy = {} needs a job's communicator", o.strategy);
+  }
   if (world.valid()) parts.mesh = Mesh::build(world, o.mesh);
   // Tensor parallelism rewrites the whole model first (its head is the whole
   // model's last layer), then the pipeline keeps this rank's stage of it.
@@ -187,6 +202,12 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.aggregation = std::make_unique<averaging::Easgd>(parts.mesh.group(Axis::data), o.easgd);
   } else if (o.strategy == "admm") {
     parts.aggregation = std::make_unique<averaging::Admm>(parts.mesh.group(Axis::data), o.admm);
+  } else if (o.strategy == "gossip") {
+    // Each pipeline stage's replicas mix among themselves: they hold the same shapes.
+    parts.aggregation = std::make_unique<gossip::Gossip>(parts.mesh.group(Axis::data), o.gossip);
+  } else if (o.strategy == "hybrid") {
+    // Each pipeline stage's data rank 0 coordinates that stage's replicas.
+    parts.aggregation = std::make_unique<hybrid::TimeoutHybrid>(parts.mesh.group(Axis::data), o.hybrid);
   } else if (sync && world.valid()) {
     parts.grad_sync = std::make_unique<BucketedAllreduce>(parts.mesh.group(Axis::data), o.data_parallel);
   }

@@ -16,6 +16,8 @@
 #include "braid/nn/module.h"
 #include "braid/parallel/bucketed_allreduce.h"
 #include "braid/parallel/ensemble.h"
+#include "braid/parallel/gossip/gossip.h"
+#include "braid/parallel/hybrid/hybrid.h"
 #include "braid/parallel/parameter_server.h"
 #include "braid/parallel/plan.h"
 #include "braid/parallel/skeleton/skeleton.h"
@@ -26,7 +28,7 @@ namespace braid::parallel {
 struct PlanOptions {
   // The data axis: "auto" (allreduce when the data degree is > 1), "none",
   // "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm",
-  // "ensemble".
+  // "gossip", "hybrid", "ensemble".
   std::string strategy = "auto";
   MeshShape mesh{};
   int microbatches = 1;
@@ -58,6 +60,8 @@ struct PlanOptions {
   // EASGD's center and asynchronous ADMM's z live there.
   int servers = 0;
   EnsembleOptions ensemble{};
+  gossip::GossipOptions gossip{};
+  hybrid::HybridOptions hybrid{};
 };
 
 std::vector<std::string> strategy_names();

@@ -114,6 +114,7 @@ Schema braid_schema() {
   add_averaging_keys(s);
   add_pbt_keys(s);
   add_ensemble_keys(s);
+  add_gossip_keys(s);
   return s;
 }
 

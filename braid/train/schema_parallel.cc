@@ -15,11 +15,14 @@ void add_parallel_keys(Schema& s) {
                  "the most important entries averaged every step, the rest each trained by one random owner and "
                  "merged every parallel.skeleton_every steps; local_sgd = local steps, parameters averaged every "
                  "local_sgd.period steps; bmuf = local_sgd with block momentum (bmuf.*); easgd = elastic averaging "
-                 "with a center variable (easgd.*); admm = consensus ADMM (admm.*); ensemble = every rank trains its "
+                 "with a center variable (easgd.*); admm = consensus ADMM (admm.*); gossip = decentralised SGD "
+                 "(D-PSGD): each replica averages with its neighbours in gossip.topology every step, no global "
+                 "synchronisation; hybrid = synchronous steps that wait for the replicas' gradients only "
+                 "hybrid.timeout_ms, late ones dropped or applied stale; ensemble = every rank trains its "
                  "own model (seed train.seed + rank) without communicating, evaluated as the average of the members' "
                  "probabilities and optionally distilled into one student (ensemble.*, distill.* keys)",
          .choices = {"auto", "none", "allreduce", "zero", "ps", "skeleton", "local_sgd", "bmuf", "easgd", "admm",
-                     "ensemble"}});
+                     "gossip", "hybrid", "ensemble"}});
   s.add({.name = "parallel.skeleton_fraction", .type = T::Float, .default_value = 0.1,
          .help = "strategy skeleton: fraction of the model's entries in the skeleton (top by |w| + |grad w|), "
                  "averaged over the replicas every step; 1 = plain model averaging",

@@ -212,7 +212,19 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                    .timeout = timeout},
           .ensemble = {.data = parallel::parse_ensemble_data(c.get_string("ensemble.data")),
                        .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                       .timeout = timeout}};
+                       .timeout = timeout},
+          .gossip = {.topology = parallel::gossip::parse_topology(c.get_string("gossip.topology")),
+                     .torus_rows = static_cast<int>(c.get_int("gossip.torus_rows")),
+                     .final_average = c.get_bool("gossip.final_average"),
+                     .consensus_every = c.get_int("gossip.consensus_every"),
+                     .timeout = timeout},
+          .hybrid = {.wait = std::chrono::duration_cast<Duration>(
+                         std::chrono::duration<double, std::milli>(c.get_float("hybrid.timeout_ms"))),
+                     .late = parallel::hybrid::parse_late(c.get_string("hybrid.late")),
+                     .stale_weight = c.get_float("hybrid.stale_weight"),
+                     .max_staleness = c.get_int("hybrid.max_staleness"),
+                     .max_lag = c.get_int("hybrid.max_lag"),
+                     .timeout = timeout}};
 }
 
 DType train_precision(const Config& config) {
