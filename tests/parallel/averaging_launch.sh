@@ -67,20 +67,22 @@ run easgd_async easgd "EASGD \(asynchronous, center on parameter servers, alpha 
 run admm_async admm "ADMM \(asynchronous, z on parameter servers, barrier 1, max delay 1" \
   --servers 1 --workers 2 -- train.max_steps=30 admm.mode=async admm.barrier=1 admm.max_delay=1
 
-# Waits (bounded) for FILE, then kill -9s the process of job OUTDIR with RANK.
-kill_rank() {  # kill_rank FILE OUTDIR RANK LAUNCHER LOG
+# Waits (bounded) for a first checkpoint in OUTDIR (older ones are pruned, so
+# any will do), then kill -9s the process of that job with RANK.
+kill_rank() {  # kill_rank OUTDIR RANK LAUNCHER LOG
+  local dir=$1 rank=$2 launcher=$3 log=$4 seen=
   for _ in $(seq 1 600); do
-    [[ -e $1 ]] && break
+    compgen -G "$dir/ckpt-*.json" >/dev/null && { seen=1; break; }
     sleep 0.1
   done
-  [[ -e $1 ]] || { kill "$4"; fail "no $1 appeared" "$5"; }
-  for pid in $(pgrep -f -- "train.out_dir=$2" || true); do
-    if tr '\0' '\n' </proc/"$pid"/environ 2>/dev/null | grep -qx "RANK=$3"; then
+  [[ -n $seen ]] || { kill "$launcher" 2>/dev/null; fail "no checkpoint appeared in $dir" "$log"; }
+  for pid in $(pgrep -f -- "train.out_dir=$dir" || true); do
+    if tr '\0' '\n' </proc/"$pid"/environ 2>/dev/null | grep -qx "RANK=$rank"; then
       kill -9 "$pid" && return 0
     fi
   done
-  kill "$4"
-  fail "rank $3 of $2 not found" "$5"
+  kill "$launcher" 2>/dev/null
+  fail "rank $rank of $dir not found" "$log"
 }
 
 # kill -9 of worker 1 of a local SGD job: the launcher names it and stops the rest.
@@ -91,7 +93,7 @@ log="$out/killed.log"
 "$braid" launch -n 3 -- "$braid" train "$config" "${small[@]}" "${killed[@]}" --set parallel.strategy=local_sgd \
   --set train.out_dir="$out/killed-run" >"$log" 2>&1 &
 launcher=$!
-kill_rank "$out/killed-run/ckpt-00000020.json" "$out/killed-run" 1 "$launcher" "$log"
+kill_rank "$out/killed-run" 1 "$launcher" "$log"
 start=$(date +%s.%N)
 status=0
 timeout 60 tail --pid="$launcher" -f /dev/null || true
@@ -109,7 +111,7 @@ log="$out/restarted.log"
   --set train.straggler_rank=0 --set train.straggler_ms=20 \
   --set train.out_dir="$out/restarted-run" >"$log" 2>&1 &
 launcher=$!
-kill_rank "$out/restarted-run/ckpt-00000020.json" "$out/restarted-run" 2 "$launcher" "$log"
+kill_rank "$out/restarted-run" 2 "$launcher" "$log"
 status=0
 timeout 200 tail --pid="$launcher" -f /dev/null || true
 wait "$launcher" || status=$?
@@ -125,7 +127,7 @@ log="$out/async_killed.log"
   --set parallel.strategy=easgd --set easgd.mode=async --set train.straggler_rank=1 --set train.straggler_ms=20 \
   --set parallel.timeout_s=5 --set train.out_dir="$out/async-run" >"$log" 2>&1 &
 launcher=$!
-kill_rank "$out/async-run/ckpt-00000015.json" "$out/async-run" 2 "$launcher" "$log"
+kill_rank "$out/async-run" 2 "$launcher" "$log"
 status=0
 timeout 120 tail --pid="$launcher" -f /dev/null || true
 wait "$launcher" || status=$?
