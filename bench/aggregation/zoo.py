@@ -15,9 +15,10 @@ Rows (parallel.strategy and its keys; --rows picks, --row-set changes a key):
   ps_bsp/_asp/_ssp     parallel.strategy=ps, ps.consistency, ps.updater=momentum, 1 server
 
 Per row and setting: the time to reach a test-accuracy target (--target-mlp
-0.85, --target-cnn 0.88), read off rank 0's `eval after epoch E (step S): ...
-top-1 X` lines (train.eval_every=1: one evaluation per epoch; braid has no
-finer cadence) as the launch's elapsed time when the line arrived; the final
+0.85, --target-cnn 0.88), read off rank 0's `eval after|in epoch E (step S):
+... top-1 X` lines (one evaluation per epoch and every --eval-steps steps,
+train.eval_steps; plans that train replicas apart are evaluated on rank 0's
+replica within an epoch) as the launch's elapsed time when the line arrived; the final
 accuracy after a fixed budget (the same epochs, or --max-steps, per worker
 for every row); the bytes a worker sent per step (the strategy's own count
 from --summary-json, else an estimate: all-reduce 2(W-1)/W x 4 x parameters,
@@ -155,7 +156,7 @@ class Netns:
 
 # ---------------------------------------------------------------- one run
 
-EVAL_RE = re.compile(r"eval after epoch (\d+) \(step (\d+)\): loss (\S+) top-1 ([0-9.]+)"
+EVAL_RE = re.compile(r"eval (?:after|in) epoch (\d+) \(step (\d+)\): loss (\S+) top-1 ([0-9.]+)"
                      r".*\((\d+) examples, ([0-9.]+) s\)")
 PS_DONE_RE = re.compile(r"done: (\d+) updates from (\d+) gradients, (\d+) late gradients dropped, max staleness (\d+)")
 
@@ -178,7 +179,8 @@ def one_run(a, ctx, model, workers, row, sets, seed, port):
         budget = ([f"train.epochs={a.epochs[model]}"] if not a.max_steps
                   else [f"train.max_steps={a.max_steps}", "train.epochs=1000"])
         common = budget + [f"train.batch_size={a.batch[model]}", "train.threads=1", f"train.seed={seed}",
-                           f"train.out_dir={tmp}/run", "train.eval_every=1", "train.progress=lines",
+                           f"train.out_dir={tmp}/run", "train.eval_every=1", f"train.eval_steps={a.eval_steps}",
+                           "train.progress=lines",
                            "train.log_every=100000", "train.checkpoint_every=100000000"]
         for kv in merge_sets(common, sets):
             train += ["--set", kv]
@@ -392,6 +394,8 @@ def main():
     ap.add_argument("--epochs-mlp", type=int, default=2)
     ap.add_argument("--epochs-cnn", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=0, help="budget in steps per worker instead of epochs")
+    ap.add_argument("--eval-steps", type=int, default=50,
+                    help="also evaluate every N steps within epochs (train.eval_steps; 0 = at epoch ends only)")
     ap.add_argument("--batch-mlp", type=int, default=BATCH)
     ap.add_argument("--batch-cnn", type=int, default=BATCH)
     ap.add_argument("--target-mlp", type=float, default=0.85)

@@ -33,6 +33,7 @@ struct StepMetrics {
 struct EvalMetrics {
   int64_t step = 0;
   int64_t epoch = 0;
+  bool within_epoch = false;  // taken every train.eval_steps, not at an epoch's end
   double loss = 0;   // mean over examples
   double top1 = 0;   // fraction in [0, 1]
   double top5 = 0;

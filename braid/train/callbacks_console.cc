@@ -64,8 +64,8 @@ void ConsoleReporter::on_log(const StepMetrics& m) {
 void ConsoleReporter::on_eval(const EvalMetrics& m) {
   if (mode_ == ConsoleMode::off) return;
   end_bar();
-  fmt::print(out_, "eval after epoch {} (step {}): loss {:.4f} top-1 {:.4f} top-5 {:.4f} ({} examples, {:.1f} s)\n",
-             m.epoch + 1, m.step, m.loss, m.top1, m.top5, m.examples, m.seconds);
+  fmt::print(out_, "eval {} epoch {} (step {}): loss {:.4f} top-1 {:.4f} top-5 {:.4f} ({} examples, {:.1f} s)\n",
+             m.within_epoch ? "in" : "after", m.epoch + 1, m.step, m.loss, m.top1, m.top5, m.examples, m.seconds);
   std::fflush(out_);
 }
 

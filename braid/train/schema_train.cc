@@ -39,6 +39,9 @@ void add_train_keys(Schema& s) {
          .help = "steps between metric records and progress lines", .min = 1});
   s.add({.name = "train.eval_every", .type = T::Int, .default_value = int64_t{1},
          .help = "epochs between evaluations on the test set; 0 = never", .min = 0});
+  s.add({.name = "train.eval_steps", .type = T::Int, .default_value = int64_t{0},
+         .help = "also evaluate every N steps within epochs (time-to-accuracy at a finer cadence); plans that train "
+                 "replicas apart evaluate rank 0's replica there; 0 = only at epoch ends", .min = 0});
   s.add({.name = "train.checkpoint_every", .type = T::Int, .default_value = int64_t{0},
          .help = "steps between checkpoints; 0 = at the end of each epoch", .min = 0});
   s.add({.name = "train.resume", .type = T::Bool, .default_value = false,

@@ -66,6 +66,7 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
   if (!schedule_) schedule_ = std::make_unique<optim::ConstantLR>(optimizer_->lr());
   if (o_.epochs < 1) fail<ValueError>("Trainer: epochs must be >= 1, got {}", o_.epochs);
   if (o_.log_every < 1) fail<ValueError>("Trainer: log_every must be >= 1, got {}", o_.log_every);
+  if (o_.eval_steps < 0) fail<ValueError>("Trainer: eval_steps must be >= 0, got {}", o_.eval_steps);
   if (o_.checkpoints && o_.out_dir.empty()) fail<ValueError>("Trainer: checkpoints need an out_dir");
   if (o_.precision != DType::f32 && o_.precision != DType::bf16) {
     fail<ValueError>("Trainer: precision must be f32 or bf16, got {}", name(o_.precision));
@@ -366,6 +367,11 @@ TrainSummary Trainer::fit() {
         save(batch == per_epoch ? epoch + 1 : epoch, batch == per_epoch ? 0 : batch);
       }
       if (done) break;
+      if (test_ && o_.eval_steps > 0 && step_ % o_.eval_steps == 0 && batch < per_epoch) {
+        EvalMetrics e = evaluate();
+        e.within_epoch = true;
+        for (auto& cb : callbacks_) cb->on_eval(e);
+      }
       t_batch = Clock::now();
     }
     if (window_steps > 0) record(epoch, batch);

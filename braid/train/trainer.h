@@ -28,6 +28,9 @@ struct TrainerOptions {
   double grad_clip = 0;          // max global grad norm; 0: off
   int64_t log_every = 100;       // steps between on_log records
   int64_t eval_every = 1;        // epochs between evaluations; 0: never
+  // Also steps between evaluations within epochs (0: none). Plans that train
+  // replicas apart evaluate this rank's replica there, not their combined model.
+  int64_t eval_steps = 0;
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: end of each epoch
   int keep_checkpoints = 3;      // older ones are deleted
   bool checkpoints = true;       // false: never write any

@@ -380,6 +380,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                                         .warmup_steps = c.get_int("optim.warmup_steps")});
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
+                    .eval_steps = c.get_int("train.eval_steps"),
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,

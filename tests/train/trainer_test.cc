@@ -75,6 +75,21 @@ TEST(Trainer, LearnsAndEvaluates) {
   EXPECT_EQ(list_checkpoints(dir.path().string()), (std::vector<int64_t>{10, 20, 30}));
 }
 
+TEST(Trainer, EvalStepsEvaluatesWithinEpochsToo) {
+  // 10 steps per epoch, every 4 steps: steps 4 and 8 within each epoch, and
+  // each epoch's end (step 12 falls in epoch 2, 20 is an end, not twice).
+  TempDir dir;
+  auto t = make_trainer(dir.path().string(), {.epochs = 2, .log_every = 5, .eval_steps = 4, .checkpoints = false});
+  auto rec = std::make_shared<Recorder>();
+  t->add_callback(rec);
+  t->fit();
+  std::vector<std::pair<int64_t, bool>> got;
+  for (const auto& e : rec->evals) got.emplace_back(e.step, e.within_epoch);
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, bool>>{{4, true}, {8, true}, {10, false}, {12, true}, {16, true},
+                                                         {20, false}}));
+  for (const auto& e : rec->evals) EXPECT_EQ(e.examples, 90);
+}
+
 TEST(Trainer, ResumeContinuesExactly) {
   TempDir a, b;
   auto straight = make_trainer(a.path().string(), {.epochs = 2, .checkpoint_every = 7});
