@@ -10,10 +10,8 @@ final weights must agree to float32 tolerance.
 Exit 0 when they agree, 1 when not, 77 when PyTorch is missing (skipped).
 """
 import argparse
-import json
 import os
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -29,40 +27,15 @@ except ImportError as e:  # pragma: no cover
     print(f"skipped: {e}")
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_np import read_safetensors, write_safetensors  # noqa: E402
+
 RANKS, ROWS, INPUTS, LR = 2, 16, 8, 1e-2
 
 
 def model():
     return torch.nn.Sequential(torch.nn.Linear(INPUTS, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
                                torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a)
-        dtype = {np.float32: "F32", np.int64: "I64"}[a.dtype.type]
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        blobs.append(a.tobytes())
-        offset += a.nbytes
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, spec in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = spec["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=np.float32).reshape(spec["shape"])
-    return out
 
 
 def torch_rank(rank, port, init, x, y, result):
