@@ -1,6 +1,7 @@
 #include "braid/parallel/flat_replica.h"
 
 #include <cstring>
+#include <map>
 
 #include "braid/base/deadline.h"
 #include "braid/parallel/agreement.h"
@@ -73,6 +74,26 @@ void FlatParams::unpack_grads(const Tensor& from) const {
     }
     std::memcpy(g.raw_data(), at, g.nbytes());
   }
+}
+
+nn::NamedTensors FlatParams::state_with(const nn::Module& model, const Tensor& values) const {
+  if (values.numel() != entries() || values.dtype() != dtype_) {
+    fail<ValueError>("FlatParams::state_with: {} {} values for {} {} entries", values.numel(), braid::name(values.dtype()),
+                     entries(), braid::name(dtype_));
+  }
+  const auto* src = static_cast<const std::byte*>(values.raw_data());
+  const size_t item = itemsize(dtype_);
+  std::map<const void*, Tensor> by_storage;  // a parameter is known by its data
+  for (size_t p = 0; p < params_.size(); ++p) {
+    Tensor t = Tensor::empty(params_[p].shape(), dtype_);
+    std::memcpy(t.raw_data(), src + static_cast<size_t>(offset_[p]) * item, t.nbytes());
+    by_storage[params_[p].raw_data()] = t;
+  }
+  nn::NamedTensors out = model.state_dict();
+  for (auto& [name, t] : out) {
+    if (auto it = by_storage.find(t.raw_data()); it != by_storage.end()) t = it->second;
+  }
+  return out;
 }
 
 void wait_explained(const comm::Work& work, Deadline deadline, const std::function<std::string()>& context) {

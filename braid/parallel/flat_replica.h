@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "braid/comm/communicator.h"
+#include "braid/nn/module.h"
 #include "braid/parallel/grad_sync.h"
 
 namespace braid::parallel {
@@ -45,6 +46,9 @@ class FlatParams {
   void unpack_values(const Tensor& from) const;
   void pack_grads(const Tensor& into) const;
   void unpack_grads(const Tensor& from) const;
+  // `model`'s state with these parameters' values taken from `values` ([n],
+  // copied): a checkpoint of a mean, a center or a consensus model.
+  nn::NamedTensors state_with(const nn::Module& model, const Tensor& values) const;
 
  private:
   std::vector<Tensor> params_;

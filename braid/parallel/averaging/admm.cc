@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
@@ -43,24 +45,29 @@ int Admm::replicas() const { return z_on_servers_ ? z_on_servers_->workers() : w
 
 void Admm::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
                  const nlohmann::json& description) {
-  replica_.bind(params, buffers, "ADMM");
+  params_ = flat_f32(params, "ADMM");
+  flat_ = params_.empty();
+  grads_ = params_.empty();
   if (z_on_servers_) {
     // The servers' z is the mean of the workers' shares x_i + u_i only if
     // every share starts where z starts: every worker starts from its own
     // x_0, which must be worker 0's (braid train builds the model from
     // train.seed on every worker). The z read here may already hold a faster
     // worker's first change; it can be checked only when it does not.
-    replica_.read(flat_);
-    z_ = z_on_servers_->start(flat_);
-    if (z_on_servers_->updates_at_start() == 0 && z_ != flat_) {
+    for (const auto& b : buffers) {
+      if (b.tensor.dtype() == DType::f32 || b.tensor.dtype() == DType::f64) buffers_.push_back(b);
+    }
+    params_.pack_values(flat_);
+    z_ = z_on_servers_->start(values(flat_));
+    if (z_on_servers_->updates_at_start() == 0 && !std::equal(z_.begin(), z_.end(), values(flat_).begin())) {
       fail<ConfigError>("asynchronous ADMM: worker {} starts from a model other than worker 0's; every worker must "
                         "build the same initial model (the same train.seed)", z_on_servers_->worker());
     }
-    z_ = flat_;
   } else {
-    start_equal(world_, replica_, description, o_.timeout);
-    replica_.read(z_);
+    buffers_ = start_replicas_equal(world_.comm(), params, buffers, description, o_.timeout, "ADMM");
+    params_.pack_values(flat_);
   }
+  z_.assign(values(flat_).begin(), values(flat_).end());
   share_ = z_;
   u_.assign(z_.size(), 0.0f);
   ready_ = true;
@@ -68,11 +75,13 @@ void Admm::setup(const std::vector<NamedParameter>& params, const std::vector<Na
 
 void Admm::combine_gradients() {
   if (!ready_) fail<ValueError>("ADMM: combine_gradients() before setup()");
-  replica_.read(flat_);
-  replica_.read_grads(grads_);
+  params_.pack_values(flat_);
+  params_.pack_grads(grads_);
+  const float* x = flat_.data<float>();
+  float* g = grads_.data<float>();
   const auto rho = static_cast<float>(o_.rho);
-  for (size_t i = 0; i < grads_.size(); ++i) grads_[i] += rho * (flat_[i] - z_[i] + u_[i]);
-  replica_.write_grads(grads_);
+  for (size_t i = 0; i < z_.size(); ++i) g[i] += rho * (x[i] - z_[i] + u_[i]);
+  params_.unpack_grads(grads_);
 }
 
 void Admm::after_step() {
@@ -83,26 +92,28 @@ void Admm::after_step() {
 
 void Admm::round() {
   autograd::NoGradGuard no_grad;
-  replica_.read(flat_);
+  params_.pack_values(flat_);
+  const float* x = flat_.data<float>();
+  const size_t n = z_.size();
   if (z_on_servers_) {
     // z on the servers is the mean of the workers' latest shares: add the
     // change of mine, divided by W, then read z back.
     const auto w = static_cast<float>(replicas());
-    change_.resize(flat_.size());
-    for (size_t i = 0; i < flat_.size(); ++i) {
-      const float share = flat_[i] + u_[i];
+    change_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float share = x[i] + u_[i];
       change_[i] = (share - share_[i]) / w;
       share_[i] = share;
     }
     z_on_servers_->add(change_);
     z_on_servers_->pull(z_);
   } else {
-    for (size_t i = 0; i < flat_.size(); ++i) z_[i] = flat_[i] + u_[i];
+    for (size_t i = 0; i < n; ++i) z_[i] = x[i] + u_[i];
     world_.average(z_, "all-reduce of x + u", steps_);
   }
   double r = 0;
-  for (size_t i = 0; i < flat_.size(); ++i) {
-    const float d = flat_[i] - z_[i];
+  for (size_t i = 0; i < n; ++i) {
+    const float d = x[i] - z_[i];
     u_[i] += d;
     r += static_cast<double>(d) * d;
   }
@@ -117,16 +128,18 @@ void Admm::finish() {
     z_on_servers_->pull(z_);  // after this worker's last push (one server exchange at a time, in order)
     z_on_servers_->finish();
   } else {
-    world_.average_buffers(replica_.buffers(), steps_);
+    world_.average_buffers(buffers_);
   }
-  replica_.write(z_);
+  std::copy(z_.begin(), z_.end(), flat_.data<float>());
+  params_.unpack_values(flat_);
 }
 
 void Admm::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;
   steps_ = state.at("steps").get<int64_t>();
   if (ready_ && !z_on_servers_) {  // the checkpoint's z, loaded on every worker
-    replica_.read(z_);
+    params_.pack_values(flat_);
+    z_.assign(values(flat_).begin(), values(flat_).end());
     share_ = z_;
     std::fill(u_.begin(), u_.end(), 0.0f);
   }
@@ -134,7 +147,9 @@ void Admm::load_state_dict(const nlohmann::json& state) {
 
 nn::NamedTensors Admm::model_state(const nn::Module& model) {
   if (!ready_) return model.state_dict();
-  return replica_.state_with(model, z_);
+  Tensor t = params_.empty();
+  std::copy(z_.begin(), z_.end(), t.data<float>());
+  return params_.state_with(model, t);
 }
 
 nlohmann::json Admm::stats() const {

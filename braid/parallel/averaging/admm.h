@@ -74,8 +74,10 @@ class Admm final : public Aggregation {
   AdmmOptions o_;
   Exchange world_;
   std::unique_ptr<CenterOnServers> z_on_servers_;
-  FlatReplica replica_;
-  std::vector<float> z_, u_, flat_, grads_, share_, change_;
+  FlatParams params_;
+  std::vector<NamedParameter> buffers_;  // floating ones
+  Tensor flat_, grads_;                  // [n] staging
+  std::vector<float> z_, u_, share_, change_;
   int64_t steps_ = 0, steps_here_ = 0, rounds_ = 0;
   double residual_ = 0;
   bool ready_ = false, finished_ = false;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
@@ -34,15 +36,21 @@ int Easgd::replicas() const { return center_on_servers_ ? center_on_servers_->wo
 
 void Easgd::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
                   const nlohmann::json& description) {
-  replica_.bind(params, buffers, "EASGD");
+  params_ = flat_f32(params, "EASGD");
+  flat_ = params_.empty();
+  params_.pack_values(flat_);
   if (center_on_servers_) {
     // Worker 0's initial model becomes the center; every worker starts from it.
-    replica_.read(flat_);
-    center_ = center_on_servers_->start(flat_);
-    replica_.write(center_);
+    for (const auto& b : buffers) {
+      if (b.tensor.dtype() == DType::f32 || b.tensor.dtype() == DType::f64) buffers_.push_back(b);
+    }
+    center_ = center_on_servers_->start(values(flat_));
+    std::copy(center_.begin(), center_.end(), flat_.data<float>());
+    params_.unpack_values(flat_);
   } else {
-    start_equal(world_, replica_, description, o_.timeout);
-    replica_.read(center_);
+    buffers_ = start_replicas_equal(world_.comm(), params, buffers, description, o_.timeout, "EASGD");
+    params_.pack_values(flat_);
+    center_.assign(values(flat_).begin(), values(flat_).end());
   }
   ready_ = true;
 }
@@ -56,26 +64,28 @@ void Easgd::after_step() {
 void Easgd::exchange() {
   autograd::NoGradGuard no_grad;
   const auto a = static_cast<float>(alpha());
-  replica_.read(flat_);
+  params_.pack_values(flat_);
+  float* x = flat_.data<float>();
+  const size_t n = center_.size();
   if (center_on_servers_) {
     center_on_servers_->pull(center_);
-    change_.resize(flat_.size());
-    for (size_t i = 0; i < flat_.size(); ++i) {
-      change_[i] = a * (flat_[i] - center_[i]);
-      flat_[i] -= change_[i];
+    change_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      change_[i] = a * (x[i] - center_[i]);
+      x[i] -= change_[i];
     }
     center_on_servers_->add(change_);
   } else {
-    mean_ = flat_;
+    mean_.assign(x, x + n);
     world_.average(mean_, "all-reduce of the parameters", steps_);
     const auto beta = static_cast<float>(o_.beta);
-    for (size_t i = 0; i < flat_.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const float c = center_[i];
-      flat_[i] -= a * (flat_[i] - c);
+      x[i] -= a * (x[i] - c);
       center_[i] = c + beta * (mean_[i] - c);
     }
   }
-  replica_.write(flat_);
+  params_.unpack_values(flat_);
   ++exchanges_;
 }
 
@@ -86,28 +96,34 @@ void Easgd::finish() {
     center_on_servers_->pull(center_);  // after this worker's last push (one server exchange at a time, in order)
     center_on_servers_->finish();
   } else {
-    world_.average_buffers(replica_.buffers(), steps_);
+    world_.average_buffers(buffers_);
   }
-  replica_.write(center_);
+  std::copy(center_.begin(), center_.end(), flat_.data<float>());
+  params_.unpack_values(flat_);
 }
 
 void Easgd::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;
   // The checkpoint holds the center, loaded on every worker: each restarts from it.
   steps_ = state.at("steps").get<int64_t>();
-  if (ready_ && !center_on_servers_) replica_.read(center_);
+  if (ready_ && !center_on_servers_) {
+    params_.pack_values(flat_);
+    center_.assign(values(flat_).begin(), values(flat_).end());
+  }
 }
 
 nn::NamedTensors Easgd::model_state(const nn::Module& model) {
   if (!ready_) return model.state_dict();
   std::vector<float> center = center_;
   if (center_on_servers_ && !finished_) center_on_servers_->pull(center);
-  return replica_.state_with(model, center);
+  Tensor t = params_.empty();
+  std::copy(center.begin(), center.end(), t.data<float>());
+  return params_.state_with(model, t);
 }
 
 nlohmann::json Easgd::stats() const {
   const double steps = static_cast<double>(std::max<int64_t>(steps_here_, 1));
-  const double n_bytes = static_cast<double>(replica_.size()) * sizeof(float);
+  const double n_bytes = static_cast<double>(params_.bytes());
   const double allreduce = replicas() > 1 ? 2.0 * (replicas() - 1) / replicas() * n_bytes : 0.0;
   const double sent = center_on_servers_ ? center_on_servers_->bytes_sent() : world_.bytes_sent();
   return {{"replicas", replicas()}, {"mode", center_on_servers_ ? "async" : "sync"}, {"beta", o_.beta},

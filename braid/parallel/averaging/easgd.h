@@ -65,8 +65,10 @@ class Easgd final : public Aggregation {
   EasgdOptions o_;
   Exchange world_;
   std::unique_ptr<CenterOnServers> center_on_servers_;
-  FlatReplica replica_;
-  std::vector<float> center_, flat_, mean_, change_;
+  FlatParams params_;
+  std::vector<NamedParameter> buffers_;  // floating ones
+  Tensor flat_;                          // [n] staging
+  std::vector<float> center_, mean_, change_;
   int64_t steps_ = 0, steps_here_ = 0, exchanges_ = 0;
   bool ready_ = false, finished_ = false;
 };

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
+#include <algorithm>
 #include <map>
 
 #include "braid/autograd/node.h"
@@ -34,10 +34,13 @@ ModelAveraging::ModelAveraging(comm::Communicator data_axis, ModelAveragingOptio
 
 void ModelAveraging::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
                            const nlohmann::json& description) {
-  replica_.bind(params, buffers, rule_name(o_));
-  start_equal(world_, replica_, description, o_.timeout);
+  params_ = flat_f32(params, rule_name(o_));
+  buffers_ = start_replicas_equal(world_.comm(), params, buffers, description, o_.timeout, rule_name(o_));
+  flat_ = params_.empty();
+  grads_ = params_.empty();
   if (o_.bmuf) {
-    replica_.read(global_model_);
+    params_.pack_values(flat_);
+    global_model_.assign(values(flat_).begin(), values(flat_).end());
     start_ = global_model_;
     delta_.assign(global_model_.size(), 0.0f);
   }
@@ -50,9 +53,9 @@ void ModelAveraging::setup(const std::vector<NamedParameter>& params, const std:
 
 void ModelAveraging::combine_gradients() {
   if (!in_warmup() || world_.size() == 1) return;
-  replica_.read_grads(grads_);
-  world_.average(grads_, "warm-up all-reduce of the gradients", steps_ + 1);
-  replica_.write_grads(grads_);
+  params_.pack_grads(grads_);
+  world_.average(values(grads_), "warm-up all-reduce of the gradients", steps_ + 1);
+  params_.unpack_grads(grads_);
 }
 
 void ModelAveraging::after_step() {
@@ -72,21 +75,21 @@ void ModelAveraging::after_step() {
 
 void ModelAveraging::average_globally() {
   autograd::NoGradGuard no_grad;
-  replica_.read(flat_);
-  world_.average(flat_, "all-reduce of the parameters", steps_);
-  world_.average_buffers(replica_.buffers(), steps_);
+  params_.pack_values(flat_);
+  world_.average(values(flat_), "all-reduce of the parameters", steps_);
+  world_.average_buffers(buffers_);
   if (o_.bmuf) {
     const auto eta = static_cast<float>(o_.block_momentum), zeta = static_cast<float>(o_.block_lr);
-    for (size_t i = 0; i < flat_.size(); ++i) {
-      const float g = flat_[i] - start_[i];
+    float* x = flat_.data<float>();
+    for (size_t i = 0; i < global_model_.size(); ++i) {
+      const float g = x[i] - start_[i];
       delta_[i] = eta * delta_[i] + zeta * g;
       global_model_[i] += delta_[i];
       start_[i] = o_.nesterov ? global_model_[i] + eta * delta_[i] : global_model_[i];
+      x[i] = start_[i];
     }
-    replica_.write(start_);
-  } else {
-    replica_.write(flat_);
   }
+  params_.unpack_values(flat_);
   last_average_ = steps_;
   ++global_;
 }
@@ -94,10 +97,10 @@ void ModelAveraging::average_globally() {
 void ModelAveraging::average_in_host() {
   if (host_.size() == 1) return;
   autograd::NoGradGuard no_grad;
-  replica_.read(flat_);
-  host_.average(flat_, "all-reduce of the parameters", steps_);
-  host_.average_buffers(replica_.buffers(), steps_);
-  replica_.write(flat_);
+  params_.pack_values(flat_);
+  host_.average(values(flat_), "all-reduce of the parameters", steps_);
+  host_.average_buffers(buffers_);
+  params_.unpack_values(flat_);
   ++local_;
 }
 
@@ -105,7 +108,10 @@ void ModelAveraging::finish() {
   if (!ready_) return;
   // Every rank has taken the same steps, so all average or none does.
   if (steps_ > last_average_) average_globally();
-  if (o_.bmuf && global_ > 0) replica_.write(global_model_);  // the block's W_g, not the next block's start
+  if (o_.bmuf && global_ > 0) {  // the block's W_g, not the next block's start
+    std::copy(global_model_.begin(), global_model_.end(), flat_.data<float>());
+    params_.unpack_values(flat_);
+  }
 }
 
 void ModelAveraging::load_state_dict(const nlohmann::json& state) {
@@ -114,7 +120,8 @@ void ModelAveraging::load_state_dict(const nlohmann::json& state) {
   // are equal again, and BMUF's blocks restart from it with no momentum.
   steps_ = last_average_ = state.at("steps").get<int64_t>();
   if (o_.bmuf && ready_) {
-    replica_.read(global_model_);
+    params_.pack_values(flat_);
+    global_model_.assign(values(flat_).begin(), values(flat_).end());
     start_ = global_model_;
     std::fill(delta_.begin(), delta_.end(), 0.0f);
   }
@@ -122,28 +129,26 @@ void ModelAveraging::load_state_dict(const nlohmann::json& state) {
 
 nn::NamedTensors ModelAveraging::model_state(const nn::Module& model) {
   if (!ready_ || steps_ == last_average_ || world_.size() == 1) return model.state_dict();
-  // Not counted in bytes (not training).
-  std::vector<float> mean;
-  replica_.read(mean);
+  // On copies, not counted in bytes (not training): the live replicas stay as they are.
   Exchange copy(world_.comm(), rule_name(o_), o_.timeout);
-  copy.average(mean, "all-reduce of the parameters for a checkpoint", steps_);
-  nn::NamedTensors out = replica_.state_with(model, mean);
-  std::map<const void*, Tensor> buffers;  // a buffer is known by its storage
-  for (const auto& b : replica_.buffers()) {
-    Tensor t = b.tensor.contiguous().clone();
-    copy.average({t.data<float>(), static_cast<size_t>(t.numel())}, "all-reduce of the buffers for a checkpoint",
-                 steps_);
-    buffers[b.tensor.raw_data()] = t;
-  }
+  Tensor mean = params_.empty();
+  params_.pack_values(mean);
+  copy.average(values(mean), "all-reduce of the parameters for a checkpoint", steps_);
+  nn::NamedTensors out = params_.state_with(model, mean);
+  std::vector<NamedParameter> means;
+  for (const auto& b : buffers_) means.push_back({b.name, b.tensor.contiguous().clone()});
+  copy.average_buffers(means);
+  std::map<const void*, Tensor> by_storage;  // a buffer is known by its data
+  for (size_t i = 0; i < buffers_.size(); ++i) by_storage[buffers_[i].tensor.raw_data()] = means[i].tensor;
   for (auto& [name, t] : out) {
-    if (auto it = buffers.find(t.raw_data()); it != buffers.end()) t = it->second;
+    if (auto it = by_storage.find(t.raw_data()); it != by_storage.end()) t = it->second;
   }
   return out;
 }
 
 nlohmann::json ModelAveraging::stats() const {
   const double steps = static_cast<double>(std::max<int64_t>(steps_here_, 1));
-  const double allreduce = world_.allreduce_bytes(static_cast<double>(replica_.size()) * sizeof(float));
+  const double allreduce = world_.allreduce_bytes(static_cast<double>(params_.bytes()));
   const double sent = world_.bytes_sent() + host_.bytes_sent();
   return {{"replicas", world_.size()}, {"period", o_.period}, {"warmup", o_.warmup},
           {"host_period", o_.host_period}, {"steps", steps_here_}, {"averagings", global_},

@@ -77,8 +77,9 @@ class ModelAveraging final : public Aggregation {
 
   ModelAveragingOptions o_;
   Exchange world_, host_;
-  FlatReplica replica_;
-  std::vector<float> flat_, grads_;
+  FlatParams params_;
+  std::vector<NamedParameter> buffers_;  // floating ones, averaged with the parameters
+  Tensor flat_, grads_;                  // [n] staging
   std::vector<float> global_model_, delta_, start_;  // BMUF: W_g, Delta, W_init
   int64_t steps_ = 0, last_average_ = 0;
   int64_t global_ = 0, local_ = 0, steps_here_ = 0;

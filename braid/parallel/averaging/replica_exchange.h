@@ -1,9 +1,9 @@
-// What the model-averaging family (local SGD, BMUF, EASGD, ADMM) shares: a
-// replica's parameters as one flat f32 vector, and the collectives the rules
-// run on such vectors over the data axis. Every wait has a deadline (twice the
-// timeout) and its error names the rank, the rule, the operation and the step;
-// every collective is counted in bytes as a bandwidth-optimal algorithm sends
-// them (all-reduce of B bytes: 2 (W-1)/W B per rank; broadcast: B).
+// The collectives the model-averaging family (local SGD, BMUF, EASGD, ADMM)
+// runs over the data axis on a replica's flat f32 vectors (parallel/
+// flat_replica.h packs them). Every wait has a deadline (twice the timeout)
+// and its error names the rank, the rule, the operation and the step; every
+// collective is counted in bytes as a bandwidth-optimal algorithm sends them
+// (all-reduce of B bytes: 2 (W-1)/W B per rank; broadcast: B).
 #pragma once
 
 #include <span>
@@ -11,38 +11,9 @@
 #include <vector>
 
 #include "braid/comm/communicator.h"
-#include "braid/nn/module.h"
-#include "braid/parallel/grad_sync.h"
+#include "braid/parallel/flat_replica.h"
 
 namespace braid::parallel::averaging {
-
-class FlatReplica {
- public:
-  // Parameters must be contiguous f32; f32 buffers (BatchNorm running
-  // statistics) are kept for averaging, others (counters) stay local.
-  void bind(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
-            const std::string& rule);
-  int64_t size() const { return n_; }
-  // The parameters into `out` (resized), and back.
-  void read(std::vector<float>& out) const;
-  void write(std::span<const float> in) const;
-  // The parameters' gradients into `out` (zeros where a parameter has none), and back.
-  void read_grads(std::vector<float>& out) const;
-  void write_grads(std::span<const float> in) const;
-  const std::vector<Tensor>& params() const { return params_; }
-  const std::vector<NamedParameter>& buffers() const { return buffers_; }
-  // `model`'s state with the parameters replaced by copies of `values` (a
-  // flat vector laid out as read()): a checkpoint of a center or a mean.
-  nn::NamedTensors state_with(const nn::Module& model, std::span<const float> values) const;
-  // The parameters' and buffers' names and shapes, for check_agreement.
-  nlohmann::json shapes() const { return shapes_; }
-
- private:
-  std::vector<Tensor> params_;
-  std::vector<NamedParameter> buffers_;
-  nlohmann::json shapes_;
-  int64_t n_ = 0;
-};
 
 class Exchange {
  public:
@@ -55,20 +26,15 @@ class Exchange {
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   comm::Communicator& comm() { return comm_; }
+  const std::string& rule() const { return rule_; }
 
   // The mean over the group, in place.
   void average(std::span<float> values, const char* what, int64_t step);
   // The group's mean of the buffers, in place.
-  void average_buffers(const std::vector<NamedParameter>& buffers, int64_t step);
-  // Group rank `root`'s values on every rank, in place.
-  void broadcast(std::span<float> values, int root, const char* what, int64_t step);
-  // Waits for `work` (twice the timeout); TimeoutError/PeerError naming the
-  // rank, the rule, `what` and the step otherwise.
-  void wait(comm::Work work, const char* what, int64_t step) const;
+  void average_buffers(const std::vector<NamedParameter>& buffers);
 
   double bytes_sent() const { return bytes_; }
-  void count(double bytes) { bytes_ += bytes; }
-  double allreduce_bytes(double bytes) const;
+  double allreduce_bytes(double bytes) const { return parallel::allreduce_bytes(bytes, comm_.size()); }
 
  private:
   comm::Communicator comm_;
@@ -78,10 +44,11 @@ class Exchange {
   double bytes_ = 0;
 };
 
-// Starts every replica from group rank 0's parameters and buffers, after
-// checking that the replicas train the same model under the same
-// configuration (collective).
-void start_equal(Exchange& exchange, const FlatReplica& replica, const nlohmann::json& description,
-                 Duration timeout);
+// The parameters as one f32 flat vector: FlatParams over `params`, refusing
+// f64 (the averaging rules compute in f32).
+FlatParams flat_f32(const std::vector<NamedParameter>& params, const std::string& rule);
+
+// A [n] f32 tensor's values as a span, and a vector copied from / into one.
+inline std::span<float> values(const Tensor& t) { return {t.data<float>(), static_cast<size_t>(t.numel())}; }
 
 }  // namespace braid::parallel::averaging
