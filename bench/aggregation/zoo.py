@@ -7,7 +7,7 @@ Rows (parallel.strategy and its keys; --rows picks, --row-set changes a key):
 
   allreduce            the baseline: gradients all-reduced every step
   local_sgd            local_sgd.period H, local_sgd.warmup
-  bmuf                 local_sgd.period, bmuf.momentum (-1 = 1 - 1/W), bmuf.lr, bmuf.nesterov
+  bmuf                 local_sgd.period, bmuf.momentum (0.5; -1 = 1 - 1/W), bmuf.lr, bmuf.nesterov
   easgd_sync/_async    easgd.beta, easgd.tau, easgd.mode (async: center on 1 parameter server)
   admm_sync/_async     admm.rho, admm.tau, admm.mode (async: z on 1 server), admm.barrier, admm.max_delay
   gossip_ring/_torus/_exponential   gossip.topology
@@ -73,12 +73,12 @@ def row_table():
     return [
         ("allreduce", ["parallel.strategy=allreduce"], False, True),
         ("local_sgd", ["parallel.strategy=local_sgd", "local_sgd.period=8", "local_sgd.warmup=0"], False, True),
-        ("bmuf", ["parallel.strategy=bmuf", "local_sgd.period=8", "bmuf.momentum=-1", "bmuf.lr=1",
+        ("bmuf", ["parallel.strategy=bmuf", "local_sgd.period=8", "bmuf.momentum=0.5", "bmuf.lr=1",
                   "bmuf.nesterov=true"], False, True),
         ("easgd_sync", ["parallel.strategy=easgd", "easgd.mode=sync", "easgd.beta=0.9", "easgd.tau=4"], False, True),
         ("easgd_async", ["parallel.strategy=easgd", "easgd.mode=async", "easgd.beta=0.9", "easgd.tau=4"], True, False),
-        ("admm_sync", ["parallel.strategy=admm", "admm.mode=sync", "admm.rho=0.1", "admm.tau=8"], False, True),
-        ("admm_async", ["parallel.strategy=admm", "admm.mode=async", "admm.rho=0.1", "admm.tau=8", "admm.barrier=0",
+        ("admm_sync", ["parallel.strategy=admm", "admm.mode=sync", "admm.rho=0.01", "admm.tau=8"], False, True),
+        ("admm_async", ["parallel.strategy=admm", "admm.mode=async", "admm.rho=0.01", "admm.tau=8", "admm.barrier=0",
                         "admm.max_delay=2"], True, False),
         ("gossip_ring", ["parallel.strategy=gossip", "gossip.topology=ring"], False, True),
         ("gossip_torus", ["parallel.strategy=gossip", "gossip.topology=torus"], False, True),

@@ -60,7 +60,7 @@ fewer_bytes bmuf
 run easgd easgd "EASGD \(synchronous, alpha 0.3, beta 0.9\): 7 exchanges every 4 steps in 30 steps; $bytes" \
   -n 3 -- train.max_steps=30
 fewer_bytes easgd
-run admm admm "ADMM \(synchronous, rho 0.1\): 7 rounds of 4 local steps" -n 3 -- train.max_steps=30
+run admm admm "ADMM \(synchronous, rho 0.01\): 7 rounds of 4 local steps" -n 3 -- train.max_steps=30
 run pipeline local_sgd "local SGD: .* in 20 steps" -n 4 -- train.max_steps=20 parallel.pipeline=2 parallel.microbatches=2
 run easgd_async easgd "EASGD \(asynchronous, center on parameter servers, alpha 0.45, beta 0.9\): 7 exchanges" \
   --servers 1 --workers 2 -- train.max_steps=30 easgd.mode=async

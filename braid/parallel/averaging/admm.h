@@ -31,7 +31,7 @@
 namespace braid::parallel::averaging {
 
 struct AdmmOptions {
-  double rho = 0.1;        // penalty, > 0
+  double rho = 0.01;       // penalty, > 0
   int64_t tau = 8;         // local steps per round, >= 1
   int64_t barrier = 0;     // asynchronous: S, workers a round waits for; 0 = W
   int64_t max_delay = 2;   // asynchronous: rounds the fastest may lead the slowest
