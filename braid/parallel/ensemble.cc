@@ -1,8 +1,7 @@
 #include "braid/parallel/ensemble.h"
 
-#include <chrono>
-
 #include "braid/base/deadline.h"
+#include "braid/parallel/flat_replica.h"
 
 namespace braid::parallel {
 
@@ -44,27 +43,15 @@ void Ensemble::after_step() {
 }
 
 void Ensemble::wait(comm::Work work, const char* what) const {
-  const auto start = std::chrono::steady_clock::now();
-  auto waited = [&] {
-    return format_duration(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start));
-  };
   // A member that died or never finished training is named by the
   // communicator's error (the peer, or the ranks that never arrived).
   // The watch, when it has seen a member die, says which one: the peer a
   // collective names may be only a neighbour that already stopped.
-  auto dead = [&] {
-    const std::string d = dead_members();
-    return d.empty() ? d : "; " + d;
-  };
-  try {
-    work.wait(Deadline::after(o_.timeout * 2));
-  } catch (const TimeoutError& e) {
-    fail<TimeoutError>("ensemble member {} of {}: {} after training waited {}: {}{}", comm_.rank(), comm_.size(), what,
-                       waited(), e.what(), dead());
-  } catch (const PeerError& e) {
-    fail<PeerError>("ensemble member {} of {}: {} after training failed after {}: {}{}", comm_.rank(), comm_.size(),
-                    what, waited(), e.what(), dead());
-  }
+  wait_explained(work, Deadline::after(o_.timeout * 2), [&] {
+    const std::string dead = dead_members();
+    return fmt::format("ensemble member {} of {}: {} after training{}", comm_.rank(), comm_.size(), what,
+                       dead.empty() ? dead : " (" + dead + ")");
+  });
 }
 
 std::vector<double> Ensemble::gather(const std::vector<double>& figures) {

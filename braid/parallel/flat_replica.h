@@ -38,6 +38,8 @@ class FlatParams {
   size_t bytes() const { return static_cast<size_t>(entries()) * itemsize(dtype_); }
   const std::vector<Tensor>& tensors() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
+  // [params + 1]: parameter p's entries are [offsets()[p], offsets()[p + 1]).
+  const std::vector<int64_t>& offsets() const { return offset_; }
   Tensor empty() const { return Tensor::empty({entries()}, dtype_); }  // [n]
 
   // [n] <-> the parameters' values, or their gradients (an undefined gradient

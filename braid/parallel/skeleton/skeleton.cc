@@ -4,27 +4,16 @@
 #include <cmath>
 #include <cstring>
 #include <span>
-#include <type_traits>
 
 #include "braid/autograd/node.h"
 #include "braid/base/deadline.h"
 #include "braid/base/digest.h"
 #include "braid/base/log.h"
-#include "braid/parallel/agreement.h"
 #include "braid/parallel/skeleton/partition.h"
 
 namespace braid::parallel::skeleton {
 
 namespace {
-
-// fn(T{}) for the parameters' dtype: f32 or f64 (setup refuses the others).
-template <class Fn>
-void on_float(DType t, Fn&& fn) {
-  visit_dtype(t, [&](auto v) {
-    using T = decltype(v);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) fn(v);
-  });
-}
 
 // fn(entry, j) for the j-th of the sorted entry numbers `index` in `tensors`
 // (one per parameter, entry numbers starting at offset[p]).
@@ -40,8 +29,7 @@ void at_entries(const std::vector<Tensor>& tensors, const std::vector<int64_t>& 
   }
 }
 
-// Sent by each rank, bandwidth-optimal (see skeleton.h).
-double allreduce_bytes(double bytes, int world) { return world > 1 ? 2.0 * (world - 1) / world * bytes : 0.0; }
+// Sent by each rank, bandwidth-optimal (see skeleton.h; all-reduce: flat_replica.h).
 double allgather_bytes(double bytes_per_rank, int world) { return (world - 1) * bytes_per_rank; }
 
 }  // namespace
@@ -56,57 +44,19 @@ SkeletonPartition::SkeletonPartition(comm::Communicator data_axis, SkeletonOptio
 }
 
 void SkeletonPartition::wait(comm::Work work, const char* what) const {
-  const auto start = std::chrono::steady_clock::now();
-  auto waited = [&] { return format_duration(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start)); };
-  try {
-    work.wait(Deadline::after(o_.timeout * 2));
-  } catch (const TimeoutError& e) {
-    fail<TimeoutError>("rank {} of {} on the data axis: skeleton partition's {} after step {} waited {}: {}",
-                       comm_.rank(), comm_.size(), what, steps_, waited(), e.what());
-  } catch (const PeerError& e) {
-    fail<PeerError>("rank {} of {} on the data axis: skeleton partition's {} after step {} failed after {}: {}",
-                    comm_.rank(), comm_.size(), what, steps_, waited(), e.what());
-  }
+  wait_explained(work, Deadline::after(o_.timeout * 2), [&] {
+    return fmt::format("rank {} of {} on the data axis: skeleton partition's {} after step {}", comm_.rank(),
+                       comm_.size(), what, steps_);
+  });
 }
 
 void SkeletonPartition::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
                               const nlohmann::json& description) {
-  params_.clear(), names_.clear(), offset_.assign(1, 0);
-  for (const auto& p : params) {
-    const DType t = p.tensor.dtype();
-    if (t != DType::f32 && t != DType::f64) fail<ValueError>("skeleton partition: parameter {} is {}, not f32 or f64", p.name, braid::name(t));
-    if (!params_.empty() && t != dtype_) fail<ValueError>("skeleton partition: parameters mix {} and {}", braid::name(dtype_), braid::name(t));
-    if (!p.tensor.is_contiguous()) fail<ValueError>("skeleton partition: parameter {} is not contiguous", p.name);
-    dtype_ = t;
-    params_.push_back(p.tensor);
-    names_.push_back(p.name);
-    offset_.push_back(offset_.back() + p.tensor.numel());
-  }
-  n_ = offset_.back();
-  buffers_.clear();
-  for (const auto& b : buffers) {
-    if (b.tensor.dtype() == DType::f32 || b.tensor.dtype() == DType::f64) buffers_.push_back(b);  // counters stay local
-  }
-  nlohmann::json shapes = nlohmann::json::array();
-  for (const auto& p : params) shapes.push_back({p.name, p.tensor.shape(), std::string(braid::name(p.tensor.dtype()))});
-  for (const auto& b : buffers) shapes.push_back({b.name, b.tensor.shape(), std::string(braid::name(b.tensor.dtype()))});
-  check_agreement(comm_, {{"config", description}, {"params", shapes}}, o_.timeout);
-
+  flat_ = FlatParams(params, "skeleton partition");
   // Replicas start equal: restoring an entry to its merged value is only
   // "its owner's training alone" if every replica holds the same merged value.
-  if (comm_.size() > 1) {
-    std::vector<Tensor> staged = params_;
-    for (const auto& b : buffers_) staged.push_back(b.tensor.contiguous());
-    for (const Tensor& t : staged) {
-      wait(comm_.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()}, {.root = 0, .timeout = o_.timeout}),
-           "broadcast of data rank 0's parameters and buffers");
-    }
-    for (size_t i = 0; i < buffers_.size(); ++i) {
-      const Tensor& t = staged[params_.size() + i];
-      if (t.raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(t);
-    }
-  }
-  merged_ = Tensor::empty({n_}, dtype_);
+  buffers_ = start_replicas_equal(comm_, params, buffers, description, o_.timeout, "skeleton partition");
+  merged_ = flat_.empty();
   snapshot();
   ready_ = true;
   if (!pending_.empty()) {
@@ -119,44 +69,38 @@ void SkeletonPartition::setup(const std::vector<NamedParameter>& params, const s
   agree_on_skeleton();
 }
 
-void SkeletonPartition::snapshot() {
-  const size_t item = itemsize(dtype_);
-  auto* dst = static_cast<std::byte*>(merged_.raw_data());
-  for (size_t p = 0; p < params_.size(); ++p) {
-    std::memcpy(dst + static_cast<size_t>(offset_[p]) * item, params_[p].raw_data(), params_[p].nbytes());
-  }
-}
+void SkeletonPartition::snapshot() { flat_.pack_values(merged_); }
 
 std::vector<double> SkeletonPartition::values() const {
-  std::vector<double> v(static_cast<size_t>(n_));
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const std::vector<double> part = params_[p].to_vector<double>();
-    std::copy(part.begin(), part.end(), v.begin() + offset_[p]);
+  std::vector<double> v(static_cast<size_t>(flat_.entries()));
+  for (size_t p = 0; p < flat_.tensors().size(); ++p) {
+    const std::vector<double> part = flat_.tensors()[p].to_vector<double>();
+    std::copy(part.begin(), part.end(), v.begin() + flat_.offsets()[p]);
   }
   return v;
 }
 
 std::vector<double> SkeletonPartition::local_grads() const {
-  std::vector<double> g(static_cast<size_t>(n_), 0.0);
-  for (size_t p = 0; p < params_.size(); ++p) {
-    const Tensor grad = params_[p].grad();
+  std::vector<double> g(static_cast<size_t>(flat_.entries()), 0.0);
+  for (size_t p = 0; p < flat_.tensors().size(); ++p) {
+    const Tensor grad = flat_.tensors()[p].grad();
     if (!grad.defined()) continue;  // no gradient this step: importance |w|
     const std::vector<double> part = grad.to_vector<double>();
-    std::copy(part.begin(), part.end(), g.begin() + offset_[p]);
+    std::copy(part.begin(), part.end(), g.begin() + flat_.offsets()[p]);
   }
   return g;
 }
 
 void SkeletonPartition::choose(const std::vector<double>& importance) {
-  std::vector<uint8_t> mask(static_cast<size_t>(n_), 0);
-  for (int64_t i : top_entries(importance, skeleton_size(n_, o_.fraction))) mask[static_cast<size_t>(i)] = 1;
+  std::vector<uint8_t> mask(static_cast<size_t>(flat_.entries()), 0);
+  for (int64_t i : top_entries(importance, skeleton_size(flat_.entries(), o_.fraction))) mask[static_cast<size_t>(i)] = 1;
   use_skeleton(std::move(mask));
 }
 
 void SkeletonPartition::use_skeleton(std::vector<uint8_t> mask) {
   skeleton_ = std::move(mask);
   skeleton_index_.clear();
-  for (int64_t i = 0; i < n_; ++i) {
+  for (int64_t i = 0; i < flat_.entries(); ++i) {
     if (skeleton_[static_cast<size_t>(i)]) skeleton_index_.push_back(i);
   }
   assign_owners();
@@ -165,10 +109,10 @@ void SkeletonPartition::use_skeleton(std::vector<uint8_t> mask) {
 void SkeletonPartition::assign_owners() {
   owner_ = draw_owners(skeleton_, comm_.size(), o_.seed, static_cast<uint64_t>(round_));
   std::vector<int64_t> count(static_cast<size_t>(comm_.size()), 0);
-  keep_.assign(static_cast<size_t>(n_), 1);
+  keep_.assign(static_cast<size_t>(flat_.entries()), 1);
   mine_.clear();
   const int me = comm_.rank();
-  for (int64_t i = 0; i < n_; ++i) {
+  for (int64_t i = 0; i < flat_.entries(); ++i) {
     const int32_t r = owner_[static_cast<size_t>(i)];
     if (r < 0) continue;
     ++count[static_cast<size_t>(r)];
@@ -185,27 +129,27 @@ double SkeletonPartition::average_skeleton(const std::vector<Tensor>& into, std:
   const auto k = static_cast<int64_t>(skeleton_index_.size());
   if (comm_.size() == 1 || k == 0) return 0;
   const int64_t per = grads ? 2 * k : k;
-  Tensor buf = Tensor::empty({per}, dtype_);
-  on_float(dtype_, [&](auto v) {
+  Tensor buf = Tensor::empty({per}, flat_.dtype());
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
     T* b = buf.data<T>();
     // Fraction 1: the skeleton is every entry in order, one copy per parameter.
-    const bool whole = k == n_;
+    const bool whole = k == flat_.entries();
     if (whole) {
-      for (size_t p = 0; p < into.size(); ++p) std::memcpy(b + offset_[p], into[p].raw_data(), into[p].nbytes());
+      for (size_t p = 0; p < into.size(); ++p) std::memcpy(b + flat_.offsets()[p], into[p].raw_data(), into[p].nbytes());
     } else {
-      at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { b[j] = e; });
+      at_entries<T>(into, flat_.offsets(), skeleton_index_, [&](T& e, size_t j) { b[j] = e; });
     }
     if (grads) {
       for (int64_t j = 0; j < k; ++j) b[k + j] = static_cast<T>((*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])]);
     }
-    wait(comm_.allreduce({b, static_cast<size_t>(per), dtype_},
+    wait(comm_.allreduce({b, static_cast<size_t>(per), flat_.dtype()},
                          {.op = comm::Op::avg, .algorithm = o_.algorithm, .timeout = o_.timeout}),
          "all-reduce of the skeleton");
     if (whole) {
-      for (size_t p = 0; p < into.size(); ++p) std::memcpy(into[p].raw_data(), b + offset_[p], into[p].nbytes());
+      for (size_t p = 0; p < into.size(); ++p) std::memcpy(into[p].raw_data(), b + flat_.offsets()[p], into[p].nbytes());
     } else {
-      at_entries<T>(into, offset_, skeleton_index_, [&](T& e, size_t j) { e = b[j]; });
+      at_entries<T>(into, flat_.offsets(), skeleton_index_, [&](T& e, size_t j) { e = b[j]; });
     }
     if (grads) {
       for (int64_t j = 0; j < k; ++j) (*grads)[static_cast<size_t>(skeleton_index_[static_cast<size_t>(j)])] = static_cast<double>(b[k + j]);
@@ -221,26 +165,26 @@ double SkeletonPartition::gather_owned(const std::vector<Tensor>& into, std::vec
   // Every rank sends m entries (padding after its own), so one all-gather
   // of equal blocks carries the owners' unequal shares.
   const int64_t per = grads ? 2 * m : m;
-  Tensor in = Tensor::zeros({per}, dtype_), out = Tensor::empty({per * world}, dtype_);
-  on_float(dtype_, [&](auto v) {
+  Tensor in = Tensor::zeros({per}, flat_.dtype()), out = Tensor::empty({per * world}, flat_.dtype());
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
     using T = decltype(v);
     T* a = in.data<T>();
-    at_entries<T>(into, offset_, mine_, [&](T& e, size_t c) { a[c] = e; });
+    at_entries<T>(into, flat_.offsets(), mine_, [&](T& e, size_t c) { a[c] = e; });
     if (grads) {
       for (size_t c = 0; c < mine_.size(); ++c) a[static_cast<size_t>(m) + c] = static_cast<T>((*grads)[static_cast<size_t>(mine_[c])]);
     }
-    wait(comm_.allgather({a, static_cast<size_t>(per), dtype_},
-                         {out.raw_data(), static_cast<size_t>(per * world), dtype_}, {.timeout = o_.timeout}),
+    wait(comm_.allgather({a, static_cast<size_t>(per), flat_.dtype()},
+                         {out.raw_data(), static_cast<size_t>(per * world), flat_.dtype()}, {.timeout = o_.timeout}),
          "all-gather of the owners' entries");
     const T* o = out.data<T>();
     std::vector<int64_t> cursor(static_cast<size_t>(world), 0);  // owners' entries arrive in index order
     for (size_t p = 0; p < into.size(); ++p) {
       T* w = into[p].data<T>();
-      for (int64_t i = offset_[p]; i < offset_[p + 1]; ++i) {
+      for (int64_t i = flat_.offsets()[p]; i < flat_.offsets()[p + 1]; ++i) {
         const int32_t r = owner_[static_cast<size_t>(i)];
         if (r < 0) continue;
         const int64_t at = r * per + cursor[static_cast<size_t>(r)]++;
-        w[i - offset_[p]] = o[at];
+        w[i - flat_.offsets()[p]] = o[at];
         if (grads) (*grads)[static_cast<size_t>(i)] = static_cast<double>(o[at + m]);
       }
     }
@@ -249,25 +193,13 @@ double SkeletonPartition::gather_owned(const std::vector<Tensor>& into, std::vec
 }
 
 double SkeletonPartition::average(const std::vector<Tensor>& tensors) {
-  if (comm_.size() == 1) return 0;
-  double bytes = 0;
-  for (const Tensor& t : tensors) {
-    wait(comm_.allreduce({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
-                         {.op = comm::Op::avg, .timeout = o_.timeout}),
-         "all-reduce of the buffers");
-    bytes += allreduce_bytes(static_cast<double>(t.nbytes()), comm_.size());
-  }
-  return bytes;
+  return average_over(comm_, tensors, o_.timeout, "skeleton partition");
 }
 
 double SkeletonPartition::average_buffers() {
-  std::vector<Tensor> staged;
-  for (const auto& b : buffers_) staged.push_back(b.tensor.contiguous());
-  const double bytes = average(staged);
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    if (staged[i].raw_data() != buffers_[i].tensor.raw_data()) buffers_[i].tensor.copy_from(staged[i]);
-  }
-  return bytes;
+  std::vector<Tensor> tensors;
+  for (const auto& b : buffers_) tensors.push_back(b.tensor);
+  return average(tensors);
 }
 
 void SkeletonPartition::commit_merge() {
@@ -283,27 +215,27 @@ void SkeletonPartition::after_step() {
   // Entries owned elsewhere: undo this replica's update (its owner's counts).
   // A branch-free select over every entry vectorises; the owners are random,
   // so a list of the entries to restore would be slower to walk.
-  if (static_cast<int64_t>(mine_.size() + skeleton_index_.size()) < n_) {
-    on_float(dtype_, [&](auto v) {
+  if (static_cast<int64_t>(mine_.size() + skeleton_index_.size()) < flat_.entries()) {
+    visit_flat_dtype(flat_.dtype(), [&](auto v) {
       using T = decltype(v);
-      for (size_t p = 0; p < params_.size(); ++p) {
-        T* w = params_[p].data<T>();
-        const T* m = merged_.data<T>() + offset_[p];
-        const uint8_t* keep = keep_.data() + offset_[p];
-        const int64_t count = offset_[p + 1] - offset_[p];
+      for (size_t p = 0; p < flat_.tensors().size(); ++p) {
+        T* w = flat_.tensors()[p].data<T>();
+        const T* m = merged_.data<T>() + flat_.offsets()[p];
+        const uint8_t* keep = keep_.data() + flat_.offsets()[p];
+        const int64_t count = flat_.offsets()[p + 1] - flat_.offsets()[p];
         for (int64_t j = 0; j < count; ++j) w[j] = keep[j] ? w[j] : m[j];
       }
     });
   }
   // Fraction 1 has nothing to choose: no merge, plain averaging every step.
-  const bool merging = steps_ % o_.every == 0 && static_cast<int64_t>(skeleton_index_.size()) < n_;
+  const bool merging = steps_ % o_.every == 0 && static_cast<int64_t>(skeleton_index_.size()) < flat_.entries();
   if (!merging) {
-    bytes_ += average_skeleton(params_, nullptr);
+    bytes_ += average_skeleton(flat_.tensors(), nullptr);
     return;
   }
   std::vector<double> grads = local_grads();
-  bytes_ += average_skeleton(params_, &grads);
-  bytes_ += gather_owned(params_, &grads);
+  bytes_ += average_skeleton(flat_.tensors(), &grads);
+  bytes_ += gather_owned(flat_.tensors(), &grads);
   bytes_ += average_buffers();
   // The merged weights and each entry's gradient as its trainers saw it:
   // the same on every rank, so every rank picks the same skeleton.
@@ -332,12 +264,12 @@ double SkeletonPartition::agree_on_skeleton() {
   std::vector<uint8_t> mask(skeleton_);
   wait(comm_.broadcast(mask, {.root = 0, .timeout = o_.timeout}), "broadcast of data rank 0's skeleton");
   use_skeleton(std::move(mask));
-  return bytes + static_cast<double>(n_);  // at most the whole mask once per rank
+  return bytes + static_cast<double>(flat_.entries());  // at most the whole mask once per rank
 }
 
 void SkeletonPartition::merge() {
   if (!ready_) fail<ValueError>("skeleton partition: merge() before setup()");
-  bytes_ += gather_owned(params_, nullptr);
+  bytes_ += gather_owned(flat_.tensors(), nullptr);
   bytes_ += average_buffers();
   commit_merge();
 }
@@ -352,14 +284,14 @@ nn::NamedTensors SkeletonPartition::model_state(const nn::Module& model) {
   // The merge in copies: training goes on with the replicas as they are, so
   // checkpointing does not change the run. Not counted in bytes_ (not training).
   std::vector<Tensor> merged, buffers;
-  for (const Tensor& p : params_) merged.push_back(p.clone());
+  for (const Tensor& p : flat_.tensors()) merged.push_back(p.clone());
   gather_owned(merged, nullptr);
   for (const auto& b : buffers_) buffers.push_back(b.tensor.clone());
   average(buffers);
   nn::NamedTensors out = model.state_dict();
   for (auto& [name, t] : out) {
-    for (size_t p = 0; p < names_.size(); ++p) {
-      if (names_[p] == name) t = merged[p];
+    for (size_t p = 0; p < flat_.names().size(); ++p) {
+      if (flat_.names()[p] == name) t = merged[p];
     }
     for (size_t b = 0; b < buffers_.size(); ++b) {
       if (buffers_[b].name == name) t = buffers[b];
@@ -369,7 +301,7 @@ nn::NamedTensors SkeletonPartition::model_state(const nn::Module& model) {
 }
 nlohmann::json SkeletonPartition::state_dict() const {
   if (!ready_) return pending_.is_null() ? nlohmann::json::object() : pending_;
-  return {{"steps", steps_}, {"round", round_}, {"entries", n_}, {"fraction", o_.fraction},
+  return {{"steps", steps_}, {"round", round_}, {"entries", flat_.entries()}, {"fraction", o_.fraction},
           {"every", o_.every}, {"skeleton", mask_to_hex(skeleton_)}};
 }
 
@@ -383,24 +315,24 @@ void SkeletonPartition::load_state_dict(const nlohmann::json& state) {
 
 void SkeletonPartition::apply_pending() {
   const int64_t entries = pending_.at("entries").get<int64_t>();
-  if (entries != n_) {
-    fail<ConfigError>("the checkpoint's skeleton partition covers {} entries, this model has {}", entries, n_);
+  if (entries != flat_.entries()) {
+    fail<ConfigError>("the checkpoint's skeleton partition covers {} entries, this model has {}", entries, flat_.entries());
   }
   round_ = pending_.at("round").get<int64_t>();
   // A checkpoint holds the merged model (model_state), now on every rank.
   steps_ = last_merge_ = pending_.at("steps").get<int64_t>();
-  use_skeleton(mask_from_hex(pending_.at("skeleton").get<std::string>(), n_));
+  use_skeleton(mask_from_hex(pending_.at("skeleton").get<std::string>(), flat_.entries()));
   pending_ = nullptr;
 }
 
 double SkeletonPartition::full_averaging_bytes() const {
-  return static_cast<double>(steps_here_) * allreduce_bytes(static_cast<double>(n_ * itemsize(dtype_)), comm_.size());
+  return static_cast<double>(steps_here_) * allreduce_bytes(static_cast<double>(flat_.entries() * itemsize(flat_.dtype())), comm_.size());
 }
 
 nlohmann::json SkeletonPartition::stats() const {
   const double steps = static_cast<double>(std::max<int64_t>(steps_here_, 1));
   const double full = full_averaging_bytes() / steps;
-  return {{"replicas", comm_.size()}, {"entries", n_}, {"skeleton_entries", skeleton_index_.size()},
+  return {{"replicas", comm_.size()}, {"entries", flat_.entries()}, {"skeleton_entries", skeleton_index_.size()},
           {"fraction", o_.fraction}, {"every", o_.every}, {"steps", steps_here_}, {"merges", merges_},
           {"bytes_sent", bytes_}, {"bytes_per_step", bytes_ / steps}, {"full_averaging_bytes_per_step", full},
           {"ratio", full > 0 ? nlohmann::json(bytes_ / steps / full) : nlohmann::json(nullptr)}};
@@ -412,7 +344,7 @@ std::string SkeletonPartition::report() const {
   const double per = s["bytes_per_step"].get<double>(), full = s["full_averaging_bytes_per_step"].get<double>();
   return fmt::format("skeleton partition: {} of {} entries in the skeleton, {} merge{} in {} steps; {:.0f} bytes sent "
                      "per rank per step, full averaging {:.0f} ({})",
-                     skeleton_index_.size(), n_, merges_, merges_ == 1 ? "" : "s", steps_here_, per, full,
+                     skeleton_index_.size(), flat_.entries(), merges_, merges_ == 1 ? "" : "s", steps_here_, per, full,
                      full > 0 ? fmt::format("{:.3f}x", per / full) : std::string("one replica: nothing sent"));
 }
 

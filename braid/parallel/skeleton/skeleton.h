@@ -36,6 +36,7 @@
 
 #include "braid/comm/communicator.h"
 #include "braid/parallel/aggregation.h"
+#include "braid/parallel/flat_replica.h"
 
 namespace braid::parallel::skeleton {
 
@@ -77,7 +78,7 @@ class SkeletonPartition final : public Aggregation {
   // choosing a new skeleton.
   void merge();
 
-  int64_t entries() const { return n_; }
+  int64_t entries() const { return flat_.entries(); }
   const std::vector<uint8_t>& in_skeleton() const { return skeleton_; }  // [entries]
   const std::vector<int32_t>& owners() const { return owner_; }         // [entries], -1 in the skeleton
   int64_t rounds() const { return round_; }
@@ -100,7 +101,7 @@ class SkeletonPartition final : public Aggregation {
   // along where given.
   double average_skeleton(const std::vector<Tensor>& into, std::vector<double>* grads);
   double gather_owned(const std::vector<Tensor>& into, std::vector<double>* grads);  // the rest from owners
-  double average(const std::vector<Tensor>& tensors);  // contiguous, in place
+  double average(const std::vector<Tensor>& tensors);  // in place
   double average_buffers();
   void commit_merge();  // the parameters are the merged model
   void wait(comm::Work work, const char* what) const;
@@ -108,12 +109,8 @@ class SkeletonPartition final : public Aggregation {
 
   comm::Communicator comm_;
   SkeletonOptions o_;
-  std::vector<Tensor> params_;
-  std::vector<NamedParameter> buffers_;
-  std::vector<std::string> names_;
-  std::vector<int64_t> offset_;        // [params + 1] first entry of each parameter
-  int64_t n_ = 0;
-  DType dtype_ = DType::f32;
+  FlatParams flat_;                    // the parameters, entries numbered in registration order
+  std::vector<NamedParameter> buffers_;  // floating ones, averaged at merges
   Tensor merged_;                      // [n] every entry's value at the last merge
   std::vector<uint8_t> skeleton_;      // [n] 1: in the skeleton
   std::vector<int32_t> owner_;         // [n]
