@@ -14,9 +14,11 @@ std::vector<std::string> strategy_names() {
 
 namespace {
 
-// Replicas that train apart between combinations (each its own optimizer).
-bool trains_replicas_apart(const std::string& s) {
-  return s == "skeleton" || s == "local_sgd" || s == "bmuf" || s == "easgd" || s == "admm";
+// Aggregations over the data axis of a mesh that do not synchronise the
+// whole axis at every step (so refuse synchronised batch norm).
+bool combines_on_data_axis(const std::string& s) {
+  return s == "skeleton" || s == "local_sgd" || s == "bmuf" || s == "easgd" || s == "admm" || s == "gossip" ||
+         s == "hybrid";
 }
 
 // Asynchronous EASGD and ADMM keep their center on parameter servers.
@@ -67,6 +69,13 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   check_strategy(o.strategy);
   PlannedModel out{.model = std::move(model), .loss = std::move(loss), .plan = nullptr};
   PlanParts parts;
+  // Whole replicas on one rank each, with no mesh among them.
+  auto whole_replicas = [&](std::unique_ptr<Aggregation> aggregation) {
+    parts.aggregation = std::move(aggregation);
+    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
+    out.plan = std::make_unique<Plan>(std::move(parts));
+    return std::move(out);
+  };
   if (o.strategy == "ps") {
     if (o.sync_batch_norm) {
       fail<ConfigError>("synchronised batch norm reduces statistics over the data axis inside forward; "
@@ -77,10 +86,7 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                         "be 1 (got {} and {})", o.mesh.tensor, o.mesh.pipeline);
     }
     if (!transport) fail<ConfigError>("parallel.strategy = ps needs the job's transport");
-    parts.aggregation = std::make_unique<ParameterServer>(std::move(transport), o.ps);
-    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
-    out.plan = std::make_unique<Plan>(std::move(parts));
-    return out;
+    return whole_replicas(std::make_unique<ParameterServer>(std::move(transport), o.ps));
   }
   if (on_servers(o)) {
     // The workers are whole replicas talking to servers only: no mesh among them.
@@ -97,13 +103,9 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                         "braid launch --servers S --workers W -- braid train ...", o.strategy);
     }
     if (o.strategy == "easgd") {
-      parts.aggregation = std::make_unique<averaging::Easgd>(std::move(transport), o.servers, o.easgd);
-    } else {
-      parts.aggregation = std::make_unique<averaging::Admm>(std::move(transport), o.servers, o.admm);
+      return whole_replicas(std::make_unique<averaging::Easgd>(std::move(transport), o.servers, o.easgd));
     }
-    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
-    out.plan = std::make_unique<Plan>(std::move(parts));
-    return out;
+    return whole_replicas(std::make_unique<averaging::Admm>(std::move(transport), o.servers, o.admm));
   }
   if (o.strategy == "ensemble") {
     if (o.sync_batch_norm) {
@@ -118,36 +120,21 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                         o.mesh.tensor, o.mesh.pipeline, o.mesh.data);
     }
     // No mesh: building one splits the world, and members talk only after training.
-    parts.aggregation = std::make_unique<Ensemble>(world, o.ensemble);
-    parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
-    out.plan = std::make_unique<Plan>(std::move(parts));
-    return out;
+    return whole_replicas(std::make_unique<Ensemble>(world, o.ensemble));
   }
-  if (trains_replicas_apart(o.strategy)) {
+  if (combines_on_data_axis(o.strategy)) {
     if (o.sync_batch_norm) {
-      fail<ConfigError>("synchronised batch norm makes every replica normalise with the whole batch inside forward; "
-                        "parallel.strategy = {} trains replicas apart between combinations (use local batch norm)",
+      fail<ConfigError>("synchronised batch norm reduces statistics over the whole data axis inside every forward; "
+                        "parallel.strategy = {} does not synchronise the data axis every step (use local batch norm)",
                         o.strategy);
     }
     // Tensor-parallel ranks hold replicated parameters (biases, norms) that
-    // must stay equal across the tensor axis, but each shard's skeleton is
-    // the top fraction of its own entries, so they would drift apart. The
-    // averaging rules treat every entry alike and keep them equal.
-    if (o.strategy == "skeleton" && o.mesh.tensor > 1) {
-      fail<ConfigError>("parallel.strategy = skeleton combines whole replicas or pipeline stages: parallel.tensor "
-                        "must be 1 (got {})", o.mesh.tensor);
-    }
-    if (!world.valid()) fail<ConfigError>("parallel.strategy = {} needs a job's communicator", o.strategy);
-  }
-  if (o.strategy == "gossip" || o.strategy == "hybrid") {
-    if (o.sync_batch_norm) {
-      fail<ConfigError>("synchronised batch norm all-reduces statistics over the data axis inside forward; "
-                        "parallel.strategy = {} never waits for the whole axis (use local batch norm)", o.strategy);
-    }
-    // Tensor-parallel ranks hold replicated parameters (biases, norms) that
-    // must stay equal across the tensor axis; each tensor rank would mix (or
-    // take late gradients) on its own, and they would drift apart.
-    if (o.mesh.tensor > 1) {
+    // must stay equal across the tensor axis. The skeleton picks each shard's
+    // top entries alone, gossip mixes and hybrid takes late gradients on each
+    // tensor rank alone, so they would drift apart; the averaging rules treat
+    // every entry alike and keep them equal.
+    const bool per_shard = o.strategy == "skeleton" || o.strategy == "gossip" || o.strategy == "hybrid";
+    if (per_shard && o.mesh.tensor > 1) {
       fail<ConfigError>("parallel.strategy = {} combines whole replicas or pipeline stages: parallel.tensor must be "
                         "1 (got {})", o.strategy, o.mesh.tensor);
     }
