@@ -85,6 +85,13 @@ kill_rank() {  # kill_rank OUTDIR RANK LAUNCHER LOG
   fail "rank $rank of $dir not found" "$log"
 }
 
+# Waits at most SECONDS for the launcher, then sets `status` to its exit code.
+wait_launcher() {  # wait_launcher LAUNCHER SECONDS
+  timeout "$2" tail --pid="$1" -f /dev/null || true
+  status=0
+  wait "$1" || status=$?
+}
+
 # kill -9 of worker 1 of a local SGD job: the job ends naming it.
 # Rank 0 sleeps 20 ms a step so the job is still running when the kill comes.
 killed=(--set train.max_steps=100000 --set train.checkpoint_every=20 --set parallel.timeout_s=5
@@ -95,9 +102,7 @@ log="$out/killed.log"
 launcher=$!
 kill_rank "$out/killed-run" 1 "$launcher" "$log"
 start=$(date +%s.%N)
-status=0
-timeout 60 tail --pid="$launcher" -f /dev/null || true
-wait "$launcher" || status=$?
+wait_launcher "$launcher" 60
 took=$(python3 -c "import time; print(round(time.time() - $start, 1))")
 [[ $status != 0 ]] || fail "the launcher succeeded after a worker was killed" "$log"
 # The launcher may see rank 1's death first, or a survivor's error naming it.
@@ -113,9 +118,7 @@ log="$out/restarted.log"
   --set train.out_dir="$out/restarted-run" >"$log" 2>&1 &
 launcher=$!
 kill_rank "$out/restarted-run" 2 "$launcher" "$log"
-status=0
-timeout 200 tail --pid="$launcher" -f /dev/null || true
-wait "$launcher" || status=$?
+wait_launcher "$launcher" 200
 [[ $status == 0 ]] || fail "the restarted group exited with $status" "$log"
 grep -q "resumed from" "$log" || fail "the restarted group did not resume" "$log"
 grep -Eq "final test accuracy: top-1 0\.[0-9]+" "$log" || fail "the restarted group has no accuracy" "$log"
@@ -129,9 +132,7 @@ log="$out/async_killed.log"
   --set parallel.timeout_s=5 --set train.out_dir="$out/async-run" >"$log" 2>&1 &
 launcher=$!
 kill_rank "$out/async-run" 2 "$launcher" "$log"
-status=0
-timeout 120 tail --pid="$launcher" -f /dev/null || true
-wait "$launcher" || status=$?
+wait_launcher "$launcher" 120
 [[ $status == 0 ]] || fail "asynchronous EASGD did not finish without the killed worker (exit $status)" "$log"
 grep -Eq "worker 1 \(rank 2\) is gone" "$log" || fail "the server did not name the killed worker" "$log"
 grep -Eq "final test accuracy: top-1 0\.[0-9]+" "$log" || fail "no accuracy after the kill" "$log"

@@ -22,16 +22,12 @@
 #include "braid/optim/sgd.h"
 #include "braid/parallel/plan_factory.h"
 #include "tests/parallel/inproc_ranks.h"
+#include "tests/parallel/reference_io.h"
 
 namespace braid {
 namespace {
 
-Tensor to_tensor(const safetensors::TensorData& d) {
-  const DType dtype = d.dtype == "F32" ? DType::f32 : d.dtype == "I64" ? DType::i64 : throw ValueError("dtype " + d.dtype);
-  Tensor t = Tensor::empty(Shape(d.shape.begin(), d.shape.end()), dtype);
-  std::memcpy(t.raw_data(), d.data.data(), d.data.size());
-  return t;
-}
+using testing::to_tensor;
 
 int run(int argc, char** argv) {
   if (argc < 3) {
@@ -85,12 +81,7 @@ int run(int argc, char** argv) {
     std::lock_guard lock(mu);
     for (const auto& [name, t] : pm.model->state_dict()) final_weights["r" + std::to_string(rank) + "." + name] = t.contiguous().clone();
   });
-  std::map<std::string, safetensors::TensorRef> refs;
-  for (const auto& [name, t] : final_weights) {
-    refs[name] = {"F32", std::vector<int64_t>(t.shape().begin(), t.shape().end()),
-                  {static_cast<const std::byte*>(t.raw_data()), t.nbytes()}};
-  }
-  safetensors::write(out, refs);
+  testing::write_f32(out, final_weights);
   std::printf("braid: local SGD, %d ranks, period %lld, warm-up %lld, %lld steps of %lld rows -> %s\n", ranks,
               static_cast<long long>(period), static_cast<long long>(warmup), static_cast<long long>(steps),
               static_cast<long long>(rows), out.c_str());

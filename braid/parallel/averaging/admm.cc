@@ -54,9 +54,6 @@ void Admm::setup(const std::vector<NamedParameter>& params, const std::vector<Na
     // x_0, which must be worker 0's (braid train builds the model from
     // train.seed on every worker). The z read here may already hold a faster
     // worker's first change; it can be checked only when it does not.
-    for (const auto& b : buffers) {
-      if (b.tensor.dtype() == DType::f32 || b.tensor.dtype() == DType::f64) buffers_.push_back(b);
-    }
     params_.pack_values(flat_);
     z_ = z_on_servers_->start(values(flat_));
     if (z_on_servers_->updates_at_start() == 0 && !std::equal(z_.begin(), z_.end(), values(flat_).begin())) {

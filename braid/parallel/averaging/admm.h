@@ -75,7 +75,7 @@ class Admm final : public Aggregation {
   Exchange world_;
   std::unique_ptr<CenterOnServers> z_on_servers_;
   FlatParams params_;
-  std::vector<NamedParameter> buffers_;  // floating ones
+  std::vector<NamedParameter> buffers_;  // floating ones, averaged at the end (synchronous only)
   Tensor flat_, grads_;                  // [n] staging
   std::vector<float> z_, u_, share_, change_;
   int64_t steps_ = 0, steps_here_ = 0, rounds_ = 0;

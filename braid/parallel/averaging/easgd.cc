@@ -38,12 +38,9 @@ void Easgd::setup(const std::vector<NamedParameter>& params, const std::vector<N
                   const nlohmann::json& description) {
   params_ = flat_f32(params, "EASGD");
   flat_ = params_.empty();
-  params_.pack_values(flat_);
   if (center_on_servers_) {
     // Worker 0's initial model becomes the center; every worker starts from it.
-    for (const auto& b : buffers) {
-      if (b.tensor.dtype() == DType::f32 || b.tensor.dtype() == DType::f64) buffers_.push_back(b);
-    }
+    params_.pack_values(flat_);
     center_ = center_on_servers_->start(values(flat_));
     std::copy(center_.begin(), center_.end(), flat_.data<float>());
     params_.unpack_values(flat_);

@@ -66,7 +66,7 @@ class Easgd final : public Aggregation {
   Exchange world_;
   std::unique_ptr<CenterOnServers> center_on_servers_;
   FlatParams params_;
-  std::vector<NamedParameter> buffers_;  // floating ones
+  std::vector<NamedParameter> buffers_;  // floating ones, averaged at the end (synchronous only)
   Tensor flat_;                          // [n] staging
   std::vector<float> center_, mean_, change_;
   int64_t steps_ = 0, steps_here_ = 0, exchanges_ = 0;
