@@ -25,5 +25,6 @@ void add_launch(CLI::App& app);
 void add_bench_collective(CLI::App& app);
 void add_ps(CLI::App& app);
 void add_pbt(CLI::App& app);
+void add_linear(CLI::App& app);
 
 }  // namespace braid::cli

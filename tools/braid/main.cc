@@ -1,4 +1,4 @@
-// The `braid` command: train, launch, bench, ps, inspect, version.
+// The `braid` command: train, launch, bench, ps, pbt, linear, inspect, version.
 #include <cstdio>
 
 #include "braid/base/error.h"
@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   braid::cli::add_bench_collective(app);
   braid::cli::add_ps(app);
   braid::cli::add_pbt(app);
+  braid::cli::add_linear(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);
