@@ -64,6 +64,10 @@
 #include "braid/ps/client.h"
 #include "braid/ps/server.h"
 
+// linear: linear models on sparse data and their solvers
+#include "braid/linear/datasets.h"
+#include "braid/linear/solvers.h"
+
 // parallel: joining a job, the mesh and the plans that distribute a step
 #include "braid/parallel/bucketed_allreduce.h"
 #include "braid/parallel/mesh.h"

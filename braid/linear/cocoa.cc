@@ -7,7 +7,7 @@
 #include "braid/linear/ranks.h"
 #include "braid/linear/sdca.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 Result solve_cocoa(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                    comm::Communicator& comm, const Monitor& monitor) {
@@ -59,4 +59,4 @@ Result solve_cocoa(const Problem& p, const Examples& train, const Examples* test
   return {std::move(w), clock.take_history()};
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -12,9 +12,9 @@
 #include "braid/comm/communicator.h"
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 Result solve_cocoa(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                    comm::Communicator& comm, const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

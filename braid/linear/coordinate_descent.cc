@@ -5,7 +5,7 @@
 #include "braid/base/error.h"
 #include "braid/base/rng.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 double soft_threshold(double v, double t) { return v > t ? v - t : v < -t ? v + t : 0.0; }
 
@@ -46,4 +46,4 @@ Result solve_coordinate_descent(const Problem& p, const Examples& train, const E
   return {std::move(w), clock.take_history()};
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

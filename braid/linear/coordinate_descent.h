@@ -12,7 +12,7 @@
 
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 Result solve_coordinate_descent(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                                 const Monitor& monitor = {});
@@ -20,4 +20,4 @@ Result solve_coordinate_descent(const Problem& p, const Examples& train, const E
 // S(v, t) = sign(v) max(|v| - t, 0).
 double soft_threshold(double v, double t);
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -11,7 +11,7 @@
 #include "braid/base/hash.h"
 #include "braid/base/rng.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 namespace {
 
@@ -216,4 +216,4 @@ std::pair<Examples, Examples> load_task(const std::string& spec, const std::stri
   return {std::move(train), std::move(held_out)};
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

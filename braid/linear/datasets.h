@@ -14,7 +14,7 @@
 
 #include "braid/linear/sparse.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 struct FortunesOptions {
   std::string dir = "/usr/share/games/fortunes";
@@ -47,4 +47,4 @@ std::pair<Examples, Examples> synthetic_task(const SyntheticOptions& o = {});
 // empty) as its test file.
 std::pair<Examples, Examples> load_task(const std::string& spec, const std::string& test, bool binary);
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -2,7 +2,7 @@
 
 #include "braid/linear/ranks.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 FeatureSpace::FeatureSpace(const Problem& p, const Examples& train, comm::Communicator comm)
     : p_(p), train_(train), comm_(std::move(comm)) {
@@ -56,4 +56,4 @@ Result solve_feature_partition(const Problem& p, const Examples& train, const Ex
   return r;
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -15,7 +15,7 @@
 #include "braid/comm/communicator.h"
 #include "braid/linear/lbfgs.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 class FeatureSpace final : public Space {
  public:
@@ -39,4 +39,4 @@ class FeatureSpace final : public Space {
 Result solve_feature_partition(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                                comm::Communicator& comm, const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

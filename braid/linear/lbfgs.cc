@@ -5,7 +5,7 @@
 
 #include "braid/base/error.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 double space_dot(Space& space, std::span<const double> a, std::span<const double> b) {
   double s = 0;
@@ -108,4 +108,4 @@ Result solve_lbfgs(const Problem& p, const Examples& train, const Examples* test
   return r;
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -17,7 +17,7 @@
 
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 class Space {
  public:
@@ -68,4 +68,4 @@ Result solve_lbfgs(const Problem& p, const Examples& train, const Examples* test
 // Checks that `p` suits the L-BFGS family (smooth loss, l1 = 0).
 void check_lbfgs_problem(const Problem& p, const char* solver);
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

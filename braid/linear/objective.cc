@@ -5,7 +5,7 @@
 
 #include "braid/base/error.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 Loss parse_loss(const std::string& name) {
   if (name == "squared") return Loss::squared;
@@ -124,4 +124,4 @@ double score(Loss loss, const Examples& data, std::span<const double> w) {
 
 std::string score_name(Loss loss) { return is_classification(loss) ? "accuracy" : "rmse"; }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

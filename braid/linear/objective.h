@@ -17,7 +17,7 @@
 
 #include "braid/linear/sparse.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 enum class Loss { squared, logistic, hinge, squared_hinge };
 
@@ -59,4 +59,4 @@ double smooth_objective(const Problem& p, const Examples& data, std::span<const 
 double score(Loss loss, const Examples& data, std::span<const double> w);
 std::string score_name(Loss loss);
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

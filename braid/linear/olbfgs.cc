@@ -8,7 +8,7 @@
 #include "braid/base/rng.h"
 #include "braid/linear/lbfgs.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 namespace {
 
@@ -70,4 +70,4 @@ Result solve_olbfgs(const Problem& p, const Examples& train, const Examples* tes
   return {std::move(w), clock.take_history()};
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -8,9 +8,9 @@
 
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 Result solve_olbfgs(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                     const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -2,7 +2,7 @@
 
 #include "braid/base/error.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 void wait_for(comm::Communicator& comm, const comm::Work& work, const std::string& what) {
   // The collective has its own timeout; the wait's deadline is a backstop.
@@ -30,4 +30,4 @@ void broadcast_from(comm::Communicator& comm, std::span<double> v, int root, con
   wait_for(comm, comm.broadcast(comm::BufferRef(v), {.root = root}), what);
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

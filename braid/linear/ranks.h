@@ -7,7 +7,7 @@
 
 #include "braid/comm/communicator.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 // In place: every rank gets the element-wise sum. `what` names the exchange
 // in errors ("cocoa round 3: the w update").
@@ -18,4 +18,4 @@ void broadcast_from(comm::Communicator& comm, std::span<double> v, int root, con
 // Waits for a point-to-point exchange the same way.
 void wait_for(comm::Communicator& comm, const comm::Work& work, const std::string& what);
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

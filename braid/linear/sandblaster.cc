@@ -5,7 +5,7 @@
 #include "braid/base/error.h"
 #include "braid/linear/ranks.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 namespace {
 constexpr uint64_t kRequestTag = 1;  // worker -> coordinator: "give me a portion"
@@ -134,4 +134,4 @@ Result solve_sandblaster(const Problem& p, const Examples& train, const Examples
   return r;
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -18,7 +18,7 @@
 #include "braid/comm/communicator.h"
 #include "braid/linear/lbfgs.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 class SandblasterSpace final : public Space {
  public:
@@ -50,4 +50,4 @@ class SandblasterSpace final : public Space {
 Result solve_sandblaster(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                          comm::Communicator& comm, const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

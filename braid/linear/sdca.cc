@@ -7,7 +7,7 @@
 #include "braid/base/error.h"
 #include "braid/base/rng.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 namespace {
 
@@ -128,4 +128,4 @@ Result solve_sdca(const Problem& p, const Examples& train, const Examples* test,
   return result;
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -13,7 +13,7 @@
 
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 // The change of alpha_i that maximises the dual along coordinate i, given
 // the label y, the current margin z = x_i . w and q = sigma |x_i|^2 / (l2 n)
@@ -33,4 +33,4 @@ void sdca_pass(const Problem& p, const Examples& data, std::span<const double> n
 Result solve_sdca(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                   const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -11,7 +11,7 @@
 #include "braid/base/rng.h"
 #include "braid/linear/coordinate_descent.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 namespace {
 
@@ -198,4 +198,4 @@ Result solve_cyclades(const Problem& p, const Examples& train, const Examples* t
   });
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

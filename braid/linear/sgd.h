@@ -21,7 +21,7 @@
 
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 Result solve_sgd(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                  const Monitor& monitor = {});
@@ -30,4 +30,4 @@ Result solve_hogwild(const Problem& p, const Examples& train, const Examples* te
 Result solve_cyclades(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                       const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cmath>
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 namespace {
 int64_t now_ns() {
@@ -30,4 +30,4 @@ bool EpochClock::end_epoch(int epoch, std::span<const double> w, double primal, 
   return go_on;
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -14,7 +14,7 @@
 
 #include "braid/linear/objective.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 struct SolverOptions {
   int epochs = 50;
@@ -72,4 +72,4 @@ class EpochClock {
   std::vector<Progress> history_;
 };
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

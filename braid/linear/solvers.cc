@@ -12,7 +12,7 @@
 #include "braid/linear/sdca.h"
 #include "braid/linear/sgd.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 const std::vector<std::string>& solver_names() {
   static const std::vector<std::string> names{"sdca",     "cd",    "lbfgs",    "olbfgs",     "sgd",
@@ -47,4 +47,4 @@ Result solve(const std::string& solver, const Problem& p, const Examples& train,
   fail<ConfigError>("unknown linear solver '{}' ({})", solver, known);
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

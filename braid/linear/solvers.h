@@ -10,7 +10,7 @@
 #include "braid/comm/communicator.h"
 #include "braid/linear/solver.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 const std::vector<std::string>& solver_names();
 // Whether the solver runs across the ranks of a communicator.
@@ -23,4 +23,4 @@ bool has_dual(const std::string& solver);
 Result solve(const std::string& solver, const Problem& p, const Examples& train, const Examples* test,
              const SolverOptions& o, comm::Communicator* comm, const Monitor& monitor = {});
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

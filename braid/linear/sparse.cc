@@ -8,7 +8,7 @@
 #include "braid/base/rng.h"
 #include "braid/data/libsvm.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 void SparseMatrix::append(std::span<const int32_t> idx, std::span<const float> val) {
   BRAID_CHECK(idx.size() == val.size());
@@ -163,4 +163,4 @@ SparsityStats sparsity_stats(const SparseMatrix& x, int64_t rho_budget) {
   return s;
 }
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace braid::linear {
+namespace braid::linear_model {
 
 struct SparseMatrix {
   int64_t cols = 0;
@@ -77,4 +77,4 @@ struct SparsityStats {
 };
 SparsityStats sparsity_stats(const SparseMatrix& x, int64_t rho_budget = int64_t{1} << 28);
 
-}  // namespace braid::linear
+}  // namespace braid::linear_model

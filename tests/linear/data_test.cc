@@ -8,7 +8,7 @@
 #include "tests/linear/problems.h"
 #include "tests/testing/temp_dir.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 namespace {
 
 SparseMatrix small() {
@@ -98,4 +98,4 @@ TEST(Synthetic, PowerLawFeaturesAndBothLabels) {
 }
 
 }  // namespace
-}  // namespace braid::linear
+}  // namespace braid::linear_model

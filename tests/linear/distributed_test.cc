@@ -9,7 +9,7 @@
 #include "tests/parallel/inproc_ranks.h"
 #include "tests/testing/error_message.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 namespace {
 
 using parallel::testing::on_ranks;
@@ -116,4 +116,4 @@ TEST(Cocoa, GapShrinksOnEveryWorldSize) {
 }
 
 }  // namespace
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -7,7 +7,7 @@
 #include "tests/parallel/inproc_ranks.h"
 #include "tests/testing/temp_dir.h"
 
-namespace braid::linear {
+namespace braid::linear_model {
 namespace {
 
 struct Case {
@@ -91,4 +91,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
-}  // namespace braid::linear
+}  // namespace braid::linear_model

@@ -16,7 +16,7 @@
 #include "braid/base/rng.h"
 #include "braid/linear/sparse.h"
 
-namespace braid::linear::testing {
+namespace braid::linear_model::testing {
 
 inline const char* kHeartScale = "/usr/share/doc/liblinear-tools/examples/heart_scale";
 
@@ -74,4 +74,4 @@ inline std::vector<double> liblinear_weights(const std::string& file, const std:
   return w;
 }
 
-}  // namespace braid::linear::testing
+}  // namespace braid::linear_model::testing

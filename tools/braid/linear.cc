@@ -31,7 +31,7 @@ struct LinearArgs {
   double c = 1.0;
   double l2 = -1, l1 = -1;
   std::string solver = "sdca";
-  linear::SolverOptions o;
+  linear_model::SolverOptions o;
   int ranks = 1;
   double timeout_s = 300;
   std::string out;
@@ -40,8 +40,8 @@ struct LinearArgs {
 
 std::string figure(double v) { return std::isnan(v) ? "-" : fmt::format("{:.6g}", v); }
 
-linear::Problem make_problem(const LinearArgs& a, int64_t n) {
-  linear::Problem p{.loss = linear::parse_loss(a.loss), .reg = {}};
+linear_model::Problem make_problem(const LinearArgs& a, int64_t n) {
+  linear_model::Problem p{.loss = linear_model::parse_loss(a.loss), .reg = {}};
   if (a.l2 >= 0 || a.l1 >= 0) {
     p.reg = {std::max(a.l2, 0.0), std::max(a.l1, 0.0)};
   } else {
@@ -55,15 +55,15 @@ linear::Problem make_problem(const LinearArgs& a, int64_t n) {
 }
 
 // One rank's run; rank 0 prints and writes the metrics.
-linear::Result run_rank(const LinearArgs& a, const linear::Problem& p, const linear::Examples& train,
-                        const linear::Examples& test, comm::Communicator* comm, int rank) {
+linear_model::Result run_rank(const LinearArgs& a, const linear_model::Problem& p, const linear_model::Examples& train,
+                        const linear_model::Examples& test, comm::Communicator* comm, int rank) {
   std::unique_ptr<train::JsonlWriter> jsonl;
   if (rank == 0 && !a.out.empty()) {
     std::filesystem::create_directories(a.out);
     jsonl = std::make_unique<train::JsonlWriter>(a.out + "/metrics.jsonl");
   }
-  const std::string score = linear::score_name(p.loss);
-  auto monitor = [&](const linear::Progress& pr) {
+  const std::string score = linear_model::score_name(p.loss);
+  auto monitor = [&](const linear_model::Progress& pr) {
     if (rank != 0) return true;
     std::printf("epoch %3d  primal %-12s gap %-11s test %s %-8s (%.3f s)\n", pr.epoch, figure(pr.primal).c_str(),
                 figure(pr.gap).c_str(), score.c_str(), figure(pr.test_score).c_str(), pr.seconds);
@@ -77,7 +77,7 @@ linear::Result run_rank(const LinearArgs& a, const linear::Problem& p, const lin
     }
     return true;
   };
-  linear::Result r = linear::solve(a.solver, p, train, test.size() ? &test : nullptr, a.o, comm, monitor);
+  linear_model::Result r = linear_model::solve(a.solver, p, train, test.size() ? &test : nullptr, a.o, comm, monitor);
   if (rank == 0 && !r.history.empty()) {
     const auto& last = r.history.back();
     std::printf("%s: %d epochs in %.3f s, primal %s, test %s %s\n", a.solver.c_str(), last.epoch, last.seconds,
@@ -90,9 +90,9 @@ linear::Result run_rank(const LinearArgs& a, const linear::Problem& p, const lin
 }
 
 void run(const LinearArgs& a) {
-  auto [train, test] = linear::load_task(a.data, a.test, linear::is_classification(linear::parse_loss(a.loss)));
-  const linear::Problem p = make_problem(a, train.size());
-  const bool distributed = linear::is_distributed(a.solver);
+  auto [train, test] = linear_model::load_task(a.data, a.test, linear_model::is_classification(linear_model::parse_loss(a.loss)));
+  const linear_model::Problem p = make_problem(a, train.size());
+  const bool distributed = linear_model::is_distributed(a.solver);
   if (a.ranks < 1) fail<ConfigError>("--ranks must be >= 1, got {}", a.ranks);
   if (a.ranks > 1 && !distributed) fail<ConfigError>("--ranks is for the distributed solvers (cocoa, features, sandblaster)");
   const auto timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(a.timeout_s));
@@ -106,7 +106,7 @@ void run(const LinearArgs& a) {
                 static_cast<long long>(train.x.cols), static_cast<long long>(train.x.nonzeros()), a.loss.c_str(),
                 p.reg.l2, p.reg.l1);
     if (a.stats) {
-      const auto s = linear::sparsity_stats(train.x);
+      const auto s = linear_model::sparsity_stats(train.x);
       std::printf("sparsity: omega %lld, delta %.4g, rho %.4g%s\n", static_cast<long long>(s.omega), s.delta, s.rho,
                   s.rho_sampled ? " (over a sample of rows)" : "");
     }
