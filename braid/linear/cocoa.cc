@@ -13,6 +13,7 @@ Result solve_cocoa(const Problem& p, const Examples& train, const Examples* test
                    comm::Communicator& comm, const Monitor& monitor) {
   if (p.reg.l2 <= 0 || p.reg.l1 != 0) fail<ConfigError>("cocoa needs l2 > 0 and l1 = 0 (its local solver is SDCA)");
   if (o.local_passes < 1) fail<ConfigError>("cocoa local_passes must be >= 1, got {}", o.local_passes);
+  EpochClock clock(o, p, test, monitor);
   const int k = comm.size();
   const int64_t n = train.size();
   const auto [lo, hi] = part_range(n, k, comm.rank());
@@ -35,7 +36,6 @@ Result solve_cocoa(const Problem& p, const Examples& train, const Examples* test
   std::vector<int64_t> order(mine.size());
   std::iota(order.begin(), order.end(), 0);
   Generator g(o.seed, static_cast<uint64_t>(comm.rank()));
-  EpochClock clock(o, p, test, monitor);
   std::vector<double> z(mine.size());
   for (int round = 1; round <= o.epochs; ++round) {
     std::fill(dw.begin(), dw.end(), 0.0);
@@ -47,6 +47,7 @@ Result solve_cocoa(const Problem& p, const Examples& train, const Examples* test
     for (size_t j = 0; j < d; ++j) w[j] += dw[j];
 
     // The primal and dual sums over every rank's rows (w is the same everywhere).
+    clock.pause();
     margins(local.x, w, z);
     double sums[2] = {loss_sum(p.loss, local.y, z), 0};
     for (int64_t r = 0; r < local.size(); ++r) sums[1] += dual_term(p.loss, local.y[r], alpha[r]);

@@ -12,6 +12,7 @@ double soft_threshold(double v, double t) { return v > t ? v - t : v < -t ? v + 
 Result solve_coordinate_descent(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                                 const Monitor& monitor) {
   if (!is_smooth(p.loss)) fail<ConfigError>("coordinate descent needs a smooth loss; use sdca for hinge");
+  EpochClock clock(o, p, test, monitor);  // the transpose is on the clock
   const int64_t n = train.size();
   const int64_t d = train.x.cols;
   const auto nn = static_cast<double>(n);
@@ -24,7 +25,6 @@ Result solve_coordinate_descent(const Problem& p, const Examples& train, const E
   }
   std::vector<double> w(static_cast<size_t>(d), 0.0), z(static_cast<size_t>(n), 0.0);
   Generator g(o.seed);
-  EpochClock clock(o, p, test, monitor);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     for (int64_t step = 0; step < d; ++step) {
       const auto j = static_cast<int64_t>(g.below(static_cast<uint64_t>(d)));
@@ -40,6 +40,7 @@ Result solve_coordinate_descent(const Problem& p, const Examples& train, const E
       w[j] = next;
       for (int64_t k = cols.start[j]; k < cols.start[j + 1]; ++k) z[cols.index[k]] += delta * cols.value[k];
     }
+    clock.pause();
     const double primal = loss_sum(p.loss, train.y, z) / nn + regularizer_value(p.reg, w);
     if (!clock.end_epoch(epoch, w, primal)) break;
   }

@@ -47,8 +47,8 @@ std::vector<double> FeatureSpace::gather(std::span<const double> w) {
 Result solve_feature_partition(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                                comm::Communicator& comm, const Monitor& monitor) {
   check_lbfgs_problem(p, "feature-partitioned l-bfgs");
-  FeatureSpace space(p, train, comm);
   EpochClock clock(o, p, test, monitor);
+  FeatureSpace space(p, train, comm);
   Result r;
   std::vector<double> owned;
   r.history = run_lbfgs(space, owned, o, clock);

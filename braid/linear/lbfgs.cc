@@ -79,6 +79,7 @@ std::vector<Progress> run_lbfgs(Space& space, std::vector<double>& w, const Solv
       step /= 2;
     }
     if (!moved) {  // no decrease left at machine precision: w is as good as it gets
+      clock.pause();
       clock.end_epoch(it, space.gather(w), f);
       break;
     }
@@ -93,6 +94,7 @@ std::vector<Progress> run_lbfgs(Space& space, std::vector<double>& w, const Solv
       pairs.push_back(std::move(pair));
       if (pairs.size() > static_cast<size_t>(o.history)) pairs.pop_front();
     }
+    clock.pause();
     if (!clock.end_epoch(it, space.gather(w), f)) break;
   }
   return clock.take_history();
@@ -101,8 +103,8 @@ std::vector<Progress> run_lbfgs(Space& space, std::vector<double>& w, const Solv
 Result solve_lbfgs(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                    const Monitor& monitor) {
   check_lbfgs_problem(p, "lbfgs");
-  LocalSpace space(p, train);
   EpochClock clock(o, p, test, monitor);
+  LocalSpace space(p, train);
   Result r;
   r.history = run_lbfgs(space, r.w, o, clock);
   return r;

@@ -32,6 +32,7 @@ Result solve_olbfgs(const Problem& p, const Examples& train, const Examples* tes
                     const Monitor& monitor) {
   check_lbfgs_problem(p, "olbfgs");
   if (o.step <= 0 || o.batch < 1) fail<ConfigError>("olbfgs needs step > 0 and batch >= 1");
+  EpochClock clock(o, p, test, monitor);
   const auto d = static_cast<size_t>(train.x.cols);
   const auto n = static_cast<size_t>(train.size());
   LocalSpace space(p, train);  // dot products only
@@ -40,7 +41,6 @@ Result solve_olbfgs(const Problem& p, const Examples& train, const Examples* tes
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   Generator gen(o.seed);
-  EpochClock clock(o, p, test, monitor);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     for (auto i = static_cast<int64_t>(n) - 1; i > 0; --i) std::swap(order[i], order[gen.below(i + 1)]);
     const double eta = o.step * std::pow(o.step_decay, epoch - 1);
@@ -65,6 +65,7 @@ Result solve_olbfgs(const Problem& p, const Examples& train, const Examples* tes
         if (pairs.size() > static_cast<size_t>(o.history)) pairs.pop_front();
       }
     }
+    clock.pause();
     if (!clock.end_epoch(epoch, w, primal_objective(p, train, w))) break;
   }
   return {std::move(w), clock.take_history()};

@@ -125,8 +125,8 @@ double SandblasterSpace::evaluate(std::span<const double> w, std::span<double> g
 Result solve_sandblaster(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                          comm::Communicator& comm, const Monitor& monitor) {
   check_lbfgs_problem(p, "sandblaster l-bfgs");
-  SandblasterSpace space(p, train, o, comm);
   EpochClock clock(o, p, test, monitor);
+  SandblasterSpace space(p, train, o, comm);
   Result r;
   std::vector<double> owned;
   r.history = run_lbfgs(space, owned, o, clock);

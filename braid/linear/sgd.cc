@@ -66,16 +66,16 @@ void shuffle(std::vector<int64_t>& order, Generator& g) {
 
 // The epoch loop every variant shares; `pass(order, eta, w)` runs one epoch.
 template <class Pass>
-Result run_epochs(const SgdSetup& s, const Examples* test, const SolverOptions& o, const Monitor& monitor, Pass pass) {
+Result run_epochs(const SgdSetup& s, EpochClock& clock, const SolverOptions& o, Pass pass) {
   if (o.step <= 0) fail<ConfigError>("sgd step must be > 0, got {}", o.step);
   std::vector<double> w(static_cast<size_t>(s.train.x.cols), 0.0);
   std::vector<int64_t> order(static_cast<size_t>(s.train.size()));
   std::iota(order.begin(), order.end(), 0);
   Generator g(o.seed);
-  EpochClock clock(o, s.p, test, monitor);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     shuffle(order, g);
     pass(order, s.eta(o, epoch), w.data());
+    clock.pause();
     if (!clock.end_epoch(epoch, w, primal_objective(s.p, s.train, w))) break;
   }
   return {std::move(w), clock.take_history()};
@@ -140,17 +140,19 @@ void plan_batch(const Examples& train, std::span<const int64_t> batch, int threa
 
 Result solve_sgd(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                  const Monitor& monitor) {
+  EpochClock clock(o, p, test, monitor);
   const SgdSetup s(p, train);
-  return run_epochs(s, test, o, monitor, [&](const std::vector<int64_t>& order, double eta, double* w) {
+  return run_epochs(s, clock, o, [&](const std::vector<int64_t>& order, double eta, double* w) {
     for (int64_t r : order) s.update<Plain>(r, eta, w);
   });
 }
 
 Result solve_hogwild(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                      const Monitor& monitor) {
+  EpochClock clock(o, p, test, monitor);
   const SgdSetup s(p, train);
   const int threads = thread_count(o);
-  return run_epochs(s, test, o, monitor, [&](const std::vector<int64_t>& order, double eta, double* w) {
+  return run_epochs(s, clock, o, [&](const std::vector<int64_t>& order, double eta, double* w) {
     auto slice = [&](int t) {
       const auto [lo, hi] = part_range(static_cast<int64_t>(order.size()), threads, t);
       for (int64_t i = lo; i < hi; ++i) s.update<Relaxed>(order[i], eta, w);
@@ -163,6 +165,7 @@ Result solve_hogwild(const Problem& p, const Examples& train, const Examples* te
 
 Result solve_cyclades(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                       const Monitor& monitor) {
+  EpochClock clock(o, p, test, monitor);
   const SgdSetup s(p, train);
   const int threads = thread_count(o);
   if (o.batch < 1) fail<ConfigError>("cyclades batch must be >= 1, got {}", o.batch);
@@ -171,7 +174,7 @@ Result solve_cyclades(const Problem& p, const Examples& train, const Examples* t
       stamp(static_cast<size_t>(threads), std::vector<int64_t>(d, -1));
   std::vector<BatchPlan> plans;
   int64_t next_id = 0;  // batch ids keep growing across epochs so stamps never need clearing
-  return run_epochs(s, test, o, monitor, [&](const std::vector<int64_t>& order, double eta, double* w) {
+  return run_epochs(s, clock, o, [&](const std::vector<int64_t>& order, double eta, double* w) {
     const auto n = static_cast<int64_t>(order.size());
     const int64_t batches = (n + o.batch - 1) / o.batch;
     plans.resize(static_cast<size_t>(batches));

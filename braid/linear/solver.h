@@ -59,7 +59,9 @@ class EpochClock {
   // go on. Pauses the solver clock while it evaluates.
   bool end_epoch(int epoch, std::span<const double> w, double primal,
                  double gap = std::numeric_limits<double>::quiet_NaN());
-  void resume();  // restarts the solver clock (end_epoch pauses it)
+  // Stops the solver clock before the caller computes what it reports (the
+  // objective, the gap, a gathered w); end_epoch restarts it.
+  void pause();
   std::vector<Progress> take_history() { return std::move(history_); }
 
  private:
@@ -69,6 +71,7 @@ class EpochClock {
   Monitor monitor_;
   double seconds_ = 0;
   int64_t started_ns_ = 0;
+  bool paused_ = false;
   std::vector<Progress> history_;
 };
 
