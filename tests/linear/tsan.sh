@@ -8,6 +8,6 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 g++ -std=c++20 -O1 -g -fsanitize=thread -I"$src" -o "$out/tsan_driver" \
   "$src/tests/linear/tsan_driver.cc" "$src"/braid/linear/{sgd,objective,solver,sparse,coordinate_descent}.cc \
-  "$build/braid/data/libbraid_data.a" "$build/braid/tensor/libbraid_tensor.a" "$build/braid/base/libbraid_base.a" \
+  "$build/braid/data/libbraid_data.a" "$build/braid/tensor/libbraid_tensor.a" "$build/libbraid_base.a" \
   -lfmt -lspdlog -lz -lcrypto -fopenmp -pthread
 TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$out/tsan_driver"

@@ -9,7 +9,7 @@
 
 int main() {
   using namespace braid::linear_model;
-  const Examples data = testing::random_problem(4000, 300, 12, false, 5);  // dense conflicts: races would show
+  const Examples data = braid::linear_model::testing::random_problem(4000, 300, 12, false, 5);  // dense conflicts: races would show
   const Problem p{.loss = Loss::logistic, .reg = {1e-3, 1e-5}};
   SolverOptions o;
   o.epochs = 2;
