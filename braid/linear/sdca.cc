@@ -18,16 +18,17 @@ double logistic_delta(double y, double alpha, double z, double q) {
   const double a0 = alpha * y;
   double lo = 0, hi = 1, a = std::clamp(a0, 1e-12, 1 - 1e-12);
   // From the previous alpha (a warm start once epochs go by) Newton converges
-  // quadratically: a few steps reach 1e-12, past which f64 has little left.
+  // quadratically, so one or two steps usually bring |f| under the tolerance;
+  // each costs a log, the most expensive thing in an epoch.
+  constexpr double kTolerance = 1e-10;
   for (int it = 0; it < 50; ++it) {
     const double f = std::log(a / (1 - a)) + y * z + (a - a0) * q;
+    if (std::abs(f) <= kTolerance) break;
     if (f > 0) hi = a;
     else lo = a;
     double next = a - f / (1 / (a * (1 - a)) + q);
     if (!(next > lo && next < hi)) next = (lo + hi) / 2;
-    const bool converged = std::abs(next - a) <= 1e-12 * std::min(a, 1 - a);
     a = next;
-    if (converged) break;
   }
   return a * y - alpha;
 }
@@ -83,9 +84,14 @@ void sdca_pass(const Problem& p, const Examples& data, std::span<const double> n
     }
     const auto row = data.x.row(r);
     double z = 0;
-    for (size_t k = 0; k < row.index.size(); ++k) {
-      const auto j = static_cast<size_t>(row.index[k]);
-      z += row.value[k] * (w[j] + sigma * dw[j]);
+    if (w.empty()) {  // SDCA itself: no base vector to read beside dw
+      for (size_t k = 0; k < row.index.size(); ++k) z += row.value[k] * dw[static_cast<size_t>(row.index[k])];
+      z *= sigma;
+    } else {
+      for (size_t k = 0; k < row.index.size(); ++k) {
+        const auto j = static_cast<size_t>(row.index[k]);
+        z += row.value[k] * (w[j] + sigma * dw[j]);
+      }
     }
     const double d = sdca_delta(p.loss, data.y[r], alpha[r], z, sigma * norm * scale);
     if (d == 0) continue;
@@ -101,7 +107,7 @@ Result solve_sdca(const Problem& p, const Examples& train, const Examples* test,
   const int64_t n = train.size();
   const auto d = static_cast<size_t>(train.x.cols);
   const std::vector<double> norms = train.x.row_norms_squared();
-  std::vector<double> alpha(static_cast<size_t>(n)), w(d, 0.0), dw(d, 0.0), zeros(d, 0.0);
+  std::vector<double> alpha(static_cast<size_t>(n)), w(d, 0.0);
   const double scale = 1 / (p.reg.l2 * static_cast<double>(n));
   for (int64_t r = 0; r < n; ++r) {
     alpha[r] = norms[r] == 0 ? 0 : sdca_start(p.loss, train.y[r]);
@@ -120,8 +126,8 @@ Result solve_sdca(const Problem& p, const Examples& train, const Examples* test,
   Result result;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[g.below(i + 1)]);
-    // A zero base and sigma = 1: the pass reads and moves w itself.
-    sdca_pass(p, train, norms, order, n, 1.0, zeros, alpha, w);
+    // No base and sigma = 1: the pass reads and moves w itself.
+    sdca_pass(p, train, norms, order, n, 1.0, {}, alpha, w);
     clock.pause();
     const double primal = primal_objective(p, train, w);
     if (!clock.end_epoch(epoch, w, primal, gap_of(primal))) break;

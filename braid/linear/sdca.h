@@ -26,7 +26,8 @@ double sdca_start(Loss loss, double y);
 
 // One SDCA pass over `rows` in order: updates alpha (indexed like rows'
 // positions in data) and dw += (scale / (l2 n)) sum delta_i x_i, reading
-// margins from w + sigma * dw. `n` is the global number of examples.
+// margins from w + sigma * dw (w empty: from sigma * dw). `n` is the global
+// number of examples.
 void sdca_pass(const Problem& p, const Examples& data, std::span<const double> norms, std::span<const int64_t> rows,
                int64_t n, double sigma, std::span<const double> w, std::span<double> alpha, std::span<double> dw);
 
