@@ -96,44 +96,50 @@ int64_t find(std::vector<int64_t>& parent, int64_t a) {
 // in permutation order.
 using BatchPlan = std::vector<std::vector<int64_t>>;
 
-// Splits examples order[b, e) into conflict-free components and deals them to
-// `threads` threads, largest first to the least loaded (by nonzeros).
-// `owner` and `stamp` are per-feature scratch of this planning thread.
-void plan_batch(const Examples& train, std::span<const int64_t> batch, int threads, int64_t batch_id,
-                std::vector<int64_t>& owner, std::vector<int64_t>& stamp, BatchPlan& plan) {
+// Scratch of one planning thread, reused batch after batch.
+struct PlanScratch {
+  std::vector<int64_t> owner, stamp;  // per feature: the batch position that claimed it, in batch `stamp`
+  std::vector<int64_t> parent, slot, cost, thread_of;
+};
+
+// Splits examples `batch` (a slice of the permutation) into conflict-free
+// components and deals them to `threads` threads: each component, in order of
+// first appearance, to the least loaded thread so far (by nonzeros). A
+// thread's list keeps batch order; components dealt to one thread interleave
+// there, which is harmless since they share no coordinate, while each
+// component's own examples stay in permutation order.
+void plan_batch(const Examples& train, std::span<const int64_t> batch, int threads, int64_t batch_id, PlanScratch& s,
+                BatchPlan& plan) {
   const auto b = static_cast<int64_t>(batch.size());
-  std::vector<int64_t> parent(static_cast<size_t>(b));
-  std::iota(parent.begin(), parent.end(), 0);
+  s.parent.resize(static_cast<size_t>(b));
+  std::iota(s.parent.begin(), s.parent.end(), 0);
   for (int64_t i = 0; i < b; ++i) {
     for (int32_t j : train.x.row(batch[i]).index) {
-      if (stamp[j] != batch_id) {
-        stamp[j] = batch_id, owner[j] = i;
+      if (s.stamp[j] != batch_id) {
+        s.stamp[j] = batch_id, s.owner[j] = i;
       } else {
-        const int64_t x = find(parent, i), y = find(parent, owner[j]);
-        if (x != y) parent[std::max(x, y)] = std::min(x, y);  // the root stays the earliest example
+        const int64_t x = find(s.parent, i), y = find(s.parent, s.owner[j]);
+        if (x != y) s.parent[std::max(x, y)] = std::min(x, y);  // the root stays the earliest example
       }
     }
   }
-  // Components by root; examples appended in position order keep each in permutation order.
-  std::vector<int64_t> slot(static_cast<size_t>(b), -1);
-  std::vector<std::vector<int64_t>> comps;
-  std::vector<int64_t> cost;
-  for (int64_t i = 0; i < b; ++i) {
-    const int64_t root = find(parent, i);
-    if (slot[root] < 0) slot[root] = static_cast<int64_t>(comps.size()), comps.emplace_back(), cost.push_back(0);
-    comps[slot[root]].push_back(batch[i]);
-    cost[slot[root]] += train.x.start[batch[i] + 1] - train.x.start[batch[i]] + 1;
+  s.slot.assign(static_cast<size_t>(b), -1);
+  s.cost.clear();
+  for (int64_t i = 0; i < b; ++i) {  // component sizes, numbered by first appearance
+    const int64_t root = find(s.parent, i);
+    if (s.slot[root] < 0) s.slot[root] = static_cast<int64_t>(s.cost.size()), s.cost.push_back(0);
+    s.cost[s.slot[root]] += train.x.start[batch[i] + 1] - train.x.start[batch[i]] + 1;
   }
-  std::vector<size_t> by_cost(comps.size());
-  std::iota(by_cost.begin(), by_cost.end(), 0);
-  std::stable_sort(by_cost.begin(), by_cost.end(), [&](size_t a, size_t c) { return cost[a] > cost[c]; });
-  plan.assign(static_cast<size_t>(threads), {});
   std::vector<int64_t> load(static_cast<size_t>(threads), 0);
-  for (size_t c : by_cost) {
+  s.thread_of.resize(s.cost.size());
+  for (size_t c = 0; c < s.cost.size(); ++c) {
     const auto t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    load[t] += cost[c];
-    plan[t].insert(plan[t].end(), comps[c].begin(), comps[c].end());
+    load[t] += s.cost[c];
+    s.thread_of[c] = static_cast<int64_t>(t);
   }
+  plan.resize(static_cast<size_t>(threads));
+  for (auto& list : plan) list.clear();
+  for (int64_t i = 0; i < b; ++i) plan[s.thread_of[s.slot[find(s.parent, i)]]].push_back(batch[i]);
 }
 
 }  // namespace
@@ -170,8 +176,8 @@ Result solve_cyclades(const Problem& p, const Examples& train, const Examples* t
   const int threads = thread_count(o);
   if (o.batch < 1) fail<ConfigError>("cyclades batch must be >= 1, got {}", o.batch);
   const auto d = static_cast<size_t>(train.x.cols);
-  std::vector<std::vector<int64_t>> owner(static_cast<size_t>(threads), std::vector<int64_t>(d)),
-      stamp(static_cast<size_t>(threads), std::vector<int64_t>(d, -1));
+  std::vector<PlanScratch> scratch(static_cast<size_t>(threads));
+  for (auto& sc : scratch) sc.owner.assign(d, 0), sc.stamp.assign(d, -1);
   std::vector<BatchPlan> plans;
   int64_t next_id = 0;  // batch ids keep growing across epochs so stamps never need clearing
   return run_epochs(s, clock, o, [&](const std::vector<int64_t>& order, double eta, double* w) {
@@ -187,7 +193,7 @@ Result solve_cyclades(const Problem& p, const Examples& train, const Examples* t
       for (int64_t k = t; k < batches; k += threads) {
         const int64_t lo = k * o.batch, hi = std::min(n, lo + o.batch);
         plan_batch(train, std::span(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)), threads,
-                   first_id + k, owner[t], stamp[t], plans[k]);
+                   first_id + k, scratch[t], plans[k]);
       }
       sync.arrive_and_wait();
       for (int64_t k = 0; k < batches; ++k) {
