@@ -24,7 +24,8 @@ import tempfile
 
 TASKS = {
     "fortunes": {"data": "fortunes", "C": 1.0},
-    "synthetic": {"data": "synthetic:rows=400000,cols=1048576,nonzeros_per_row=20,skew=2", "C": 1.0},
+    # Uniform features (skew 1): a conflict graph sparse enough for Cyclades batches of 1000.
+    "synthetic": {"data": "synthetic:rows=400000,cols=1048576,nonzeros_per_row=20,skew=1", "C": 1.0},
 }
 
 
