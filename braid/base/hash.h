@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace braid {
 
@@ -12,6 +13,14 @@ constexpr uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// FNV-1a of a byte string: a stable hash of names and words (host names,
+// hashed text features), the same on every machine and run.
+constexpr uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
 }
 
 }  // namespace braid

@@ -5,17 +5,12 @@
 #include <array>
 
 #include "braid/base/error.h"
+#include "braid/base/hash.h"
 #include "braid/comm/communicator_impl.h"
 
 namespace braid::comm {
 
 namespace {
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  return h;
-}
 
 std::string this_host() {
   std::array<char, 256> buf{};

@@ -15,12 +15,6 @@ namespace braid::linear_model {
 
 namespace {
 
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
-  return h;
-}
-
 // One entry's hashed word counts -> a unit-length row of log(1 + count).
 void append_entry(const std::string& text, int64_t buckets, SparseMatrix& x) {
   std::map<int32_t, int> counts;

@@ -49,11 +49,7 @@ Result solve_feature_partition(const Problem& p, const Examples& train, const Ex
   check_lbfgs_problem(p, "feature-partitioned l-bfgs");
   EpochClock clock(o, p, test, monitor);
   FeatureSpace space(p, train, comm);
-  Result r;
-  std::vector<double> owned;
-  r.history = run_lbfgs(space, owned, o, clock);
-  r.w = space.gather(owned);
-  return r;
+  return solve_in_space(space, clock, o);
 }
 
 }  // namespace braid::linear_model

@@ -100,14 +100,20 @@ std::vector<Progress> run_lbfgs(Space& space, std::vector<double>& w, const Solv
   return clock.take_history();
 }
 
+Result solve_in_space(Space& space, EpochClock& clock, const SolverOptions& o) {
+  Result r;
+  std::vector<double> owned;
+  r.history = run_lbfgs(space, owned, o, clock);
+  r.w = space.gather(owned);
+  return r;
+}
+
 Result solve_lbfgs(const Problem& p, const Examples& train, const Examples* test, const SolverOptions& o,
                    const Monitor& monitor) {
   check_lbfgs_problem(p, "lbfgs");
   EpochClock clock(o, p, test, monitor);
   LocalSpace space(p, train);
-  Result r;
-  r.history = run_lbfgs(space, r.w, o, clock);
-  return r;
+  return solve_in_space(space, clock, o);
 }
 
 }  // namespace braid::linear_model

@@ -48,6 +48,9 @@ double space_dot(Space& space, std::span<const double> a, std::span<const double
 // progress history. `clock` reports after each iteration with the gathered w.
 std::vector<Progress> run_lbfgs(Space& space, std::vector<double>& w, const SolverOptions& o, EpochClock& clock);
 
+// run_lbfgs in `space` from w = 0, with the gathered w (every process has it).
+Result solve_in_space(Space& space, EpochClock& clock, const SolverOptions& o);
+
 // Every coordinate here: P(w) and its gradient over `train`.
 class LocalSpace final : public Space {
  public:

@@ -127,11 +127,7 @@ Result solve_sandblaster(const Problem& p, const Examples& train, const Examples
   check_lbfgs_problem(p, "sandblaster l-bfgs");
   EpochClock clock(o, p, test, monitor);
   SandblasterSpace space(p, train, o, comm);
-  Result r;
-  std::vector<double> owned;
-  r.history = run_lbfgs(space, owned, o, clock);
-  r.w = space.gather(owned);
-  return r;
+  return solve_in_space(space, clock, o);
 }
 
 }  // namespace braid::linear_model
