@@ -64,9 +64,18 @@ std::exception_ptr Communicator::Impl::fail_collective(uint64_t seq, Clock::time
                                                              e.peer, x.text, e.what())));
     }
   } catch (const PeerAborted& e) {
+    // A peer gave up first. When the story is a rank that never came (the
+    // peer timed out), this rank's error is a timeout too, as it would have
+    // been a moment later: callers that handle lost peers catch TimeoutError.
     const Explanation x = ask();
-    out = x.desync ? std::make_exception_ptr(DesyncError(fmt::format("{} failed: {} [{}]", work.what(), x.text, e.what())))
-                   : std::make_exception_ptr(PeerError(fmt::format("{}; {}", e.what(), x.text)));
+    if (x.desync) {
+      out = std::make_exception_ptr(DesyncError(fmt::format("{} failed: {} [{}]", work.what(), x.text, e.what())));
+    } else if (!x.behind.empty() || !x.silent.empty()) {
+      out = std::make_exception_ptr(TimeoutError(fmt::format("{} gave up after {}: {}; {}", work.what(),
+                                                             format_duration(Clock::now() - start), e.what(), x.text)));
+    } else {
+      out = std::make_exception_ptr(PeerError(fmt::format("{}; {}", e.what(), x.text)));
+    }
   } catch (const Error& e) {
     // A size mismatch (PeerError from a transport, ValueError from the
     // shared-memory arena's own check) is what a desync usually looks like

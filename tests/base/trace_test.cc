@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "braid/base/error.h"
 #include "braid/base/trace.h"
 
 namespace braid::trace {
@@ -33,7 +34,9 @@ TEST(Trace, SpansRecordOnlyWhileASessionIsInstalled) {
   for (const auto& e : j["traceEvents"]) {
     EXPECT_EQ(e["pid"], 3);
     if (e["ph"] == "X") spans.push_back(e), tids.insert(e["tid"].get<int>());
-    if (e["ph"] == "M" && e["name"] == "process_name") EXPECT_EQ(e["args"]["name"], "rank 3");
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "rank 3");
+    }
   }
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_EQ(tids.size(), 2u);  // the other thread has a row of its own
