@@ -5,38 +5,28 @@
 
 #include "braid/base/copy_bytes.h"
 #include "braid/base/error.h"
+#include "braid/base/trace.h"
 #include "braid/comm/communicator_impl.h"
 
 namespace braid::comm {
 
 namespace {
 
-std::string human_bytes(size_t b) {
-  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
-  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
-  return fmt::format("{} bytes", b);
-}
-
 std::span<std::byte> bytes_of(BufferRef b) { return {b.data, b.bytes()}; }
-
-// The details that name a collective in timeout messages, formatted only then
-// (small captures: a std::function keeps them without allocating).
-Work::Describe reduction(DType d, Op op, std::optional<Algorithm> algorithm = {}) {
-  return [d, op, algorithm] {
-    return algorithm ? fmt::format(" {} {}, {}", name(d), name(op), name(*algorithm))
-                     : fmt::format(" {} {}", name(d), name(op));
-  };
-}
-Work::Describe at_root(int root) {
-  return [root] { return fmt::format(", root {}", root); };
-}
 
 }  // namespace
 
 Communicator::Impl::Impl(std::shared_ptr<Transport> t, CommOptions o, std::vector<int> m, int r, uint32_t i,
                          std::shared_ptr<CommFamily> f)
     : transport(std::move(t)), options(std::move(o)), members(std::move(m)), rank(r), id(i), family(std::move(f)),
-      arrivals(transport, members, rank, p2p_tag(id, kMaxUserTag), p2p_tag(id, kMaxUserTag + 1)) {
+      history(std::make_shared<History>(options.history)),
+      arrivals(transport, members, rank, history,
+               {.query_tag = p2p_tag(id, kMaxUserTag), .reply_tag = p2p_tag(id, kMaxUserTag + 1),
+                .notice_tag = p2p_tag(id, kMaxUserTag + 2),
+                .on_query = [family = std::weak_ptr<CommFamily>(family), dir = options.history_dir,
+                             me = transport->rank()] {
+                  if (auto f = family.lock(); f && !dir.empty()) f->dump_history(dir, me, "a peer asked");
+                }}) {
   cost = options.cost.value_or(default_link_cost(transport->name()));
   // Wrappers ("faulty+shm") do not move ranks: judge the innermost transport.
   const std::string kind = transport->name().substr(transport->name().rfind('+') + 1);
@@ -100,34 +90,52 @@ void Communicator::Impl::help(uint64_t seq) {
   if (ran) cv.notify_all();  // ~Impl may wait for the queue
 }
 
-Work Communicator::Impl::submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
-                                std::function<void(Group&)> body, bool background) {
+Work Communicator::Impl::submit(const OpInfo& info, Duration timeout, std::function<void(Group&)> body,
+                                bool background) {
   std::unique_lock lock(mu);
   const uint64_t seq = next_seq++;
-  Work work([rank = rank, op, seq, bytes, detail = std::move(detail)] {
-    return fmt::format("rank {} {} #{} ({}{})", rank, op, seq, human_bytes(bytes), detail ? detail() : "");
+  // Not recorded in the history: a stream of refusals would push out the failure.
+  if (failed.load(std::memory_order_acquire)) return Work::completed(refusal(seq, info));
+  history->queued(seq, info);
+  Work work([rank = rank, info, seq] {
+    return fmt::format("rank {} {} #{} ({}{})", rank, info.op, seq, human_bytes(info.bytes), describe_args(info));
   });
   work.help_with([weak = weak_from_this(), seq](const Work&, Deadline) {
     if (auto self = weak.lock()) self->help(seq);
   });
-  queue.push_back({seq, [this, work, seq, op, timeout, body = std::move(body)](bool on_worker) {
-    arrivals.started(seq, op);
+  queue.push_back({seq, [this, work, seq, info, timeout, body = std::move(body)](bool on_worker) {
+    // Queued behind the collective that failed: its messages would meet that one's leftovers.
+    if (failed.load(std::memory_order_acquire)) {
+      auto refused = refusal(seq, info);
+      history->failed(seq, "refused: the communicator had failed");
+      work.complete(refused);
+      return;
+    }
+    running_seq.store(seq, std::memory_order_relaxed);
+    history->started(seq);
+    trace::Span span("comm", info.op);
+    if (span) {
+      span.arg("seq", seq).arg("bytes", info.bytes).arg("comm", id).arg("ranks", members.size());
+      if (info.algorithm) span.arg("algorithm", std::string(name(*info.algorithm)));
+    }
     const auto start = Clock::now();
     // Part of the timeout is kept for asking the other ranks where they are.
     const Duration window = std::clamp<Duration>(timeout / 10, Duration(10ms), Duration(2s));
     Group g(*transport, members, rank, collective_tag(id, seq), Deadline::after(timeout - window), scratch,
             work);
     g.set_on_worker(on_worker);
+    g.set_abort(&arrivals.peer_failed(), [this] {
+      auto n = arrivals.peer_failure();
+      return std::pair<int, std::string>(n->peer, n->op.error.empty() ? n->op.name() : n->op.error);
+    });
     try {
       body(g);
+      history->done(seq);
+      if (span && info.algorithm == Algorithm::automatic) span.arg("algorithm", std::string(name(ran.load())));
       work.complete();
-    } catch (const PeerTimeout& e) {
-      const std::string who = arrivals.who_never_arrived(seq, window);
-      work.complete(std::make_exception_ptr(TimeoutError(
-          fmt::format("{} timed out after {} waiting for rank {}; {} [{}]", work.what(),
-                      format_duration(Clock::now() - start), e.peer, who, e.what()))));
     } catch (...) {
-      work.complete(std::current_exception());
+      work.complete(fail_collective(seq, start, window, work, std::current_exception()));
+      if (span) span.arg("failed", true);
     }
   }});
   // A lazy post starts the collective within Engine::kTick, unless the caller
@@ -147,7 +155,7 @@ Communicator::Communicator(std::shared_ptr<Transport> transport, CommOptions opt
   std::vector<int> members(transport->size());
   for (int r = 0; r < transport->size(); ++r) members[r] = r;
   const int rank = transport->rank();
-  impl_ = std::make_shared<Impl>(std::move(transport), std::move(options), std::move(members), rank,
+  impl_ = Impl::create(std::move(transport), std::move(options), std::move(members), rank,
                                  kRootCommunicatorId, std::make_shared<CommFamily>());
 }
 
@@ -197,14 +205,16 @@ Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
   Impl& m = impl();
   check_reducible(buf.dtype);
   const int p = size();
-  return m.submit("allreduce", reduction(buf.dtype, o.op, o.algorithm),
-                  buf.bytes(), m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
+  const OpInfo info{.op = "allreduce", .bytes = buf.bytes(), .dtype = buf.dtype, .reduce = o.op,
+                    .algorithm = o.algorithm};
+  return m.submit(info, m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
     const ReduceArgs a{buf.data, buf.count, buf.dtype, o.op, m.options.chunk_bytes};
     Algorithm alg = o.algorithm;
     if (alg == Algorithm::automatic) {
       if (m.hosts == 0) m.discover_hosts(g);
       if (m.hosts == 1 && m.arena_by_default) m.arena(g);  // set up on first use; arena_usable_ says how it went
       alg = m.automatic_allreduce(a.bytes());
+      m.ran_with(alg);
     }
     switch (alg) {
       case Algorithm::shared_memory: {
@@ -237,11 +247,8 @@ Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
   check_reducible(buf.dtype);
   check_root(o.root, size(), "reduce");
   const int p = size();
-  return m.submit("reduce",
-                  [d = buf.dtype, op = o.op, root = o.root] {
-                    return fmt::format(" {} {}, root {}", name(d), name(op), root);
-                  }, buf.bytes(),
-                  m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
+  const OpInfo info{.op = "reduce", .bytes = buf.bytes(), .dtype = buf.dtype, .reduce = o.op, .root = o.root};
+  return m.submit(info, m.timeout_or_default(o.timeout), [&m, buf, o, p](Group& g) {
     const ReduceArgs a{buf.data, buf.count, buf.dtype, o.op, m.options.chunk_bytes};
     binomial_reduce(g, a, o.root);
     if (g.rank() == o.root) finish_reduction(a.dtype, a.op, a.data, a.count, p);
@@ -251,7 +258,7 @@ Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
 Work Communicator::broadcast(BufferRef buf, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "broadcast");
-  return m.submit("broadcast", at_root(o.root), buf.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit({.op = "broadcast", .bytes = buf.bytes(), .root = o.root}, m.timeout_or_default(o.timeout),
                   [buf, o](Group& g) { binomial_broadcast(g, bytes_of(buf), o.root); });
 }
 
@@ -259,8 +266,8 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
   Impl& m = impl();
   check_reducible(in.dtype);
   check_blocks(in, out, size(), "reduce_scatter");
-  return m.submit("reduce_scatter", reduction(in.dtype, o.op), in.bytes(),
-                  m.timeout_or_default(o.timeout), [&m, in, out, o](Group& g) {
+  const OpInfo info{.op = "reduce_scatter", .bytes = in.bytes(), .dtype = in.dtype, .reduce = o.op};
+  return m.submit(info, m.timeout_or_default(o.timeout), [&m, in, out, o](Group& g) {
     // The ring reduces in place; work on a copy so `in` survives.
     std::span<std::byte> work = m.staging.get(in.bytes());
     if (in.bytes()) copy_bytes(work.data(), in.data, in.bytes());
@@ -273,7 +280,7 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
 Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   Impl& m = impl();
   check_blocks(out, in, size(), "allgather");
-  return m.submit("allgather", nullptr, out.bytes(), m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
+  return m.submit({.op = "allgather", .bytes = out.bytes()}, m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
     // `in` may already be the rank's block of `out` (ZeRO gathers in place).
     std::byte* mine = out.data + g.rank() * in.bytes();
     if (in.bytes() && mine != in.data) copy_bytes(mine, in.data, in.bytes());
@@ -286,7 +293,7 @@ Work Communicator::gather(BufferRef in, BufferRef out, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "gather");
   if (rank() == o.root) check_blocks(out, in, size(), "gather");
-  return m.submit("gather", at_root(o.root), in.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit({.op = "gather", .bytes = in.bytes(), .root = o.root}, m.timeout_or_default(o.timeout),
                   [in, out, o](Group& g) { direct_gather(g, bytes_of(in), bytes_of(out), o.root); });
 }
 
@@ -294,7 +301,7 @@ Work Communicator::scatter(BufferRef in, BufferRef out, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "scatter");
   if (rank() == o.root) check_blocks(in, out, size(), "scatter");
-  return m.submit("scatter", at_root(o.root), out.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit({.op = "scatter", .bytes = out.bytes(), .root = o.root}, m.timeout_or_default(o.timeout),
                   [in, out, o](Group& g) { direct_scatter(g, bytes_of(in), bytes_of(out), o.root); });
 }
 
@@ -303,13 +310,13 @@ Work Communicator::alltoall(BufferRef in, BufferRef out, TimeoutOptions o) {
   if (in.dtype != out.dtype || in.count != out.count || in.count % size() != 0)
     fail<ValueError>("alltoall: in ({} x {}) and out ({} x {}) must match and split into {} blocks", in.count,
                      name(in.dtype), out.count, name(out.dtype), size());
-  return m.submit("alltoall", nullptr, in.bytes(), m.timeout_or_default(o.timeout),
+  return m.submit({.op = "alltoall", .bytes = in.bytes()}, m.timeout_or_default(o.timeout),
                   [in, out](Group& g) { pairwise_alltoall(g, bytes_of(in), bytes_of(out)); });
 }
 
 Work Communicator::barrier(TimeoutOptions o) {
   Impl& m = impl();
-  return m.submit("barrier", nullptr, 0, m.timeout_or_default(o.timeout),
+  return m.submit({.op = "barrier"}, m.timeout_or_default(o.timeout),
                   [](Group& g) { dissemination_barrier(g); });
 }
 

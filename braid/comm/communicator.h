@@ -7,8 +7,12 @@
 // Work. All ranks must call the
 // same collectives in the same order. Buffers must stay valid until the Work
 // completes. A collective that runs past its timeout completes its Work with a
-// TimeoutError naming rank, peer, op, bytes, sequence number and the ranks that
-// never arrived; after that the communicator should be considered broken.
+// TimeoutError naming rank, peer, op, bytes, sequence number and where every
+// other rank stood; ranks that called different collectives get a
+// DesyncError naming both calls (comm/history.h, comm/explain.h). A
+// communicator that failed stays failed: later collectives fail at once with
+// CommunicatorFailed carrying the first failure's message, and the history of
+// recent collectives is dumped to CommOptions::history_dir.
 // Destroying the last copy of a communicator lets its queued collectives
 // finish (or time out) first.
 //
@@ -65,6 +69,11 @@ struct CommOptions {
   // calibrate() measures them. `inter` is used between hosts.
   std::optional<LinkCost> cost{};
   std::optional<LinkCost> inter_host_cost{};
+  // Recent collectives kept per communicator (comm/history.h).
+  size_t history = 64;
+  // Where the family's histories are written, as rank-<transport rank>.json,
+  // when a collective fails or a peer asks after its own failure; empty: nowhere.
+  std::string history_dir{};
 };
 
 struct AllreduceOptions {

@@ -35,7 +35,7 @@ double round_trip(Group& g, int peer, std::span<std::byte> buf, int reps, bool i
 
 Work Communicator::calibrate(TimeoutOptions o) {
   Impl& m = impl();
-  return m.submit("calibrate", nullptr, 1 << 20, m.timeout_or_default(o.timeout), [&m](Group& g) {
+  return m.submit({.op = "calibrate", .bytes = 1 << 20}, m.timeout_or_default(o.timeout), [&m](Group& g) {
     if (g.size() < 2) return;
     constexpr size_t kLarge = 1 << 20;  // bytes
     std::array<double, 3> figures{};    // alpha, beta, gamma

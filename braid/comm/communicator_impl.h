@@ -15,6 +15,7 @@
 #include "braid/comm/arrivals.h"
 #include "braid/comm/communicator.h"
 #include "braid/comm/engine.h"
+#include "braid/comm/history.h"
 #include "braid/comm/shared_arena.h"
 #include "braid/comm/tags.h"
 
@@ -28,6 +29,15 @@ struct CommFamily {
   // Ids of this rank's communicators, and ids held by splits in progress
   // (communicator_split.cc). Never shrinks: an id is not reused.
   std::set<uint32_t> ids{kRootCommunicatorId};
+
+  // Every communicator of the family on this rank, for history dumps
+  // (communicator_history.cc): one file per rank holds them all.
+  std::mutex comms_mu;
+  std::vector<std::weak_ptr<Communicator::Impl>> comms;
+  // Writes <dir>/rank-<transport rank>.json (serialised: failures and
+  // peers' questions may ask at once). Never throws.
+  void dump_history(const std::string& dir, int transport_rank, const std::string& reason);
+  std::mutex dump_mu;
 };
 
 struct Communicator::Impl final : std::enable_shared_from_this<Communicator::Impl>, Engine::Queue {
@@ -36,12 +46,16 @@ struct Communicator::Impl final : std::enable_shared_from_this<Communicator::Imp
   // Lets queued collectives finish (or time out) first.
   ~Impl();
 
-  // Queues `body` as collective `op` moving `bytes`; the Work
-  // completes when body returns or throws. `detail` (", root 2") is formatted
-  // only if a message needs it: a small collective takes less time than
-  // formatting its name.
-  Work submit(const char* op, Work::Describe detail, size_t bytes, Duration timeout,
-              std::function<void(Group&)> body, bool background = false);
+  // Builds an Impl and registers it with its family (for history dumps).
+  static std::shared_ptr<Impl> create(std::shared_ptr<Transport> transport, CommOptions options,
+                                      std::vector<int> members, int rank, uint32_t id,
+                                      std::shared_ptr<CommFamily> family);
+
+  // Queues `body` as the collective `info` describes; the Work completes when
+  // body returns or throws. Its name is formatted only if a message needs it:
+  // a small collective takes less time than formatting its name. On a
+  // communicator that has failed, the Work fails at once (CommunicatorFailed).
+  Work submit(const OpInfo& info, Duration timeout, std::function<void(Group&)> body, bool background = false);
   Duration timeout_or_default(Duration t) const { return t.count() > 0 ? t : options.timeout; }
 
   // Worker-side helpers (communicator_split.cc).
@@ -89,7 +103,25 @@ struct Communicator::Impl final : std::enable_shared_from_this<Communicator::Imp
   std::shared_ptr<CommFamily> family;
   Scratch scratch;
   Scratch staging;  // copies of inputs an algorithm would clobber (the thread running the queue only)
+  std::shared_ptr<History> history;  // before `arrivals`, which answers from it
   Arrivals arrivals;
+
+  // The first failure, once one happened (communicator_history.cc). A failed
+  // communicator refuses every later collective: their messages would meet
+  // the failed one's leftovers.
+  std::atomic<bool> failed{false};
+  std::mutex failure_mu;
+  std::string failure;  // the first failure's message (failure_mu)
+  // Records the failure of collective `seq` (the first one sticks), tells
+  // the peers, and dumps the history. Returns the error the Work completes with.
+  // `window`: how long the peers are asked for; `work` names the collective.
+  std::exception_ptr fail_collective(uint64_t seq, Clock::time_point start, Duration window, const Work& work,
+                                     std::exception_ptr error);
+  std::exception_ptr refusal(uint64_t seq, const OpInfo& info);
+  // The body picked `a` for the running collective (shown in history and traces).
+  void ran_with(Algorithm a);
+  std::atomic<uint64_t> running_seq{0};
+  std::atomic<Algorithm> ran{Algorithm::automatic};  // what ran_with last recorded
 
   mutable std::mutex cost_mu;
   LinkCost cost, inter_cost;

@@ -82,7 +82,7 @@ Communicator Communicator::Impl::split_now(Group& g, int color, int key) {
     if (r == rank) child_rank = static_cast<int>(child_members.size());
     child_members.push_back(members[r]);
   }
-  auto child = std::make_shared<Impl>(transport, options, std::move(child_members), child_rank, child_id, family);
+  auto child = Impl::create(transport, options, std::move(child_members), child_rank, child_id, family);
   {
     std::lock_guard lock(cost_mu);
     child->cost = cost;
@@ -95,8 +95,9 @@ Communicator Communicator::split(int color, int key) const {
   Impl& m = impl();
   auto result = std::make_shared<Communicator>();
   const Duration timeout = m.options.timeout;
-  Work w = m.submit("split", [color, key] { return fmt::format(" color {} key {}", color, key); },
-                    24 * size(), timeout,
+  // Color and key differ between ranks by design, so they are not part of
+  // the call every rank must agree on.
+  Work w = m.submit({.op = "split", .bytes = 24 * static_cast<uint64_t>(size())}, timeout,
                     [&m, result, color, key](Group& g) { *result = m.split_now(g, color, key); });
   // The worker enforces the timeout; the extra second covers its diagnosis.
   w.wait(Deadline::after(timeout + std::chrono::seconds(3)));

@@ -9,7 +9,8 @@
 //                                            communicator_split.cc)
 //                 kFirstServiceId .. 2^23-1  services (fixed, below)
 //   collective: bits 39..16 sequence number (mod 2^24), bits 15..0 lane
-//   p2p:        bits 39..0 user tag (< 2^39); 2^39 + {0, 1}: arrival queries/replies
+//   p2p:        bits 39..0 user tag (< 2^39); 2^39 + {0, 1, 2}: arrival queries, replies,
+//               failure notices (comm/arrivals.h)
 //   service:    bits 39..0 the service's own message kinds
 //
 // A communicator id is unique among the communicators any one rank is in, so

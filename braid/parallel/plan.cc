@@ -218,6 +218,20 @@ void Plan::agree(std::vector<double>& values) const {
   comm::Communicator(world).broadcast(values, {.root = 0, .timeout = timeout}).wait(Deadline::after(timeout * 2));
 }
 
+std::vector<double> Plan::gather_world(double value) const {
+  const comm::Communicator& world = p_.mesh.world();
+  if (p_.aggregation || !world.valid() || world.size() == 1) return {value};
+  std::vector<double> mine{value}, all(static_cast<size_t>(world.size()));
+  const Duration timeout = timeout_of(p_.mesh);
+  comm::Communicator(world).allgather(mine, all, {.timeout = timeout}).wait(Deadline::after(timeout * 2));
+  return all;
+}
+
+int Plan::world_rank() const {
+  const comm::Communicator& world = p_.mesh.world();
+  return world.valid() ? world.rank() : 0;
+}
+
 std::string Plan::agree_on_run_id(const std::string& id) const {
   const comm::Communicator& world = p_.mesh.world();
   if (!world.valid() || world.size() == 1 || (p_.aggregation && p_.aggregation->member() >= 0)) return id;

@@ -131,6 +131,11 @@ class Plan {
   // each keeps its own), in place. For decisions every rank must take alike
   // (a batch size) from figures that may differ in their last bits.
   void agree(std::vector<double>& values) const;
+  // Every world rank's `value`, by world rank (an all-gather), under the same
+  // condition as agree: ranks that train in step. Otherwise just {value}.
+  std::vector<double> gather_world(double value) const;
+  // This process's rank in the job (0 for a single process).
+  int world_rank() const;
   // World rank 0's `id` (at most 32 bytes) on every rank of the job, so all
   // shards of a run label their checkpoints alike (an ensemble's members,
   // separate models, keep their own).

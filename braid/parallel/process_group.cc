@@ -8,7 +8,7 @@ namespace braid::parallel {
 std::unique_ptr<ProcessGroup> ProcessGroup::join(const ProcessGroupOptions& options) {
   auto group = std::unique_ptr<ProcessGroup>(new ProcessGroup());
   const comm::Env env = comm::read_env();
-  const comm::CommOptions comm_options{.timeout = options.timeout};
+  const comm::CommOptions comm_options{.timeout = options.timeout, .history_dir = options.history_dir};
   if (env.size == 1) {
     group->joined_.env = env;
     group->joined_.transport_name = "inproc";

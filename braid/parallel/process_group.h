@@ -18,6 +18,9 @@ struct ProcessGroupOptions {
   int tcp_streams = 0;
   Duration timeout = std::chrono::seconds(300);  // per collective
   Duration join_timeout = std::chrono::seconds(60);
+  // Where the communicators dump their histories when a collective fails
+  // (comm::CommOptions::history_dir); empty: nowhere.
+  std::string history_dir{};
 };
 
 class ProcessGroup {

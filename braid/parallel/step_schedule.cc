@@ -1,6 +1,7 @@
 #include "braid/parallel/step_schedule.h"
 
 #include "braid/autograd/engine.h"
+#include "braid/base/trace.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
 #include "braid/parallel/shard_spec.h"
@@ -24,8 +25,13 @@ double LocalSchedule::run(nn::Module& model, const nn::LossFn& loss, const Tenso
   if (max_rows_ > 0) slices = static_cast<int>(std::max<int64_t>(slices, (n + max_rows_ - 1) / max_rows_));
   if (slices == 1) {
     set_sync(true);
-    const Tensor l = loss(model.forward(input), target);
+    Tensor l;
+    {
+      trace::Span span("step", "forward");
+      l = loss(model.forward(input), target);
+    }
     const double value = l.item();
+    trace::Span span("step", "backward");
     backward(l);
     return value;
   }
@@ -33,9 +39,16 @@ double LocalSchedule::run(nn::Module& model, const nn::LossFn& loss, const Tenso
   for (int i = 0; i < slices; ++i) {
     const auto [b, e] = microbatch_rows(n, slices, i);
     const double share = static_cast<double>(e - b) / static_cast<double>(n);
-    const Tensor l = mul(loss(model.forward(slice(input, 0, b, e)), slice(target, 0, b, e)), share);
+    Tensor l;
+    {
+      trace::Span span("step", "forward");
+      if (span) span.arg("microbatch", i);
+      l = mul(loss(model.forward(slice(input, 0, b, e)), slice(target, 0, b, e)), share);
+    }
     total += l.item();
     set_sync(i + 1 == slices);
+    trace::Span span("step", "backward");
+    if (span) span.arg("microbatch", i);
     backward(l);
   }
   return total;

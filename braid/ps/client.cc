@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "braid/base/error.h"
+#include "braid/base/trace.h"
 #include "braid/ps/protocol.h"
 
 namespace braid::ps {
@@ -106,6 +107,8 @@ struct Client::Impl {
                        Bytes* spill = nullptr) {
     h.worker = worker;
     h.bytes = payload.size();
+    trace::Span span("ps", op_name(h.op));
+    if (span) span.arg("server", s).arg("clock", h.clock).arg("bytes_out", payload.size()).arg("bytes_in", into.size());
     const std::string what = fmt::format("{} {} with server {}", who(), op_name(h.op), s);
     const Deadline send_by = Deadline::after(o.timeout);
     comm::Work hw = t.send(s, kRequestTag, std::as_bytes(std::span(&h, 1)));

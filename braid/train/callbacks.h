@@ -17,6 +17,8 @@ class Optimizer;
 
 namespace braid::train {
 
+struct StragglerReport;  // train/straggler.h
+
 struct StepMetrics {
   int64_t step = 0;                // optimizer steps taken (after this one)
   int64_t epoch = 0;               // 0-based
@@ -65,6 +67,8 @@ class Callback {
   virtual void on_checkpoint(const std::string& /*stem*/, int64_t /*step*/) {}
   // Free-form notes for the user (resume, skipped checkpoints).
   virtual void on_message(const std::string& /*text*/) {}
+  // A rank persistently slower than the others (world rank 0 of the job reports).
+  virtual void on_straggler(const StragglerReport& /*r*/) {}
   virtual void on_train_end(const TrainSummary& /*s*/) {}
 };
 

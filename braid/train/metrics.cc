@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "braid/base/error.h"
+#include "braid/train/straggler.h"
 
 namespace braid::train {
 
@@ -66,6 +67,14 @@ void MetricsLogger::on_eval(const EvalMetrics& m) {
     tb_->add_scalar("eval/top5", m.top5, m.step);
     tb_->flush();
   }
+}
+
+void MetricsLogger::on_straggler(const StragglerReport& r) {
+  if (!jsonl_) return;
+  nlohmann::json j = r.to_json();
+  j["event"] = "straggler";
+  j["time"] = unix_seconds();
+  jsonl_->write(j);
 }
 
 void MetricsLogger::on_train_end(const TrainSummary& s) {

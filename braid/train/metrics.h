@@ -5,6 +5,7 @@
 //   {"event":"train","step","epoch","loss","lr","samples_per_s","step_ms"}
 //   {"event":"eval","step","epoch","loss","top1","top5","examples","seconds"}
 //   {"event":"end","steps","epochs","train_seconds","samples_per_s","final_loss"}
+//   {"event":"straggler","step","rank","own_ms","others_median_ms","ratio","windows","window_steps","all_ms"}
 // TensorBoard scalars: train/loss, train/lr, train/samples_per_s,
 // train/step_ms, eval/loss, eval/top1, eval/top5, against the step.
 #pragma once
@@ -51,6 +52,7 @@ class MetricsLogger final : public Callback {
   void on_log(const StepMetrics& m) override;
   void on_eval(const EvalMetrics& m) override;
   void on_train_end(const TrainSummary& s) override;
+  void on_straggler(const StragglerReport& r) override;
 
   const JsonlWriter* jsonl() const { return jsonl_.get(); }
   const TensorBoardWriter* tensorboard() const { return tb_.get(); }

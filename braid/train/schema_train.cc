@@ -61,6 +61,18 @@ void add_train_keys(Schema& s) {
          .help = "benchmarks: the worker (data rank) that sleeps train.straggler_ms every step; -1: none"});
   s.add({.name = "train.straggler_ms", .type = T::Float, .default_value = 0.0,
          .help = "benchmarks: milliseconds the straggler sleeps per step", .min = 0.0});
+  s.add({.name = "train.straggler_every", .type = T::Int, .default_value = int64_t{50},
+         .help = "steps between exchanges of every rank's own work per step (step time minus the wait for "
+                 "gradients), to name persistently slow ranks; 0 = off", .min = 0});
+  s.add({.name = "train.straggler_ratio", .type = T::Float, .default_value = 1.5,
+         .help = "a rank whose own work per step is this many times the median of the others' is slow", .min = 1.0});
+  s.add({.name = "train.straggler_windows", .type = T::Int, .default_value = int64_t{2},
+         .help = "consecutive slow exchanges before a rank is named a straggler (logged, metrics.jsonl, launcher "
+                 "summary)", .min = 1});
+  s.add({.name = "train.trace", .type = T::Bool, .default_value = false,
+         .help = "record a timeline of every rank (step phases, data waits, collectives, parameter-server "
+                 "exchanges, waits on peers) to out_dir/trace/rank-R.json, merged into out_dir/trace.json",
+         .env = "BRAID_TRACE"});
 }
 
 }  // namespace braid::train

@@ -12,6 +12,7 @@
 #include "braid/optim/clip.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/checkpoint_reshard.h"
+#include "braid/train/timeline.h"
 
 namespace braid::train {
 
@@ -93,7 +94,12 @@ double Trainer::train_step(const data::Batch& batch) {
   if (o_.straggler_ms > 0 && plan_->data_rank() == o_.straggler_rank) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.straggler_ms));
   }
-  plan_->finish_gradients();
+  {
+    const auto t_sync = Clock::now();
+    trace::Span span("step", "gradient sync");
+    plan_->finish_gradients();
+    last_sync_s_ = seconds_since(t_sync);
+  }
   if (bs && bs->observes_gradients()) {
     bs->noise().observe(plan_->gradients(), batch.size() * plan_->data_world(),
                         [this](const std::vector<Tensor>& t) { return plan_->sum_squares(t); });
@@ -106,12 +112,15 @@ double Trainer::train_step(const data::Batch& batch) {
                          last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
     }
   }
-  if (plan_->owns_optimizer()) {
-    plan_->step(optimizer_->lr());
-  } else {
-    optimizer_->step();
+  {
+    trace::Span span("step", "optimizer");
+    if (plan_->owns_optimizer()) {
+      plan_->step(optimizer_->lr());
+    } else {
+      optimizer_->step();
+    }
+    plan_->after_step();
   }
-  plan_->after_step();
   ++step_;
   if (bs) bs->count(batch.size());
   return value;
@@ -296,11 +305,30 @@ std::pair<int64_t, int64_t> Trainer::resume() {
   return {c->epoch, c->batch};
 }
 
+void Trainer::watch_stragglers(StragglerWatch& watch, double step_s) {
+  watch.add(1e3 * std::max(0.0, step_s - last_sync_s_));
+  if (!watch.due(step_)) return;
+  // Collective over the ranks that train in step (Plan::gather_world): every
+  // rank reaches the same step, so every rank takes part.
+  const std::vector<double> all = plan_->gather_world(watch.mean_ms());
+  for (const StragglerReport& r : watch.judge(step_, all)) {
+    if (auto* rec = trace::active()) rec->instant("straggler", r.message(), r.to_json());
+    if (plan_->world_rank() != 0) continue;
+    for (auto& cb : callbacks_) {
+      cb->on_straggler(r);
+      cb->on_message(r.message());
+    }
+  }
+}
+
 void Trainer::log(const StepMetrics& m) {
   for (auto& cb : callbacks_) cb->on_log(m);
 }
 
 TrainSummary Trainer::fit() {
+  // Every rank's spans from here on, when train.trace is set (train/timeline.h).
+  Timeline timeline(o_.trace ? o_.out_dir : "", plan_->world_rank());
+  StragglerWatch stragglers(o_.straggler);
   run_id_ = plan_->agree_on_run_id(run_id_);
   auto [start_epoch, start_batch] = o_.resume ? resume() : std::pair<int64_t, int64_t>{0, 0};
   setup_plan();
@@ -347,11 +375,23 @@ TrainSummary Trainer::fit() {
     }
     epoch_loss = 0, epoch_steps = 0;
     auto t_batch = Clock::now();
-    while (auto b = train_->next()) {
+    while (true) {
+      std::optional<data::Batch> b;
+      {
+        trace::Span span("step", "data");
+        b = train_->next();
+      }
+      if (!b) break;
       batch_ = batch;
-      const double loss = train_step(*b);
+      double loss;
+      {
+        trace::Span span("step", "step");
+        if (span) span.arg("step", step_ + 1);
+        loss = train_step(*b);
+      }
       ++batch;
       const double dt = seconds_since(t_batch);
+      watch_stragglers(stragglers, dt);
       train_seconds += dt, window_seconds += dt;
       window_loss += loss, epoch_loss += loss;
       ++window_steps, ++epoch_steps;
@@ -396,6 +436,10 @@ TrainSummary Trainer::fit() {
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;
   s.final_loss = epoch_loss / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
   s.last_checkpoint = last_checkpoint_;
+  const std::string merged = timeline.close([this] { plan_->gather_world(0); });
+  if (!merged.empty()) {
+    for (auto& cb : callbacks_) cb->on_message("timeline: " + merged + " (open it in Perfetto or chrome://tracing)");
+  }
   for (auto& cb : callbacks_) cb->on_train_end(s);
   return s;
 }

@@ -19,6 +19,7 @@
 #include "braid/train/batch_schedule.h"
 #include "braid/train/callbacks.h"
 #include "braid/train/checkpoint.h"
+#include "braid/train/straggler.h"
 
 namespace braid::train {
 
@@ -48,6 +49,11 @@ struct TrainerOptions {
   // sleeps this long every step (-1: nobody).
   int straggler_rank = -1;
   double straggler_ms = 0;
+  // Naming slow ranks (train/straggler.h): every `straggler.every` steps the
+  // ranks share their own work per step; 0 steps: off.
+  StragglerOptions straggler{};
+  // Record a timeline of every rank (train/timeline.h) under out_dir.
+  bool trace = false;
   // The precision linear, matmul and conv2d compute in during forward,
   // backward and evaluation: f32, or bf16 products with f32 results, master
   // weights and gradients (Autocast, braid/ops/autocast.h).
@@ -137,6 +143,12 @@ class Trainer {
   double lr_factor_ = 1;
   int64_t next_batch_size_ = 0;  // set_batch_size's, until the next epoch
   int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages
+  // Seconds the last train_step spent combining gradients (waiting for peers):
+  // a step's own work is its time minus this.
+  double last_sync_s_ = 0;
+  // After a step of `step_s` seconds: feeds the straggler watch and, when its
+  // window closes, shares the figures and reports the ranks it names.
+  void watch_stragglers(StragglerWatch& watch, double step_s);
   std::vector<Tensor> params_;
   std::string last_checkpoint_;
   // Names the run in its checkpoints (every rank's, every step's, kept

@@ -235,7 +235,8 @@ parallel::ProcessGroupOptions process_group_options(const Config& c) {
   const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
   return {.transport = c.get_string("parallel.transport"),
           .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
-          .timeout = std::chrono::duration_cast<Duration>(timeout)};
+          .timeout = std::chrono::duration_cast<Duration>(timeout),
+          .history_dir = c.get_string("train.out_dir") + "/history"};
 }
 
 parallel::ParameterServerOptions ps_options(const Config& c, int servers, Duration timeout) {
@@ -387,7 +388,11 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                     // An ensemble member's gradients are its own, whatever data it reads.
                     .batch_schedule = make_batch_schedule(c, ensemble ? 1 : world),
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
-                    .straggler_ms = c.get_float("train.straggler_ms"), .precision = train_precision(c)};
+                    .straggler_ms = c.get_float("train.straggler_ms"),
+                    .straggler = {.every = c.get_int("train.straggler_every"),
+                                  .ratio = c.get_float("train.straggler_ratio"),
+                                  .windows = static_cast<int>(c.get_int("train.straggler_windows"))},
+                    .trace = c.get_bool("train.trace"), .precision = train_precision(c)};
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
                                           run.train_loader, run.test_loader, std::move(to));
   run.trainer->set_plan(std::move(plan), nn::cross_entropy_loss);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <thread>
 
 #include "tests/comm/collectives_util.h"
 
@@ -59,7 +60,8 @@ TEST(MissingRank, EveryOtherRankNamesItWithinTheTimeout) {
       SCOPED_TRACE(fmt::format("{} rank {}: {}", name(alg), r, out[r].message));
       EXPECT_LT(out[r].seconds, 1.5);
       EXPECT_NE(out[r].message.find(fmt::format("rank {} allreduce #2", r)), std::string::npos);
-      EXPECT_NE(out[r].message.find("never arrived at #2: 2 (last started #1 barrier)"), std::string::npos);
+      EXPECT_NE(out[r].message.find("rank 2 never started #2; its last finished op is barrier #1 (0 bytes)"),
+                std::string::npos);
       EXPECT_NE(out[r].message.find("(4000 bytes f32 sum"), std::string::npos);  // 1000 floats
     }
   }
@@ -71,8 +73,47 @@ TEST(MissingRank, ADeadRankIsReportedAsNotAnswering) {
     SCOPED_TRACE(out[r].message);
     EXPECT_LT(out[r].seconds, 1.5);
     EXPECT_NE(out[r].message.find("allreduce #1"), std::string::npos);
-    EXPECT_NE(out[r].message.find("never arrived at #1: 0 (no answer"), std::string::npos);
+    EXPECT_NE(out[r].message.find("rank 0 did not answer"), std::string::npos);
   }
+}
+
+// Rank 1 starts 400 ms after rank 0; rank 2 never comes. Rank 0 times out
+// first and tells rank 1, which gives up before its own timeout, with a
+// TimeoutError (what callers that handle lost peers catch) naming rank 2.
+TEST(MissingRank, ARankTheFirstTimeoutReachesGivesUpEarlyWithATimeout) {
+  auto world = InprocWorld::create(3);
+  std::vector<Communicator> comms;
+  for (int r = 0; r < 3; ++r) comms.emplace_back(std::shared_ptr<Transport>(world->transport(r)));
+  std::vector<Outcome> out(3);
+  std::latch done(2);
+  on_threads(3, [&](int r) {
+    comms[r].barrier({.timeout = 10s}).wait(Deadline::after(20s));
+    if (r == 2) {
+      done.wait();
+      return;
+    }
+    if (r == 1) std::this_thread::sleep_for(400ms);
+    std::vector<float> buf(100, 1.0f);
+    const auto t0 = Clock::now();
+    try {
+      comms[r].allreduce(buf, {.algorithm = Algorithm::ring, .timeout = 1s}).wait(Deadline::after(10s));
+      out[r].message = "completed";
+    } catch (const TimeoutError& e) {
+      out[r].message = e.what();
+    } catch (const Error& e) {
+      out[r].message = std::string("not a timeout: ") + e.what();
+    }
+    out[r].seconds = seconds_since(t0);
+    done.count_down();
+  });
+  world->shutdown("test over");
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(fmt::format("rank {}: {}", r, out[r].message));
+    EXPECT_NE(out[r].message.find("rank 2 never started #2"), std::string::npos);
+    EXPECT_EQ(out[r].message.find("not a timeout"), std::string::npos);
+  }
+  EXPECT_NE(out[1].message.find("gave up after"), std::string::npos) << out[1].message;
+  EXPECT_LT(out[1].seconds, 0.9);  // its own timeout would have ended it at 1 s
 }
 
 }  // namespace

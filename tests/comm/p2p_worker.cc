@@ -8,6 +8,9 @@
 //   p2p_worker die_in_allreduce --transport shm
 //                                              the same, while the others wait in a
 //                                              shared-memory all-reduce
+//   p2p_worker desync --transport ... --history-dir DIR
+//                                              rank 1 broadcasts while the others
+//                                              all-reduce: all report the desync
 //   p2p_worker bench --transport ... [--iters-scale F]
 //                                              ranks 0 and 1 ping-pong; prints
 //                                              one-way latency and bandwidth
@@ -24,6 +27,7 @@
 #include "braid/comm/bootstrap.h"
 #include "braid/comm/communicator.h"
 #include "braid/comm/env.h"
+#include "braid/comm/history.h"
 #include "tests/comm/p2p_check.h"
 
 using namespace braid;
@@ -80,6 +84,36 @@ int die_in_allreduce(std::shared_ptr<Transport> t) {
   return 1;
 }
 
+// Rank 1 broadcasts 8 bytes while the others all-reduce 4 MiB (collective #2):
+// every rank must fail with a DesyncError naming both calls, well before the
+// 20 s timeout, and leave its history in `dir`. Exits 3 on the expected
+// failure (so `braid launch` reports it), 1 on anything else.
+int desync(std::shared_ptr<Transport> t, const std::string& dir) {
+  const int me = t->rank();
+  Communicator comm(t, {.history_dir = dir});
+  comm.barrier({.timeout = 20s}).wait(Deadline::after(30s));
+  std::vector<float> big(1 << 20, 1.0f), small(2, 1.0f);
+  const auto t0 = Clock::now();
+  try {
+    if (me == 1) {
+      comm.broadcast(small, {.root = 0, .timeout = 20s}).wait(Deadline::after(30s));
+    } else {
+      comm.allreduce(big, {.algorithm = Algorithm::ring, .timeout = 20s}).wait(Deadline::after(30s));
+    }
+  } catch (const DesyncError& e) {
+    const bool named = std::string(e.what()).find("rank 1 is at broadcast #2") != std::string::npos &&
+                       std::string(e.what()).find("are at allreduce #2 (4 MiB") != std::string::npos;
+    std::printf("rank %d: desync reported after %.2f s: %s\n", me, seconds_since(t0), e.what());
+    std::fflush(stdout);
+    return named && seconds_since(t0) < 10 ? 3 : 1;
+  } catch (const std::exception& e) {
+    std::printf("rank %d: FAILED, not a desync: %s\n", me, e.what());
+    return 1;
+  }
+  std::printf("rank %d: FAILED, mismatched collectives completed\n", me);
+  return 1;
+}
+
 int bench(Transport& t, double scale) {
   if (t.rank() > 1) return 0;
   const int peer = 1 - t.rank();
@@ -117,8 +151,10 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "check";
   std::string transport = "tcp";
   double scale = 1.0;
+  std::string history_dir;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--transport")) transport = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--history-dir")) history_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--iters-scale")) scale = std::atof(argv[i + 1]);
   }
   try {
@@ -134,6 +170,8 @@ int main(int argc, char** argv) {
       rc = die(*t);
     } else if (mode == "die_in_allreduce") {
       rc = die_in_allreduce(t);
+    } else if (mode == "desync") {
+      rc = desync(t, history_dir);
     } else if (mode == "bench") {
       rc = bench(*t, scale);
     } else {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <latch>
 
+#include "braid/comm/history.h"
 #include "braid/comm/transport/faulty.h"
 #include "tests/comm/collectives_util.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 constexpr AllreduceOptions kShared{.algorithm = Algorithm::shared_memory, .timeout = 10s};
 
-TEST(SharedMemoryAllreduce, RanksThatDisagreeAboutTheSizeGetAnErrorNotAHang) {
+TEST(SharedMemoryAllreduce, RanksThatDisagreeAboutTheSizeGetADesyncNotAHang) {
   std::vector<std::string> errors(3);
   run_world(3, [&](int r, Communicator& comm) {
     std::vector<float> ok(1000, 1.0f);
@@ -23,19 +24,21 @@ TEST(SharedMemoryAllreduce, RanksThatDisagreeAboutTheSizeGetAnErrorNotAHang) {
     const auto t0 = Clock::now();
     try {
       comm.allreduce(buf, kShared).wait(Deadline::after(20s));
-    } catch (const ValueError& e) {
+    } catch (const DesyncError& e) {
       errors[r] = e.what();
     }
     EXPECT_LT(seconds_since(t0), 5.0);
-    // The arena is off from now on: named, it refuses; `auto` falls back to messages.
-    EXPECT_THROW(comm.allreduce(ok, kShared).wait(Deadline::after(20s)), PeerError);
-    std::fill(ok.begin(), ok.end(), 1.0f);
-    comm.allreduce(ok, {.timeout = 10s}).wait(Deadline::after(20s));
-    EXPECT_EQ(ok[999], 3.0f);
-    EXPECT_NE(comm.choose_allreduce(4000), Algorithm::shared_memory);  // what auto now does
+    // The communicator stays failed: named or not, later calls are refused.
+    EXPECT_THROW(comm.allreduce(ok, kShared).wait(Deadline::after(20s)), CommunicatorFailed);
+    EXPECT_THROW(comm.allreduce(ok, {.timeout = 10s}).wait(Deadline::after(20s)), CommunicatorFailed);
+    EXPECT_NE(comm.choose_allreduce(4000), Algorithm::shared_memory);  // the arena is off
   });
   for (int r = 0; r < 3; ++r) {
     SCOPED_TRACE(errors[r]);
+    EXPECT_NE(errors[r].find("desync at #2: rank 1 is at allreduce #2 (2800 bytes f32 sum) while ranks 0, 2 are at "
+                             "allreduce #2 (4000 bytes f32 sum)"),
+              std::string::npos);
+    // The arena's own check, kept in brackets.
     EXPECT_NE(errors[r].find("shared-memory all-reduce of"), std::string::npos);
     EXPECT_NE(errors[r].find(r == 1 ? "1000 elements" : "700 elements"), std::string::npos);
   }

@@ -18,6 +18,7 @@ inline int exit_code = 0;
 void add_version(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_inspect_checkpoint(CLI::App& inspect);  // inspect_checkpoint.cc, called by add_inspect
+void add_inspect_history(CLI::App& inspect);     // inspect_history.cc (history and trace), called by add_inspect
 void add_train(CLI::App& app);
 // `braid train` under parallel.strategy = ensemble (train_ensemble.cc; train.cc calls it).
 void train_ensemble(const train::Config& config, const std::string& summary_json);

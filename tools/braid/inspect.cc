@@ -8,6 +8,10 @@
 //       a safetensors file's tensors and metadata, after checking its checksum
 //   inspect checkpoint DIR [--step S] [--format table|json] [--consolidate OUT]
 //       a run's checkpoints (inspect_checkpoint.cc)
+//   inspect history DIR
+//       what every rank was doing when a collective failed (inspect_history.cc)
+//   inspect trace DIR [--out FILE]
+//       the ranks' timelines merged into one Chrome trace (inspect_history.cc)
 #include <cstdio>
 
 #include "braid/base/deadline.h"
@@ -95,7 +99,7 @@ void inspect_safetensors(const std::string& path) {
 }  // namespace
 
 void add_inspect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "show the config schema, datasets, a safetensors file or a run's checkpoints");
+  auto* cmd = app.add_subcommand("inspect", "show the config schema, datasets, a safetensors file, a run's checkpoints, collective histories or traces");
   cmd->require_subcommand(1);
   auto args = std::make_shared<ConfigArgs>();
 
@@ -114,6 +118,7 @@ void add_inspect(CLI::App& app) {
   st->callback([args] { inspect_safetensors(args->file); });
 
   add_inspect_checkpoint(*cmd);
+  add_inspect_history(*cmd);
 }
 
 }  // namespace braid::cli

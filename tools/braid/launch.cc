@@ -171,7 +171,10 @@ int launch(const LaunchOptions& o) {
                 {"BRAID_TOKEN", token},
                 {"BRAID_RESTART", std::to_string(attempt)}};
     GroupResult r = run_group(spec);
-    if (r.ok) return o.ps ? finish_ps(o, spec, r) : 0;
+    if (r.ok) {
+      if (const std::string named = describe_stragglers(r); !named.empty()) std::fprintf(stderr, "%s\n", named.c_str() + 1);
+      return o.ps ? finish_ps(o, spec, r) : 0;
+    }
     std::fprintf(stderr, "%s\n", describe_failure(r).c_str());
     if (r.interrupted || attempt >= o.max_restarts) return r.exit_code == 0 ? 1 : r.exit_code;
     std::fprintf(stderr, "braid launch: restarting the group (restart %d of %d)\n", attempt + 1,

@@ -35,6 +35,7 @@ struct Child {
   int out_fd = -1, err_fd = -1;
   std::string out_partial, err_partial;
   std::deque<std::string> tail;
+  std::vector<std::string> stragglers;  // "straggler: rank ..." lines it printed
   bool running = true;
   int status = 0;
 };
@@ -49,6 +50,9 @@ void relay(Child& c, std::string& partial, const char* data, size_t n, FILE* to,
     if (nl == std::string::npos) break;
     std::string line = partial.substr(start, nl - start);
     std::fprintf(to, "[rank %d] %s\n", c.rank, line.c_str());
+    // The trainer names slow ranks in lines like this (train/straggler.h);
+    // the summary repeats them, since they scroll by in a long run.
+    if (const size_t at = line.find("straggler: rank "); at != std::string::npos) c.stragglers.push_back(line.substr(at));
     c.tail.push_back(std::move(line));
     if (c.tail.size() > keep) c.tail.pop_front();
     start = nl + 1;
@@ -276,6 +280,7 @@ GroupResult run_group(const GroupSpec& spec) {
   }
   for (auto& c : kids) {
     if (c.rank == result.failed_rank) result.tail = c.tail;
+    for (const std::string& line : c.stragglers) result.stragglers.push_back(line);
     result.exit_codes.push_back(exit_code_of(c.status));
   }
   ::sigaction(SIGINT, &old_int, nullptr);
@@ -292,13 +297,20 @@ std::string describe_failure(const GroupResult& r) {
                     r.failed_role.empty() ? "" : " ", r.failed_rank, r.how, r.failed_after);
   }
   if (!r.stopped.empty()) s += fmt::format("; stopped ranks [{}]", fmt::join(r.stopped, ", "));
-  return s + describe_tail(r.failed_rank, r.tail);
+  return s + describe_tail(r.failed_rank, r.tail) + describe_stragglers(r);
 }
 
 std::string describe_tail(int rank, const std::deque<std::string>& tail) {
   if (tail.empty()) return "";
   std::string s = fmt::format("\nlast lines of rank {}:", rank);
   for (const auto& line : tail) s += "\n  | " + line;
+  return s;
+}
+
+std::string describe_stragglers(const GroupResult& r) {
+  if (r.stragglers.empty()) return "";
+  std::string s = "\nbraid launch: stragglers named during the run:";
+  for (const auto& line : r.stragglers) s += "\n  " + line;
   return s;
 }
 

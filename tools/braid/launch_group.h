@@ -71,12 +71,17 @@ struct GroupResult {
   bool drained = false;        // `stopped` were stopped because they outlived the
                                // last `may_fail` rank by stop_grace, not after a failure
   std::vector<int> exit_codes;  // per local rank: code, or 128+signal
+  // "straggler: rank 1 works ..." lines the ranks printed (train/straggler.h).
+  std::vector<std::string> stragglers;
 };
 
 GroupResult run_group(const GroupSpec& spec);
 
 // The summary printed after a failed attempt.
 std::string describe_failure(const GroupResult& r);
+
+// "\nbraid launch: stragglers named during the run:\n  straggler: rank 1 ..." (empty for none).
+std::string describe_stragglers(const GroupResult& r);
 
 // "\nlast lines of rank R:\n  | ..." (empty for no lines).
 std::string describe_tail(int rank, const std::deque<std::string>& tail);

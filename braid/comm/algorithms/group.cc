@@ -1,5 +1,7 @@
 #include "braid/comm/algorithms/group.h"
 
+#include "braid/base/trace.h"
+
 namespace braid::comm {
 
 std::span<std::byte> Scratch::get(size_t bytes) {
@@ -24,12 +26,46 @@ Work Group::recv(int peer, std::span<std::byte> data, uint16_t lane) {
   return transport_.recv(members_[peer], tag_base_ | lane, data);
 }
 
+namespace {
+
+// Waits shorter than this are not worth a row in the timeline (a ring step
+// over shared memory takes a few microseconds).
+constexpr auto kTracedWait = std::chrono::microseconds(100);
+
+// Records a wait on `peer` that lasted long enough to matter.
+struct WaitSpan {
+  trace::Recorder* recorder = trace::active();
+  Clock::time_point start = recorder ? Clock::now() : Clock::time_point{};
+  int peer;
+  ~WaitSpan() {
+    if (!recorder) return;
+    const auto end = Clock::now();
+    if (end - start >= kTracedWait) recorder->complete("wait", "wait on peer", start, end, {{"peer", peer}});
+  }
+};
+
+}  // namespace
+
 void Group::wait(const Work& work, int peer) {
-  try {
-    work.wait(deadline_);
-  } catch (const TimeoutError&) {
-    throw PeerTimeout(fmt::format("{}: no progress from rank {} ({})", collective_.what(), peer, work.what()),
-                      peer);
+  WaitSpan traced{.peer = peer};
+  // Waits that can be aborted wake every kPoll to look at the flag: a healthy
+  // transfer finishes long before, so the fast path is one wait as before.
+  constexpr Duration kPoll = std::chrono::milliseconds(50);
+  while (true) {
+    if (abort_ && abort_->load(std::memory_order_acquire)) {
+      const auto [failed, how] = describe_abort_();
+      throw PeerAborted(fmt::format("{}: rank {} reported that it failed: {}", collective_.what(), failed, how),
+                        failed);
+    }
+    try {
+      work.wait(abort_ ? deadline_.min(Deadline::after(kPoll)) : deadline_);
+      return;
+    } catch (const TimeoutError&) {
+      if (abort_ && !work.done() && !deadline_.expired()) continue;  // only the poll's slice ended
+      if (work.done() && !work.error()) return;                      // finished just as the slice ended
+      throw PeerTimeout(fmt::format("{}: no progress from rank {} ({})", collective_.what(), peer, work.what()),
+                        peer);
+    }
   }
 }
 

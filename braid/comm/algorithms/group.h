@@ -8,7 +8,9 @@
 // order with each other (two trees of a double binary tree, for instance).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +27,14 @@ namespace braid::comm {
 class PeerTimeout : public TimeoutError {
  public:
   PeerTimeout(const std::string& what, int peer) : TimeoutError(what), peer(peer) {}
+  int peer;
+};
+
+// A wait inside a collective gave up because a peer told this rank that it
+// failed (Arrivals::notify_failure); `peer` is that rank's group index.
+class PeerAborted : public PeerError {
+ public:
+  PeerAborted(const std::string& what, int peer) : PeerError(what), peer(peer) {}
   int peer;
 };
 
@@ -56,6 +66,14 @@ class Group {
   // hold a core long.
   bool on_worker() const { return on_worker_; }
   void set_on_worker(bool on) { on_worker_ = on; }
+  // Waits also end, with PeerAborted, soon after `*flag` becomes true;
+  // `describe` then says which peer failed and how ({peer index, message}).
+  // Without a flag a wait ends only by completion or deadline.
+  using DescribeAbort = std::function<std::pair<int, std::string>()>;
+  void set_abort(const std::atomic<bool>* flag, DescribeAbort describe) {
+    abort_ = flag;
+    describe_abort_ = std::move(describe);
+  }
 
   Work send(int peer, std::span<const std::byte> data, uint16_t lane = 0);
   Work recv(int peer, std::span<std::byte> data, uint16_t lane = 0);
@@ -74,6 +92,8 @@ class Group {
   Scratch& scratch_;
   Work collective_;  // names the collective in timeout messages (formatted only then)
   bool on_worker_ = false;
+  const std::atomic<bool>* abort_ = nullptr;
+  DescribeAbort describe_abort_;
 };
 
 // The elements and reduction of one reducing collective.

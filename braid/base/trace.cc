@@ -1,0 +1,134 @@
+#include "braid/base/trace.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "braid/base/atomic_file.h"
+#include "braid/base/error.h"
+
+namespace braid::trace {
+
+namespace {
+
+std::atomic<Recorder*> g_active{nullptr};
+
+int64_t micros(Clock::time_point t) {
+  // The steady clock is CLOCK_MONOTONIC, shared by every process of a host,
+  // so ranks on one host line up in the merged trace.
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// Per-thread row number, 1-based, stable for the thread's life (0: unset).
+thread_local int t_tid = 0;
+std::atomic<int> g_next_tid{1};
+
+}  // namespace
+
+Recorder* active() { return g_active.load(std::memory_order_relaxed); }
+
+Session::Session(Recorder* recorder) : previous_(g_active.exchange(recorder)) {}
+Session::~Session() { g_active.store(previous_); }
+
+Recorder::Recorder(int pid, std::string label) : pid_(pid), label_(std::move(label)) {}
+
+int Recorder::thread_id() {
+  if (t_tid == 0) t_tid = g_next_tid.fetch_add(1);
+  for (const auto& [tid, name] : threads_)
+    if (tid == t_tid) return t_tid;
+  char name[32] = {};
+  ::pthread_getname_np(::pthread_self(), name, sizeof(name));
+  threads_.emplace_back(t_tid, fmt::format("{} ({})", name, t_tid));
+  return t_tid;
+}
+
+void Recorder::complete(const char* category, std::string name, Clock::time_point start, Clock::time_point end,
+                        nlohmann::json args) {
+  std::lock_guard lock(mu_);
+  events_.push_back({category, std::move(name), 'X', thread_id(), micros(start), micros(end) - micros(start),
+                     std::move(args)});
+}
+
+void Recorder::instant(const char* category, std::string name, nlohmann::json args) {
+  std::lock_guard lock(mu_);
+  events_.push_back({category, std::move(name), 'i', thread_id(), micros(Clock::now()), 0, std::move(args)});
+}
+
+size_t Recorder::size() const {
+  std::lock_guard lock(mu_);
+  return events_.size();
+}
+
+nlohmann::json Recorder::to_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid_}, {"tid", 0}, {"args", {{"name", label_}}}});
+  events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid_}, {"tid", 0},
+                    {"args", {{"sort_index", pid_}}}});
+  for (const auto& [tid, name] : threads_)
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid_}, {"tid", tid}, {"args", {{"name", name}}}});
+  for (const Event& e : events_) {
+    nlohmann::json j{{"ph", std::string(1, e.phase)}, {"cat", e.category}, {"name", e.name},
+                     {"pid", pid_},                   {"tid", e.tid},      {"ts", e.ts_us}};
+    if (e.phase == 'X') j["dur"] = e.dur_us;
+    if (e.phase == 'i') j["s"] = "t";
+    if (!e.args.is_null()) j["args"] = e.args;
+    events.push_back(std::move(j));
+  }
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
+
+void Recorder::write(const std::string& path) const {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  AtomicFile f(path);
+  f.write(to_json().dump());
+  f.commit();
+}
+
+void Span::start(const char* category, std::string_view name) {
+  category_ = category;
+  name_ = name;
+  start_ = Clock::now();
+}
+
+void Span::finish() { recorder_->complete(category_, std::move(name_), start_, Clock::now(), std::move(args_)); }
+
+Merged merge_folder(const std::string& dir, std::string out) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<int, fs::path>> files;
+  const std::regex pattern(R"(rank-(\d+)\.json)");
+  for (const fs::path& d : {fs::path(dir) / "trace", fs::path(dir)}) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(d, ec)) {
+      std::smatch m;
+      const std::string name = entry.path().filename().string();
+      if (std::regex_match(name, m, pattern)) files.emplace_back(std::stoi(m[1]), entry.path());
+    }
+    if (!files.empty()) break;
+  }
+  if (files.empty()) fail<IoError>("no timelines (rank-<R>.json) in {}/trace or {}", dir, dir);
+  std::sort(files.begin(), files.end());
+  Merged m;
+  m.path = out.empty() ? (fs::path(dir) / "trace.json").string() : out;
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& [rank, path] : files) {
+    std::ifstream in(path);
+    auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
+      fail<IoError>("{}: not a Chrome trace", path.string());
+    for (auto& e : j["traceEvents"]) events.push_back(std::move(e));
+    m.ranks.push_back(rank);
+  }
+  m.events = events.size();
+  AtomicFile f(m.path);
+  f.write(nlohmann::json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump());
+  f.commit();
+  return m;
+}
+
+}  // namespace braid::trace
