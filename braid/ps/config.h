@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include "braid/comm/codec/codec.h"
+
 namespace braid::ps {
 
 enum class Consistency { bsp, asp, ssp, softsync };
@@ -55,6 +57,9 @@ struct PsConfig {
   // How long a server waits for a worker (a bsp clock, a silent worker);
   // servers adopt the workers' value at hello.
   double timeout_s = 300;
+  // How workers encode dense pushes (fp16, bf16, qsgd, onebit, topk; "none":
+  // raw f32); the servers decode with the same codec.
+  comm::codec::CodecOptions codec{};
 
   nlohmann::json to_json() const;
   static PsConfig from_json(const nlohmann::json& j);
