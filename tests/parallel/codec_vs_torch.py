@@ -107,6 +107,7 @@ def torch_rank(rank, port, grads, q0, steps, warmup, result):
         err = state.error_dict.get(0)
         out[f"err.{rank}.{s}"] = err.numpy().copy() if err is not None else np.zeros(n, np.float32)
     write_safetensors(result + f".{rank}", out)
+    dist.barrier()  # neither rank leaves while the other still runs a hook's last all-reduce
     dist.destroy_process_group()
 
 
