@@ -289,6 +289,30 @@ Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   });
 }
 
+Work Communicator::allgatherv(BufferRef in, BufferRef out, std::vector<size_t> counts, TimeoutOptions o) {
+  Impl& m = impl();
+  if (counts.size() != static_cast<size_t>(size()))
+    fail<ValueError>("allgatherv: {} counts for {} ranks", counts.size(), size());
+  if (in.dtype != out.dtype) fail<ValueError>("allgatherv: dtype {} vs {}", name(in.dtype), name(out.dtype));
+  if (in.count != counts[static_cast<size_t>(rank())])
+    fail<ValueError>("allgatherv: rank {} passes {} elements, counts say {}", rank(), in.count, counts[rank()]);
+  size_t total = 0, before = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) < rank()) before += counts[r];
+    total += counts[r];
+  }
+  if (out.count != total) fail<ValueError>("allgatherv: out has {} elements, counts sum to {}", out.count, total);
+  const size_t elem = itemsize(in.dtype);
+  std::vector<size_t> bytes(counts.size());
+  for (size_t r = 0; r < counts.size(); ++r) bytes[r] = counts[r] * elem;
+  return m.submit("allgatherv", nullptr, out.bytes(), m.timeout_or_default(o.timeout),
+                  [&m, in, out, before, elem, bytes = std::move(bytes)](Group& g) {
+    std::byte* mine = out.data + before * elem;
+    if (in.bytes() && mine != in.data) copy_bytes(mine, in.data, in.bytes());
+    ring_allgatherv(g, out.data, bytes, m.options.chunk_bytes);
+  });
+}
+
 Work Communicator::gather(BufferRef in, BufferRef out, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "gather");

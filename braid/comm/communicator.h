@@ -144,6 +144,10 @@ class Communicator {
   Work reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOptions o = {});
   // out: size() * in.count elements; block r = rank r's in.
   Work allgather(BufferRef in, BufferRef out, TimeoutOptions o = {});
+  // Blocks of different sizes: rank r contributes counts[r] elements (every
+  // rank passes the same counts; in.count == counts[rank()]); out holds
+  // sum(counts) elements, rank r's block after those of ranks < r. Ring.
+  Work allgatherv(BufferRef in, BufferRef out, std::vector<size_t> counts, TimeoutOptions o = {});
   // out (root only): size() * in.count elements.
   Work gather(BufferRef in, BufferRef out, RootOptions o = {});
   // in (root only): size() * out.count elements.

@@ -52,6 +52,9 @@ class Aggregation {
   virtual int member() const { return -1; }
   // Figures of the run so far for reports and benchmarks (bytes exchanged),
   // and the same as one line for the user; empty when it keeps none.
+  // Figures of the steps since the last call (a codec's bytes and seconds);
+  // empty when it keeps none.
+  virtual nlohmann::json take_stats() { return nlohmann::json::object(); }
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   virtual std::string report() const { return ""; }
 };

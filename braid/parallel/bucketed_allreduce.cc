@@ -6,16 +6,28 @@
 
 namespace braid::parallel {
 
-BucketedAllreduce::BucketedAllreduce(comm::Communicator comm, DataParallelOptions options, BucketHook hook)
+namespace {
+
+// The default: the bucket's all-reduce average, nothing remembered.
+class AverageHook final : public BucketHook {
+ public:
+  explicit AverageHook(const DataParallelOptions& o) : algorithm_(o.algorithm), timeout_(o.timeout) {}
+  comm::Work run(comm::Communicator& c, const GradBucket& b, bool background) override {
+    return c.allreduce({b.flat.raw_data(), static_cast<size_t>(b.flat.numel()), b.flat.dtype()},
+                       {.op = comm::Op::avg, .algorithm = algorithm_, .timeout = timeout_, .background = background});
+  }
+
+ private:
+  comm::Algorithm algorithm_;
+  Duration timeout_;
+};
+
+}  // namespace
+
+BucketedAllreduce::BucketedAllreduce(comm::Communicator comm, DataParallelOptions options, std::unique_ptr<BucketHook> hook)
     : comm_(std::move(comm)), options_(options), hook_(std::move(hook)) {
   if (!comm_.valid()) fail<ValueError>("bucketed all-reduce: needs a valid communicator");
-  if (!hook_) {
-    hook_ = [algorithm = options_.algorithm, timeout = options_.timeout](comm::Communicator& c, const Tensor& flat,
-                                                                         bool background) {
-      return c.allreduce({flat.raw_data(), static_cast<size_t>(flat.numel()), flat.dtype()},
-                         {.op = comm::Op::avg, .algorithm = algorithm, .timeout = timeout, .background = background});
-    };
-  }
+  if (!hook_) hook_ = std::make_unique<AverageHook>(options_);
 }
 
 BucketedAllreduce::~BucketedAllreduce() {
@@ -69,11 +81,13 @@ void BucketedAllreduce::setup(const std::vector<NamedParameter>& params, const s
     Bucket b;
     int64_t total = 0;
     for (size_t k : g) total += params_[k].tensor.numel();
-    b.flat = Tensor::zeros({total}, params_[g.front()].tensor.dtype());
+    b.grads.index = buckets_.size();
+    b.grads.flat = Tensor::zeros({total}, params_[g.front()].tensor.dtype());
     int64_t offset = 0;
     for (size_t k : g) {
       const Tensor& t = params_[k].tensor;
-      views_[k] = b.flat.as_strided(t.shape(), contiguous_strides(t.shape()), offset);
+      b.grads.shapes.push_back(t.shape());
+      views_[k] = b.grads.flat.as_strided(t.shape(), contiguous_strides(t.shape()), offset);
       bucket_of_[k] = buckets_.size();
       offset += t.numel();
     }
@@ -99,7 +113,7 @@ void BucketedAllreduce::launch_ready_buckets() {
 }
 
 void BucketedAllreduce::launch(Bucket& b, bool background) {
-  b.work = hook_(comm_, b.flat, background);
+  b.work = hook_->run(comm_, b.grads, background);
   b.launched = true;
 }
 
@@ -127,6 +141,37 @@ void BucketedAllreduce::broadcast_buffers() {
 // Like DDP's broadcast_buffers: every rank's next forward sees rank 0's running statistics.
 void BucketedAllreduce::after_step() {
   if (sync_) broadcast_buffers();
+}
+
+// Every data rank's hook state on data rank 0, as "r<rank>.<name>": what a
+// rank remembers (error feedback) is its own, so a resumed run needs all of them.
+nn::NamedTensors BucketedAllreduce::rank_state() {
+  const nn::NamedTensors mine = hook_->state_dict();
+  nn::NamedTensors all;
+  const int p = comm_.size();
+  for (const auto& [name, t] : mine) {
+    const Tensor flat = t.contiguous();
+    Tensor gathered = Tensor::empty({p * flat.numel()}, flat.dtype());
+    comm_.gather({flat.raw_data(), static_cast<size_t>(flat.numel()), flat.dtype()},
+                 {gathered.raw_data(), static_cast<size_t>(gathered.numel()), gathered.dtype()},
+                 {.root = 0, .timeout = options_.timeout})
+        .wait(Deadline::after(options_.timeout));
+    if (comm_.rank() != 0) continue;
+    for (int r = 0; r < p; ++r) {
+      all.emplace_back(fmt::format("r{}.{}", r, name),
+                       gathered.as_strided(t.shape(), contiguous_strides(t.shape()), r * flat.numel()).clone());
+    }
+  }
+  return all;
+}
+
+void BucketedAllreduce::load_rank_state(const nn::NamedTensors& state) {
+  const std::string prefix = fmt::format("r{}.", comm_.rank());
+  nn::NamedTensors mine;
+  for (const auto& [name, t] : state) {
+    if (name.starts_with(prefix)) mine.emplace_back(name.substr(prefix.size()), t);
+  }
+  hook_->load_state_dict(mine);
 }
 
 void BucketedAllreduce::finish() {

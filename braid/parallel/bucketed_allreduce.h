@@ -12,7 +12,8 @@
 // different order.
 //
 // Each bucket travels through a BucketHook (default: all-reduce average on
-// the data axis), the point where codecs and other reductions plug in.
+// the data axis), the point where codecs and other reductions plug in
+// (parallel/codec_hook.h).
 #pragma once
 
 #include <functional>
@@ -30,16 +31,34 @@ struct DataParallelOptions {
   Duration timeout = std::chrono::seconds(300);
 };
 
-// Starts the combination of one bucket's gradients (a flat tensor of one
-// dtype, in place) on `comm`; `background`: start at once on the
-// communicator's thread (backward is still running) rather than in the first
-// thread that waits. The result must be the data axis's average.
-using BucketHook = std::function<comm::Work(comm::Communicator& comm, const Tensor& bucket, bool background)>;
+// One bucket as a hook sees it (c10d's GradBucket): its index (buckets start
+// in index order on every rank), the flat gradients of one dtype and the
+// shapes of the parameters laid out in it, in order.
+struct GradBucket {
+  size_t index = 0;
+  Tensor flat;
+  std::vector<Shape> shapes;
+};
+
+class BucketHook {
+ public:
+  virtual ~BucketHook() = default;
+  // Starts the combination of `bucket`'s gradients, in place, on `comm`;
+  // `background`: start at once (backward is still running) rather than in
+  // the first thread that waits. The result must be the data axis's average,
+  // the same on every rank.
+  virtual comm::Work run(comm::Communicator& comm, const GradBucket& bucket, bool background) = 0;
+  // Figures since the last call (bytes, seconds); empty when it keeps none.
+  virtual nlohmann::json take_stats() { return nlohmann::json::object(); }
+  // What it remembers between steps on this rank (checkpoints), and back.
+  virtual nn::NamedTensors state_dict() const { return {}; }
+  virtual void load_state_dict(const nn::NamedTensors& /*state*/) {}
+};
 
 class BucketedAllreduce final : public GradSync {
  public:
   // `comm`: the data axis. `hook`: null for the all-reduce average.
-  BucketedAllreduce(comm::Communicator comm, DataParallelOptions options = {}, BucketHook hook = nullptr);
+  BucketedAllreduce(comm::Communicator comm, DataParallelOptions options = {}, std::unique_ptr<BucketHook> hook = nullptr);
   ~BucketedAllreduce() override;
 
   std::string name() const override { return "allreduce"; }
@@ -52,6 +71,9 @@ class BucketedAllreduce final : public GradSync {
   void set_sync(bool sync) override { sync_ = sync; }
   void finish() override;
   void after_step() override;
+  nlohmann::json take_stats() override { return hook_->take_stats(); }
+  nn::NamedTensors rank_state() override;
+  void load_rank_state(const nn::NamedTensors& state) override;
 
   size_t bucket_count() const { return buckets_.size(); }
   // Bucket all-reduces started during backward, summed over all steps so far.
@@ -59,7 +81,7 @@ class BucketedAllreduce final : public GradSync {
 
  private:
   struct Bucket {
-    Tensor flat;                  // [elements], the params' dtype
+    GradBucket grads;             // flat: [elements], the params' dtype
     std::vector<size_t> params;   // indices into params_
     size_t ready = 0;             // gradients final this step
     bool launched = false;
@@ -72,7 +94,7 @@ class BucketedAllreduce final : public GradSync {
 
   comm::Communicator comm_;
   DataParallelOptions options_;
-  BucketHook hook_;
+  std::unique_ptr<BucketHook> hook_;
   std::vector<NamedParameter> params_, buffers_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;     // param index -> bucket

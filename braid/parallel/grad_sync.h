@@ -60,6 +60,16 @@ class GradSync {
   virtual void load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state) {
     optimizer.load_state_dict(state);
   }
+
+  // Figures of the steps since the last call (a codec's bytes before and
+  // after encoding, its seconds); empty when it keeps none.
+  virtual nlohmann::json take_stats() { return nlohmann::json::object(); }
+  // What each data rank remembers between steps besides the model and the
+  // optimizer (a codec's error-feedback memory): collective over the data
+  // axis, every rank's state on data rank 0 as "r<rank>.<name>"; and back,
+  // each rank taking its own (before or after setup).
+  virtual nn::NamedTensors rank_state() { return {}; }
+  virtual void load_rank_state(const nn::NamedTensors& /*state*/) {}
 };
 
 // Calls sync.on_grad_ready(i, grad) whenever params[i]'s gradient is final.

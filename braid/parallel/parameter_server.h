@@ -46,6 +46,13 @@ class ParameterServer final : public Aggregation {
   int replica() const override { return client_.worker(); }
   int replicas() const override { return client_.workers(); }
 
+  nlohmann::json take_stats() override {
+    if (o_.config.codec.name == "none") return nlohmann::json::object();
+    nlohmann::json j = client_.take_codec_stats().to_json();
+    j["codec"] = o_.config.codec.name;
+    return j;
+  }
+
   int64_t clock() const { return clock_; }
   ps::ServerView servers() const { return client_.view(); }
 

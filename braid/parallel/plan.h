@@ -111,6 +111,18 @@ class Plan {
     return p_.aggregation ? p_.aggregation->stats() : nlohmann::json::object();
   }
   std::string report() const { return p_.aggregation ? p_.aggregation->report() : ""; }
+  // A codec's figures since the last call (bytes before and after encoding,
+  // encode and decode seconds); empty without one.
+  nlohmann::json take_codec_stats() {
+    if (p_.grad_sync) return p_.grad_sync->take_stats();
+    return p_.aggregation ? p_.aggregation->take_stats() : nlohmann::json::object();
+  }
+  // Each data rank's state besides model and optimizer (GradSync::rank_state):
+  // collective over the data axis; complete on data rank 0.
+  nn::NamedTensors rank_state() { return p_.grad_sync ? p_.grad_sync->rank_state() : nn::NamedTensors{}; }
+  void load_rank_state(const nn::NamedTensors& state) {
+    if (p_.grad_sync) p_.grad_sync->load_rank_state(state);
+  }
   // The replica aggregation, null when there is none (callers that need one
   // kind, e.g. an ensemble's end-of-training collectives, cast it).
   Aggregation* aggregation() const { return p_.aggregation.get(); }

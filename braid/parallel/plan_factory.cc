@@ -1,5 +1,6 @@
 #include "braid/parallel/plan_factory.h"
 
+#include "braid/parallel/codec_hook.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/stage.h"
 #include "braid/parallel/sync_batch_norm.h"
@@ -67,6 +68,11 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                        std::shared_ptr<comm::Transport> transport, std::shared_ptr<nn::Module> model,
                        nn::LossFn loss) {
   check_strategy(o.strategy);
+  if (o.codec.name != "none" && o.strategy != "allreduce" && o.strategy != "auto" && o.strategy != "ps") {
+    fail<ConfigError>("parallel.codec = {} compresses the gradients of parallel.strategy = allreduce or ps, not {}",
+                      o.codec.name, o.strategy);
+  }
+  o.codec.validate();
   PlannedModel out{.model = std::move(model), .loss = std::move(loss), .plan = nullptr};
   PlanParts parts;
   // Whole replicas on one rank each, with no mesh among them.
@@ -86,7 +92,9 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                         "be 1 (got {} and {})", o.mesh.tensor, o.mesh.pipeline);
     }
     if (!transport) fail<ConfigError>("parallel.strategy = ps needs the job's transport");
-    return whole_replicas(std::make_unique<ParameterServer>(std::move(transport), o.ps));
+    ParameterServerOptions ps = o.ps;
+    ps.config.codec = o.codec;  // the servers learn it at hello
+    return whole_replicas(std::make_unique<ParameterServer>(std::move(transport), ps));
   }
   if (on_servers(o)) {
     // The workers are whole replicas talking to servers only: no mesh among them.
@@ -196,7 +204,10 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     // Each pipeline stage's data rank 0 coordinates that stage's replicas.
     parts.aggregation = std::make_unique<hybrid::TimeoutHybrid>(parts.mesh.group(Axis::data), o.hybrid);
   } else if (sync && world.valid()) {
-    parts.grad_sync = std::make_unique<BucketedAllreduce>(parts.mesh.group(Axis::data), o.data_parallel);
+    const comm::Communicator& data = parts.mesh.group(Axis::data);
+    std::unique_ptr<BucketHook> hook;
+    if (o.codec.name != "none") hook = std::make_unique<CodecHook>(data, o.codec, o.data_parallel.timeout);
+    parts.grad_sync = std::make_unique<BucketedAllreduce>(data, o.data_parallel, std::move(hook));
   }
   out.plan = std::make_unique<Plan>(std::move(parts));
   return out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "braid/base/rng.h"
+#include "braid/comm/codec/codec.h"
 #include "braid/parallel/averaging/admm.h"
 #include "braid/parallel/averaging/easgd.h"
 #include "braid/parallel/averaging/model_averaging.h"
@@ -49,6 +50,9 @@ struct PlanOptions {
   // the data axis (sync_batch_norm.h); allreduce and zero only.
   bool sync_batch_norm = false;
   DataParallelOptions data_parallel{};
+  // Gradient compression of allreduce buckets and parameter-server pushes
+  // (parallel.codec, codec.*; docs/compression.md).
+  comm::codec::CodecOptions codec{};
   zero::ZeroOptions zero{};
   ParameterServerOptions ps{};
   skeleton::SkeletonOptions skeleton{};

@@ -82,6 +82,13 @@ struct Client::Impl {
   DenseLayout layout;
   std::vector<std::atomic<int64_t>> pulled_version, version, clock, slowest;
   std::vector<std::unique_ptr<Lane>> lanes;
+  // Dense pushes through a codec (PsConfig::codec): one state per server
+  // range (its error-feedback memory), one encoded message per server in flight.
+  std::unique_ptr<comm::codec::Codec> codec;
+  std::vector<comm::codec::BucketState> codec_states;
+  std::vector<std::vector<std::byte>> messages;
+  comm::codec::CodecStats codec_stats;  // guarded by codec_mu
+  std::mutex codec_mu;
 
   Impl(comm::Transport& transport, ClientOptions options)
       : t(transport),
@@ -201,6 +208,10 @@ const DenseLayout& Client::layout() const { return impl_->layout; }
 int64_t Client::hello(const PsConfig& config, int64_t dense_total) {
   Impl& c = *impl_;
   c.layout = DenseLayout(dense_total, c.o.servers);
+  c.codec = comm::codec::make_codec(config.codec);
+  c.codec_states.assign(static_cast<size_t>(c.o.servers), {});
+  for (int s = 0; s < c.o.servers; ++s) c.codec_states[s].stream = (static_cast<uint64_t>(c.worker) << 32) | static_cast<uint64_t>(s);
+  c.messages.assign(static_cast<size_t>(c.o.servers), {});
   const std::string text = nlohmann::json{{"config", config.to_json()}, {"dense_total", dense_total}}.dump();
   c.fan_out(c.all_servers(), c.who() + " hello", [&c, text](int s) {
     c.exchange(s, {.op = Op::hello}, std::as_bytes(std::span(text)), {});
@@ -224,9 +235,21 @@ comm::Work Client::push_dense(std::span<const float> grads, int64_t clock, doubl
   c.check_dense(grads.size(), "push_dense");
   return c.fan_out(c.all_servers(), fmt::format("{} push_dense clock {}", c.who(), clock), [&c, grads, clock, lr](int s) {
     const auto part = grads.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
+    std::span<const std::byte> payload = std::as_bytes(part);
+    if (c.codec) {  // on this server's lane thread: ranges encode in parallel
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::byte>& m = c.messages[static_cast<size_t>(s)];
+      c.codec->encode(part, comm::codec::flat_layout(part.size()), c.codec_states[static_cast<size_t>(s)], m);
+      c.codec_states[static_cast<size_t>(s)].steps++;
+      payload = m;
+      std::lock_guard lock(c.codec_mu);
+      c.codec_stats.add({.raw_bytes = part.size_bytes(), .wire_bytes = m.size(),
+                         .encode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                         .calls = 1});
+    }
     c.exchange(s, {.op = Op::push_dense, .clock = clock, .version = c.pulled_version[s].load(), .lr = lr,
                    .count = part.size()},
-               std::as_bytes(part), {});
+               payload, {});
   });
 }
 
@@ -312,6 +335,13 @@ void Client::done() {
   Impl& c = *impl_;
   c.fan_out(c.all_servers(), c.who() + " done", [&c](int s) { c.exchange(s, {.op = Op::done}, {}, {}); })
       .wait(Deadline::after(c.o.timeout * 2));
+}
+
+comm::codec::CodecStats Client::take_codec_stats() {
+  std::lock_guard lock(impl_->codec_mu);
+  comm::codec::CodecStats s = impl_->codec_stats;
+  impl_->codec_stats = {};
+  return s;
 }
 
 ServerView Client::view() const {

@@ -18,6 +18,7 @@
 #include <span>
 
 #include "braid/base/deadline.h"
+#include "braid/comm/codec/codec.h"
 #include "braid/comm/transport/transport.h"
 #include "braid/comm/work.h"
 #include "braid/ps/config.h"
@@ -63,6 +64,9 @@ class Client {
   void done();
 
   ServerView view() const;
+  // Bytes and encode time of the dense pushes since the last call (a codec's
+  // figures; zero without one).
+  comm::codec::CodecStats take_codec_stats();
 
   struct Impl;
 

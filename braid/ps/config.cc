@@ -39,7 +39,8 @@ nlohmann::json PsConfig::to_json() const {
           {"checkpoint_every", checkpoint_every},
           {"resume", resume},
           {"seed", seed},
-          {"timeout_s", timeout_s}};
+          {"timeout_s", timeout_s},
+          {"codec", codec.to_json()}};
 }
 
 PsConfig PsConfig::from_json(const nlohmann::json& j) {
@@ -62,6 +63,7 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
     c.resume = j.at("resume").get<bool>();
     c.seed = j.at("seed").get<uint64_t>();
     c.timeout_s = j.at("timeout_s").get<double>();
+    c.codec = comm::codec::CodecOptions::from_json(j.value("codec", nlohmann::json::object()));
     return c;
   } catch (const nlohmann::json::exception& e) {
     fail<ConfigError>("parameter-server configuration is malformed: {}", e.what());
@@ -84,6 +86,10 @@ void PsConfig::validate(int workers) const {
     fail<ConfigError>("a partial barrier of {} workers needs ssp consistency (got {})", barrier, to_string(consistency));
   if (!(timeout_s > 0)) fail<ConfigError>("the parameter-server timeout must be > 0 s, got {}", timeout_s);
   if (checkpoint_every < 0) fail<ConfigError>("ps.checkpoint_every must be >= 0, got {}", checkpoint_every);
+  codec.validate();
+  // PowerSGD shares Q between workers through all-reduces and needs the
+  // model's matrix shapes; a server's range of the flat vector has neither.
+  if (codec.name == "powersgd") fail<ConfigError>("parallel.codec = powersgd needs parallel.strategy = allreduce");
   const std::string& u = updater.name;
   if (u != "sgd" && u != "momentum" && u != "adagrad" && u != "adam")
     fail<ConfigError>("ps.updater = {}: expected sgd, momentum, adagrad or adam", u);

@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+#include "braid/comm/codec/codec.h"
+
 namespace braid::ps {
 
 enum class Consistency { bsp, asp, ssp, softsync };
@@ -45,6 +47,12 @@ struct PsConfig {
   int64_t softsync_n = 1;      // softsync
   int64_t backup_workers = 0;  // bsp
   int64_t barrier = 0;         // ssp: workers that must reach a clock before a pull at it (0: none)
+  // How workers encode dense pushes (fp16, bf16, qsgd, onebit, topk; "none":
+  // raw f32); the servers decode with the same codec. Declared before
+  // `updater`: after it, GCC 12 -O3 reports a false maybe-uninitialized for
+  // updater.name wherever a PsConfig temporary is built from designated
+  // initializers (examples/sparse_embeddings.cc, trainer_test).
+  comm::codec::CodecOptions codec{};
   UpdaterOptions updater{};
   std::string checkpoint_dir{};   // empty: servers keep no checkpoints
   int64_t checkpoint_every = 0;   // dense updates between shard checkpoints (0: only at the end)

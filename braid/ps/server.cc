@@ -51,6 +51,7 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
   c.validate(o.workers);
   config = c;
   config_text = text;
+  codec = comm::codec::make_codec(c.codec);
   timeout_ns = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.timeout_s)).count();
   dense_total = total;
   const DenseLayout layout(total, o.servers);
@@ -106,7 +107,15 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
         cv.notify_all();
       }
       break;
-    case Op::push_dense: push_dense(worker, h, floats(0, h.count)); break;
+    case Op::push_dense:
+      if (codec) {
+        decoded.assign(h.count, 0.0f);
+        codec->decode_add(payload, comm::codec::flat_layout(h.count), decoded);
+        push_dense(worker, h, decoded);
+      } else {
+        push_dense(worker, h, floats(0, h.count));
+      }
+      break;
     case Op::pull_dense:
       wait_gate(lock, worker, h.clock, /*dense=*/true);
       out.resize(shard->weights().size_bytes());
@@ -161,7 +170,9 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
       return h.bytes;
     case Op::init_dense:
     case Op::push_dense:
-      if (h.count * 4 != dense() || h.bytes != dense()) break;
+      if (h.count * 4 != dense()) break;
+      // Encoded: no codec's message exceeds 8 bytes a value (top-k at ratio 1) plus a header.
+      if (codec ? h.bytes > 2 * dense() + 4096 : h.bytes != dense()) break;
       return h.bytes;
     case Op::pull_dense:
     case Op::done:

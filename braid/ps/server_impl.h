@@ -56,6 +56,8 @@ struct Server::Impl {
   std::condition_variable cv;
   std::vector<WorkerState> workers;
   std::optional<PsConfig> config;
+  std::unique_ptr<comm::codec::Codec> codec;  // decodes dense pushes (config->codec), null for raw f32
+  std::vector<float> decoded;                 // a decoded push, reused
   std::string config_text;
   int64_t dense_total = -1;
   std::unique_ptr<Shard> shard;

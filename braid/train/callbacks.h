@@ -30,6 +30,9 @@ struct StepMetrics {
   double samples_per_s = 0;        // training throughput over the same window
   double step_ms = 0;              // mean wall time of one step in the window
   int64_t examples = 0;            // examples in the window (on_step: this step's batch)
+  // Gradient codec figures of the window (CodecStats::to_json: raw_bytes,
+  // wire_bytes, ratio, encode_ms, decode_ms, calls); empty without a codec.
+  nlohmann::json codec = nlohmann::json::object();
 };
 
 struct EvalMetrics {

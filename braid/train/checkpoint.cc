@@ -18,6 +18,7 @@ namespace {
 
 constexpr const char* kModelPrefix = "model.";
 constexpr const char* kOptimPrefix = "optim.";
+constexpr const char* kPlanPrefix = "plan.";
 
 std::string st_dtype(DType t) {
   switch (t) {
@@ -82,6 +83,7 @@ void write_tensors(const std::string& path, const Checkpoint& ckpt, const std::s
   };
   for (const auto& [n, t] : ckpt.model) add(model_prefix + n, t);
   for (const auto& [n, t] : ckpt.optimizer.tensors) add(kOptimPrefix + n, t);
+  for (const auto& [n, t] : ckpt.plan) add(kPlanPrefix + n, t);
   safetensors::write(path, refs, metadata);
 }
 
@@ -147,8 +149,10 @@ Checkpoint load_checkpoint(const std::string& stem) {
       c.model.emplace_back(name.substr(6), to_tensor(data, what));
     } else if (name.starts_with(kOptimPrefix)) {
       c.optimizer.tensors.emplace_back(name.substr(6), to_tensor(data, what));
+    } else if (name.starts_with(kPlanPrefix)) {
+      c.plan.emplace_back(name.substr(5), to_tensor(data, what));
     } else {
-      fail<IoError>("{}: unexpected tensor (expected model.* or optim.*)", what);
+      fail<IoError>("{}: unexpected tensor (expected model.*, optim.* or plan.*)", what);
     }
   }
   return c;

@@ -1,7 +1,9 @@
 // Training checkpoints: a safetensors file plus a JSON sidecar per step.
 //
 //   <dir>/ckpt-00001200.safetensors   model tensors "model.<name>" and
-//                                     optimizer buffers "optim.<i>.<buffer>"
+//                                     optimizer buffers "optim.<i>.<buffer>",
+//                                     each data rank's plan state "plan.r<rank>.<name>"
+//                                     (a codec's error-feedback memory)
 //                                     (CRC-32 of the data in its metadata)
 //   <dir>/ckpt-00001200.json          {"step", "epoch", "batch", "rng",
 //                                      "optimizer" (scalars), "config",
@@ -29,6 +31,9 @@ namespace braid::train {
 struct Checkpoint {
   nn::NamedTensors model;
   optim::OptimizerState optimizer;
+  // Per data rank, besides model and optimizer (GradSync::rank_state); a
+  // resume under another plan starts it afresh.
+  nn::NamedTensors plan;
   int64_t step = 0;   // optimizer steps taken
   int64_t epoch = 0;  // epoch in progress
   int64_t batch = 0;  // batches of `epoch` already consumed

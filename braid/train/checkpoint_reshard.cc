@@ -52,6 +52,7 @@ Checkpoint part_of_whole(const Checkpoint& whole, const std::vector<std::string>
   std::map<std::string, Shape> shape_of;
   for (const auto& [name, t] : part.state) shape_of[name] = t.shape();
   c.optimizer.tensors.clear();
+  c.plan.clear();  // another layout: other buckets, so codec memory starts afresh
   for (const auto& [key, t] : whole.optimizer.tensors) {
     const size_t dot = key.find('.');
     const size_t i = std::stoul(key.substr(0, dot));

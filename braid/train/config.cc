@@ -2,10 +2,14 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "braid/base/error.h"
 
@@ -204,16 +208,19 @@ void Config::load_json(const nlohmann::json& j, const std::string& name) {
 }
 
 std::string Config::to_toml() const {
-  std::string out, section;
+  // One table per section in the order sections first appear: a schema may
+  // interleave sections (codec.* among parallel.*), and TOML forbids opening
+  // a table twice.
+  std::vector<std::pair<std::string, std::string>> tables;  // section, its lines
   for (const auto& k : schema_.keys()) {
     size_t dot = k.name.find('.');
     std::string s = k.name.substr(0, dot);
-    if (s != section) {
-      out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", s);
-      section = s;
-    }
-    out += fmt::format("{} = {}\n", k.name.substr(dot + 1), format_value(values_.find(k.name)->second));
+    auto it = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t.first == s; });
+    if (it == tables.end()) it = tables.insert(tables.end(), {s, ""});
+    it->second += fmt::format("{} = {}\n", k.name.substr(dot + 1), format_value(values_.find(k.name)->second));
   }
+  std::string out;
+  for (const auto& [s, lines] : tables) out += fmt::format("{}[{}]\n{}", out.empty() ? "" : "\n", s, lines);
   return out;
 }
 

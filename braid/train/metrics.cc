@@ -42,9 +42,11 @@ MetricsLogger::MetricsLogger(const MetricsOptions& o) {
 
 void MetricsLogger::on_log(const StepMetrics& m) {
   if (jsonl_) {
-    jsonl_->write({{"event", "train"}, {"time", unix_seconds()}, {"step", m.step}, {"epoch", m.epoch},
-                   {"batch", m.batch}, {"loss", m.loss}, {"lr", m.lr}, {"samples_per_s", m.samples_per_s},
-                   {"step_ms", m.step_ms}});
+    nlohmann::json r = {{"event", "train"}, {"time", unix_seconds()}, {"step", m.step}, {"epoch", m.epoch},
+                        {"batch", m.batch}, {"loss", m.loss}, {"lr", m.lr}, {"samples_per_s", m.samples_per_s},
+                        {"step_ms", m.step_ms}};
+    if (!m.codec.empty()) r["codec"] = m.codec;
+    jsonl_->write(r);
   }
   if (tb_) {
     tb_->add_scalar("train/loss", m.loss, m.step);

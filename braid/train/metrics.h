@@ -3,6 +3,8 @@
 //
 // metrics.jsonl records, one per line, all with "event", "time" (Unix seconds):
 //   {"event":"train","step","epoch","loss","lr","samples_per_s","step_ms"}
+//     plus, with parallel.codec, "codec": {"codec","raw_bytes","wire_bytes",
+//     "ratio","encode_ms","decode_ms","calls"} summed over the window
 //   {"event":"eval","step","epoch","loss","top1","top5","examples","seconds"}
 //   {"event":"end","steps","epochs","train_seconds","samples_per_s","final_loss"}
 //   {"event":"straggler","step","rank","own_ms","others_median_ms","ratio","windows","window_steps","all_ms"}

@@ -70,6 +70,34 @@ void add_parallel_keys(Schema& s) {
          .help = "tcp connections per peer, one byte stream striped over them in 256 KiB slices; more can help "
                  "where one flow cannot fill the path (docs/communication.md)",
          .min = 1.0, .max = static_cast<double>(comm::kMaxTcpStreams), .env = "BRAID_TCP_STREAMS"});
+  s.add({.name = "parallel.codec", .type = T::String, .default_value = std::string("none"),
+         .help = "gradient compression of allreduce buckets and parameter-server pushes (docs/compression.md): "
+                 "none = f32; fp16/bf16 = 16-bit casts, reduced in the half type; qsgd = stochastic quantisation to "
+                 "codec.qsgd_levels levels; onebit = signs with per-chunk scales and error feedback; topk = the "
+                 "codec.topk_ratio largest entries with error feedback; powersgd = rank codec.powersgd_rank "
+                 "approximation with error feedback and warm start (allreduce only)",
+         .choices = {"none", "fp16", "bf16", "qsgd", "onebit", "topk", "powersgd"}});
+  s.add({.name = "codec.qsgd_levels", .type = T::Int, .default_value = int64_t{127},
+         .help = "qsgd: levels s per sign (1 + ceil(log2(s+1)) bits a value; 127 = 8 bits)", .min = 1.0,
+         .max = 16777216.0});
+  s.add({.name = "codec.qsgd_chunk", .type = T::Int, .default_value = int64_t{512},
+         .help = "qsgd: values that share one norm (smaller: less variance, more norms)", .min = 1.0});
+  s.add({.name = "codec.onebit_chunk", .type = T::Int, .default_value = int64_t{256},
+         .help = "onebit: values that share one pair of scales", .min = 1.0});
+  s.add({.name = "codec.topk_ratio", .type = T::Float, .default_value = 0.01,
+         .help = "topk: fraction of each bucket's entries sent per step", .min = 1e-9, .max = 1.0});
+  s.add({.name = "codec.powersgd_rank", .type = T::Int, .default_value = int64_t{2},
+         .help = "powersgd: rank r of each matrix's approximation", .min = 1.0});
+  s.add({.name = "codec.powersgd_min_rate", .type = T::Float, .default_value = 2.0,
+         .help = "powersgd: a tensor is compressed only when (rows + cols) r x this < rows x cols; others are "
+                 "all-reduced as they are", .min = 0.0});
+  s.add({.name = "codec.warmup_steps", .type = T::Int, .default_value = int64_t{0},
+         .help = "plain all-reduce for each bucket's first steps (PowerSGD's start_powerSGD_iter)", .min = 0.0});
+  s.add({.name = "codec.min_elements", .type = T::Int, .default_value = int64_t{0},
+         .help = "buckets with fewer values are all-reduced uncompressed (where compression does not pay)",
+         .min = 0.0});
+  s.add({.name = "codec.error_feedback", .type = T::Bool, .default_value = true,
+         .help = "onebit, topk, powersgd: keep what was not sent and add it to the next step's gradient"});
   s.add({.name = "parallel.bucket_kb", .type = T::Int, .default_value = int64_t{256},
          .help = "gradient bucket size in KiB (allreduce; zero stages 1-2)", .min = 1.0});
   s.add({.name = "parallel.overlap", .type = T::Bool, .default_value = true,

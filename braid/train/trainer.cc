@@ -238,6 +238,7 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   // Whole tensors whatever the plan splits (collective on the data axis under ZeRO).
   c.model = plan_->model_state(*model_);
   c.optimizer = plan_->optimizer_state(*optimizer_);
+  c.plan = plan_->rank_state();  // every data rank's codec memory (collective)
   const std::string dir = checkpoint_dir();
   if (!plan_->writes_checkpoints()) {
     last_checkpoint_ = checkpoint_stem(dir, step_);
@@ -290,6 +291,7 @@ std::pair<int64_t, int64_t> Trainer::resume() {
   }
   plan_->load_model_state(*model_, c->model);
   plan_->load_optimizer_state(*optimizer_, c->optimizer);
+  plan_->load_rank_state(c->plan);
   run_id_ = c->extra.value("run_id", run_id_);
   gen_->set_state(c->rng);
   plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
@@ -356,7 +358,7 @@ TrainSummary Trainer::fit() {
                   .lr = optimizer_->lr(),
                   .samples_per_s = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0,
                   .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1)),
-                  .examples = window_samples};
+                  .examples = window_samples, .codec = plan_->take_codec_stats()};
     log(m);
     window_loss = 0, window_steps = 0, window_samples = 0, window_seconds = 0;
   };

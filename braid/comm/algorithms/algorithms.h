@@ -58,6 +58,10 @@ void ring_reduce_scatter(Group& g, const ReduceArgs& args, bool finish = false);
 // data is p segments of seg elements of `elem` bytes; segment rank() is
 // filled in; afterwards every segment holds its owner's data.
 void ring_allgather(Group& g, std::byte* data, Partition seg, size_t elem, size_t chunk_bytes);
+// data holds p blocks back to back, block i of block_bytes[i] bytes (known to
+// every rank); block rank() is filled in; afterwards every block holds its
+// owner's data. (p-1) alpha + (N - n_rank) beta (ring_allgatherv.cc).
+void ring_allgatherv(Group& g, std::byte* data, std::span<const size_t> block_bytes, size_t chunk_bytes);
 // Binomial tree, ceil(log p) alpha + ceil(log p) n beta.
 void binomial_broadcast(Group& g, std::span<std::byte> data, int root);
 // Binomial tree, result on root only; other ranks' data is clobbered.

@@ -1,0 +1,73 @@
+// 1-bit SGD with error feedback (Seide et al., Interspeech 2014).
+//
+// x = grad + memory. Per chunk of codec.onebit_chunk values, each value is
+// sent as its sign, and decoded as the mean of the chunk's values of that
+// sign (the two reconstruction points that minimise the chunk's squared
+// error); memory = x - decoded carries the quantisation error into the next
+// step, so over steps nothing is lost: sum of decoded + final memory = sum of
+// gradients. Message: n, chunk, two f32 per chunk, one bit per value: 32x
+// fewer bytes than f32 for long chunks (256 values: 28x).
+#include "braid/comm/codec/codec.h"
+#include "braid/comm/codec/wire.h"
+
+namespace braid::comm::codec {
+namespace {
+
+class OneBit final : public Codec {
+ public:
+  using Codec::Codec;
+
+  void encode(std::span<const float> grad, std::span<const Matrix>, BucketState& state,
+              std::vector<std::byte>& message) override {
+    const size_t n = grad.size(), chunk = static_cast<size_t>(o_.onebit_chunk);
+    const size_t chunks = (n + chunk - 1) / chunk;
+    std::vector<float> x(grad.begin(), grad.end());
+    if (o_.error_feedback) {
+      const std::vector<float>& m = state.tensor("memory", n);
+      for (size_t i = 0; i < n; ++i) x[i] += m[i];
+    }
+    message.clear();
+    Writer w(message);
+    w.put<uint64_t>(n);
+    w.put<uint64_t>(chunk);
+    std::vector<float> scales(2 * chunks);
+    std::vector<uint32_t> signs(n);
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t begin = c * chunk, end = std::min(n, begin + chunk);
+      double pos = 0, neg = 0;
+      size_t npos = 0;
+      for (size_t i = begin; i < end; ++i) {
+        signs[i] = x[i] >= 0 ? 1u : 0u;
+        if (signs[i]) { pos += x[i]; npos++; } else { neg += x[i]; }
+      }
+      const size_t nneg = end - begin - npos;
+      scales[2 * c] = npos ? static_cast<float>(pos / static_cast<double>(npos)) : 0.0f;
+      scales[2 * c + 1] = nneg ? static_cast<float>(neg / static_cast<double>(nneg)) : 0.0f;
+    }
+    w.put_all<float>(scales);
+    pack_bits(signs, 1, w.grow(packed_bytes(n, 1)));
+    if (o_.error_feedback) {
+      std::vector<float>& m = state.tensor("memory", n);
+      for (size_t i = 0; i < n; ++i) m[i] = x[i] - scales[2 * (i / chunk) + (signs[i] ? 0 : 1)];
+    }
+  }
+
+  void decode_add(std::span<const std::byte> message, std::span<const Matrix>, std::span<float> out) const override {
+    Reader r(message, "onebit");
+    const auto n = r.get<uint64_t>();
+    const auto chunk = r.get<uint64_t>();
+    if (n != out.size() || chunk == 0) fail<ValueError>("onebit message: {} values (expected {}), chunk {}", n, out.size(), chunk);
+    const size_t chunks = (n + chunk - 1) / chunk;
+    std::vector<float> scales(2 * chunks);
+    std::memcpy(scales.data(), r.take(scales.size() * sizeof(float)), scales.size() * sizeof(float));
+    const std::byte* bits = r.take(packed_bytes(n, 1));
+    r.expect_end();
+    for (size_t i = 0; i < n; ++i) out[i] += scales[2 * (i / chunk) + (unpack_bits(bits, i, 1) ? 0 : 1)];
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_onebit_codec(const CodecOptions& options) { return std::make_unique<OneBit>(options); }
+
+}  // namespace braid::comm::codec

@@ -1,0 +1,89 @@
+// Codec messages: little helpers to append and read plain values and
+// fixed-width bit fields (host byte order, like the rest of braid's wire).
+// A reader that runs past the message throws ValueError: a message from a
+// peer is checked, never trusted to be the size its header claims.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "braid/base/error.h"
+
+namespace braid::comm::codec {
+
+class Writer {
+ public:
+  explicit Writer(std::vector<std::byte>& out) : out_(out) {}
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(grow(sizeof(T)), &v, sizeof(T));
+  }
+  template <class T>
+  void put_all(std::span<const T> v) {
+    if (!v.empty()) std::memcpy(grow(v.size_bytes()), v.data(), v.size_bytes());
+  }
+  std::byte* grow(size_t bytes) {
+    const size_t at = out_.size();
+    out_.resize(at + bytes);
+    return out_.data() + at;
+  }
+
+ private:
+  std::vector<std::byte>& out_;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const std::byte> in, const char* codec) : in_(in), codec_(codec) {}
+  template <class T>
+  T get() {
+    T v;
+    std::memcpy(&v, take(sizeof(T)), sizeof(T));
+    return v;
+  }
+  const std::byte* take(size_t bytes) {
+    if (bytes > in_.size() - at_) fail<ValueError>("{} message: {} bytes wanted at {}, {} in all", codec_, bytes, at_, in_.size());
+    const std::byte* p = in_.data() + at_;
+    at_ += bytes;
+    return p;
+  }
+  void expect_end() const {
+    if (at_ != in_.size()) fail<ValueError>("{} message: {} bytes left over", codec_, in_.size() - at_);
+  }
+
+ private:
+  std::span<const std::byte> in_;
+  size_t at_ = 0;
+  const char* codec_;
+};
+
+// Bytes that hold n fields of `width` bits.
+inline size_t packed_bytes(size_t n, int width) { return (n * static_cast<size_t>(width) + 7) / 8; }
+
+// Packs codes[i] (< 2^width, width <= 25) into `out`, LSB first: each code is
+// or-ed into a 32-bit window at bit offset i * width.
+inline void pack_bits(std::span<const uint32_t> codes, int width, std::byte* out) {
+  const size_t bytes = packed_bytes(codes.size(), width);
+  std::memset(out, 0, bytes);
+  auto* o = reinterpret_cast<uint8_t*>(out);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    const size_t bit = i * static_cast<size_t>(width);
+    uint64_t v = static_cast<uint64_t>(codes[i]) << (bit % 8);
+    for (size_t b = bit / 8; v != 0; ++b, v >>= 8) o[b] |= static_cast<uint8_t>(v);
+  }
+}
+
+inline uint32_t unpack_bits(const std::byte* in, size_t i, int width) {
+  const auto* p = reinterpret_cast<const uint8_t*>(in);
+  const size_t bit = i * static_cast<size_t>(width);
+  uint64_t v = 0;
+  const size_t last = (bit + static_cast<size_t>(width) - 1) / 8;
+  for (size_t b = last + 1; b-- > bit / 8;) v = (v << 8) | p[b];
+  return static_cast<uint32_t>((v >> (bit % 8)) & ((uint64_t{1} << width) - 1));
+}
+
+}  // namespace braid::comm::codec
