@@ -305,7 +305,8 @@ Work Communicator::allgatherv(BufferRef in, BufferRef out, std::vector<size_t> c
   const size_t elem = itemsize(in.dtype);
   std::vector<size_t> bytes(counts.size());
   for (size_t r = 0; r < counts.size(); ++r) bytes[r] = counts[r] * elem;
-  return m.submit("allgatherv", nullptr, out.bytes(), m.timeout_or_default(o.timeout),
+  // Every rank knows the total, so the recorded size matches across ranks (a desync check compares it).
+  return m.submit({.op = "allgatherv", .bytes = out.bytes(), .dtype = in.dtype}, m.timeout_or_default(o.timeout),
                   [&m, in, out, before, elem, bytes = std::move(bytes)](Group& g) {
     std::byte* mine = out.data + before * elem;
     if (in.bytes() && mine != in.data) copy_bytes(mine, in.data, in.bytes());
