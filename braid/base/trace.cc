@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "braid/base/atomic_file.h"
 #include "braid/base/error.h"
+#include "braid/base/rank_files.h"
 
 namespace braid::trace {
 
@@ -99,20 +99,8 @@ void Span::finish() { recorder_->complete(category_, std::move(name_), start_, C
 
 Merged merge_folder(const std::string& dir, std::string out) {
   namespace fs = std::filesystem;
-  std::vector<std::pair<int, fs::path>> files;
-  const std::regex pattern(R"(rank-(\d+)\.json)");
-  for (const fs::path& d : {fs::path(dir) / "trace", fs::path(dir)}) {
-    std::error_code ec;
-    if (!fs::is_directory(d, ec)) continue;
-    for (const auto& entry : fs::directory_iterator(d, ec)) {
-      std::smatch m;
-      const std::string name = entry.path().filename().string();
-      if (std::regex_match(name, m, pattern)) files.emplace_back(std::stoi(m[1]), entry.path());
-    }
-    if (!files.empty()) break;
-  }
+  const auto files = rank_files({fs::path(dir) / "trace", fs::path(dir)});
   if (files.empty()) fail<IoError>("no timelines (rank-<R>.json) in {}/trace or {}", dir, dir);
-  std::sort(files.begin(), files.end());
   Merged m;
   m.path = out.empty() ? (fs::path(dir) / "trace.json").string() : out;
   nlohmann::json events = nlohmann::json::array();

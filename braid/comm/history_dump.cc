@@ -4,27 +4,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
+
+#include "braid/base/rank_files.h"
 
 namespace braid::comm {
 
 namespace fs = std::filesystem;
 
 std::vector<nlohmann::json> read_history_dumps(const std::string& dir) {
-  std::vector<std::pair<int, fs::path>> files;
-  const std::regex pattern(R"(rank-(\d+)\.json)");
-  for (const fs::path& d : {fs::path(dir), fs::path(dir) / "history"}) {
-    std::error_code ec;
-    if (!fs::is_directory(d, ec)) continue;
-    for (const auto& entry : fs::directory_iterator(d, ec)) {
-      std::smatch m;
-      const std::string name = entry.path().filename().string();
-      if (std::regex_match(name, m, pattern)) files.emplace_back(std::stoi(m[1]), entry.path());
-    }
-    if (!files.empty()) break;
-  }
+  const auto files = rank_files({fs::path(dir), fs::path(dir) / "history"});
   if (files.empty()) fail<IoError>("no history dumps (rank-<R>.json) in {} or {}/history", dir, dir);
-  std::sort(files.begin(), files.end());
   std::vector<nlohmann::json> out;
   for (const auto& [rank, path] : files) {
     std::ifstream in(path);
