@@ -201,11 +201,10 @@ std::pair<Examples, Examples> load_task(const std::string& spec, const std::stri
   Examples train = read_libsvm(spec, 0, binary);
   Examples held_out;
   if (!test.empty()) {
-    held_out = read_libsvm(test, train.x.cols, binary);
-    if (held_out.x.cols > train.x.cols) {
-      // Features only the test file has get weight 0: widen the training matrix.
-      train.x.cols = held_out.x.cols;
-    }
+    // Read at its own width: features only the test file has get weight 0
+    // once the training matrix is widened to match.
+    held_out = read_libsvm(test, 0, binary);
+    train.x.cols = std::max(train.x.cols, held_out.x.cols);
   }
   return {std::move(train), std::move(held_out)};
 }

@@ -55,6 +55,19 @@ TEST(Libsvm, RoundTripsAndMapsBinaryLabels) {
   EXPECT_EQ(read_libsvm(dir.file("a.svm"), 0, false).y, e.y);
 }
 
+TEST(Libsvm, ATestFileWiderThanTrainingWidensTheModel) {
+  test::TempDir dir;
+  write_libsvm(Examples{small(), {1, -1, 1}}, dir.file("train.svm"));
+  SparseMatrix wide;
+  wide.append(std::vector<int32_t>{0, 4}, std::vector<float>{1, 1});
+  wide.append(std::vector<int32_t>{1}, std::vector<float>{1});
+  write_libsvm(Examples{wide, {1, -1}}, dir.file("test.svm"));
+  const auto [train, test] = load_task(dir.file("train.svm"), dir.file("test.svm"), true);
+  EXPECT_EQ(train.x.cols, 5) << "feature 5 of the test file gets a (zero) weight";
+  EXPECT_EQ(test.x.cols, 5);
+  EXPECT_EQ(score(Loss::logistic, test, std::vector<double>{1, -1, 0, 0, 0}), 1.0);
+}
+
 TEST(Objective, LiblinearsLossesAndTheirDerivatives) {
   for (Loss loss : {Loss::squared, Loss::logistic, Loss::squared_hinge}) {
     for (double y : {-1.0, 1.0})
