@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "braid/base/error.h"
-#include "braid/base/rng.h"
 #include "braid/linear/lbfgs.h"
 
 namespace braid::linear_model {
@@ -38,11 +36,8 @@ Result solve_olbfgs(const Problem& p, const Examples& train, const Examples* tes
   LocalSpace space(p, train);  // dot products only
   std::vector<double> w(d, 0.0), g(d), g_next(d), dir;
   std::deque<CurvaturePair> pairs;
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  Generator gen(o.seed);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    for (auto i = static_cast<int64_t>(n) - 1; i > 0; --i) std::swap(order[i], order[gen.below(i + 1)]);
+    const std::vector<int64_t> order = data::permutation(train.size(), o.seed, epoch_stream(epoch, 0));
     const double eta = o.step * std::pow(o.step_decay, epoch - 1);
     for (size_t lo = 0; lo < n; lo += static_cast<size_t>(o.batch)) {
       const auto batch = std::span(order).subspan(lo, std::min(n - lo, static_cast<size_t>(o.batch)));

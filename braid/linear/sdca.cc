@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "braid/base/error.h"
-#include "braid/base/rng.h"
 
 namespace braid::linear_model {
 
@@ -33,12 +32,43 @@ double logistic_delta(double y, double alpha, double z, double q) {
   return a * y - alpha;
 }
 
+// The logistic conjugate is finite only for a in [0, 1] and its derivative is
+// unbounded at the ends: start just inside, as LIBLINEAR's dual solver does.
+double start_of(Loss loss, double y) { return loss == Loss::logistic ? 1e-8 * y : 0; }
+
+// -loss*(-alpha): the dual objective's term of one example.
+double dual_term(Loss loss, double y, double alpha) {
+  const double a = alpha * y;
+  switch (loss) {
+    case Loss::hinge: return a;
+    case Loss::squared_hinge: return a - a * a / 4;
+    case Loss::squared: return alpha * y - alpha * alpha / 4;
+    case Loss::logistic: {
+      auto xlogx = [](double v) { return v > 0 ? v * std::log(v) : 0.0; };
+      return -(xlogx(a) + xlogx(1 - a));
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
-double sdca_start(Loss loss, double y) {
-  // The logistic conjugate is finite only for a in [0, 1] and its derivative
-  // is unbounded at the ends: start just inside, as LIBLINEAR's dual solver does.
-  return loss == Loss::logistic ? 1e-8 * y : 0;
+std::vector<double> sdca_start(const Problem& p, const Examples& data, std::span<const double> norms, int64_t n,
+                               std::span<double> w) {
+  const double scale = 1 / (p.reg.l2 * static_cast<double>(n));
+  std::vector<double> alpha(static_cast<size_t>(data.size()));
+  for (int64_t r = 0; r < data.size(); ++r) {
+    alpha[r] = norms[r] == 0 ? 0 : start_of(p.loss, data.y[r]);
+    const auto row = data.x.row(r);
+    for (size_t k = 0; k < row.index.size(); ++k) w[row.index[k]] += alpha[r] * scale * row.value[k];
+  }
+  return alpha;
+}
+
+double dual_sum(Loss loss, const Examples& data, std::span<const double> alpha) {
+  double s = 0;
+  for (int64_t r = 0; r < data.size(); ++r) s += dual_term(loss, data.y[r], alpha[r]);
+  return s;
 }
 
 double sdca_delta(Loss loss, double y, double alpha, double z, double q) {
@@ -55,20 +85,6 @@ double sdca_delta(Loss loss, double y, double alpha, double z, double q) {
     }
     case Loss::squared: return (y - z - alpha / 2) / (q + 0.5);
     case Loss::logistic: return logistic_delta(y, alpha, z, q);
-  }
-  return 0;
-}
-
-double dual_term(Loss loss, double y, double alpha) {
-  const double a = alpha * y;
-  switch (loss) {
-    case Loss::hinge: return a;
-    case Loss::squared_hinge: return a - a * a / 4;
-    case Loss::squared: return alpha * y - alpha * alpha / 4;
-    case Loss::logistic: {
-      auto xlogx = [](double v) { return v > 0 ? v * std::log(v) : 0.0; };
-      return -(xlogx(a) + xlogx(1 - a));
-    }
   }
   return 0;
 }
@@ -107,25 +123,16 @@ Result solve_sdca(const Problem& p, const Examples& train, const Examples* test,
   const int64_t n = train.size();
   const auto d = static_cast<size_t>(train.x.cols);
   const std::vector<double> norms = train.x.row_norms_squared();
-  std::vector<double> alpha(static_cast<size_t>(n)), w(d, 0.0);
-  const double scale = 1 / (p.reg.l2 * static_cast<double>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    alpha[r] = norms[r] == 0 ? 0 : sdca_start(p.loss, train.y[r]);
-    const auto row = train.x.row(r);
-    for (size_t k = 0; k < row.index.size(); ++k) w[row.index[k]] += alpha[r] * scale * row.value[k];
-  }
+  std::vector<double> w(d, 0.0);
+  std::vector<double> alpha = sdca_start(p, train, norms, n, w);
   auto gap_of = [&](double primal) {
-    double dual = 0;
-    for (int64_t r = 0; r < n; ++r) dual += dual_term(p.loss, train.y[r], alpha[r]);
-    dual = dual / static_cast<double>(n) - p.reg.l2 / 2 * std::inner_product(w.begin(), w.end(), w.begin(), 0.0);
+    const double dual = dual_sum(p.loss, train, alpha) / static_cast<double>(n) -
+                        p.reg.l2 / 2 * std::inner_product(w.begin(), w.end(), w.begin(), 0.0);
     return primal - dual;
   };
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  Generator g(o.seed);
   Result result;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[g.below(i + 1)]);
+    const std::vector<int64_t> order = data::permutation(n, o.seed, epoch_stream(epoch, 0));
     // No base and sigma = 1: the pass reads and moves w itself.
     sdca_pass(p, train, norms, order, n, 1.0, {}, alpha, w);
     clock.pause();

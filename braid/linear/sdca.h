@@ -19,10 +19,14 @@ namespace braid::linear_model {
 // the label y, the current margin z = x_i . w and q = sigma |x_i|^2 / (l2 n)
 // (sigma = 1 for SDCA; CoCoA+ passes its sigma' = K).
 double sdca_delta(Loss loss, double y, double alpha, double z, double q);
-// -loss*(-alpha): the dual objective's term of one example.
-double dual_term(Loss loss, double y, double alpha);
-// The starting alpha_i (0, or an interior point where the conjugate needs one).
-double sdca_start(Loss loss, double y);
+// The starting dual variables of `data`'s rows (0, or an interior point
+// where the conjugate needs one; 0 for empty rows, whose first pass moves them
+// to their best), and w += (1/(l2 n)) sum_i alpha_i x_i. `n` is the global
+// number of examples.
+std::vector<double> sdca_start(const Problem& p, const Examples& data, std::span<const double> norms, int64_t n,
+                               std::span<double> w);
+// sum_i -loss*(-alpha_i) over `data`'s rows: n times the dual's loss part.
+double dual_sum(Loss loss, const Examples& data, std::span<const double> alpha);
 
 // One SDCA pass over `rows` in order: updates alpha (indexed like rows'
 // positions in data) and dw += (scale / (l2 n)) sum delta_i x_i, reading

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "braid/base/error.h"
-#include "braid/base/rng.h"
 #include "braid/linear/coordinate_descent.h"
 
 namespace braid::linear_model {
@@ -60,20 +59,13 @@ struct SgdSetup {
   double eta(const SolverOptions& o, int epoch) const { return o.step * std::pow(o.step_decay, epoch - 1); }
 };
 
-void shuffle(std::vector<int64_t>& order, Generator& g) {
-  for (auto i = static_cast<int64_t>(order.size()) - 1; i > 0; --i) std::swap(order[i], order[g.below(i + 1)]);
-}
-
 // The epoch loop every variant shares; `pass(order, eta, w)` runs one epoch.
 template <class Pass>
 Result run_epochs(const SgdSetup& s, EpochClock& clock, const SolverOptions& o, Pass pass) {
   if (o.step <= 0) fail<ConfigError>("sgd step must be > 0, got {}", o.step);
   std::vector<double> w(static_cast<size_t>(s.train.x.cols), 0.0);
-  std::vector<int64_t> order(static_cast<size_t>(s.train.size()));
-  std::iota(order.begin(), order.end(), 0);
-  Generator g(o.seed);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    shuffle(order, g);
+    const std::vector<int64_t> order = data::permutation(s.train.size(), o.seed, epoch_stream(epoch, 0));
     pass(order, s.eta(o, epoch), w.data());
     clock.pause();
     if (!clock.end_epoch(epoch, w, primal_objective(s.p, s.train, w))) break;

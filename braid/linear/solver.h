@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "braid/data/sampler.h"
 #include "braid/linear/objective.h"
 
 namespace braid::linear_model {
@@ -32,6 +33,12 @@ struct SolverOptions {
   double target = -std::numeric_limits<double>::infinity();
   double gap_tolerance = 0;
 };
+
+// The stream of data::permutation for visit `epoch` (1-based) of rank `rank`'s
+// rows: one fresh permutation per visit, and ranks never share one.
+inline uint64_t epoch_stream(int64_t epoch, int rank) {
+  return (static_cast<uint64_t>(epoch) << 24) | static_cast<uint64_t>(rank);
+}
 
 struct Progress {
   int epoch = 0;           // 1-based; 0 is the starting point
