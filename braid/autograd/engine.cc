@@ -10,6 +10,13 @@ namespace braid::autograd {
 
 namespace {
 
+GradArithmetic g_math{
+    .add_into = &cpu::add_into,
+    .copy_into = [](const Tensor& dst, const Tensor& src) { dst.copy_from(src); },
+    .clone = [](const Tensor& x) { return x.clone(); },
+    .cast = [](const Tensor& x, DType dtype) { return x.to(dtype); },
+};
+
 // A running sum of gradients; clones before the first in-place add so a
 // gradient tensor handed over by one node is never modified under another.
 struct GradSum {
@@ -22,17 +29,17 @@ struct GradSum {
       return;
     }
     if (!owned) {
-      sum = sum.clone();
+      sum = g_math.clone(sum);
       owned = true;
     }
-    cpu::add_into(sum, g);
+    g_math.add_into(sum, g);
   }
 };
 
 void accumulate_leaf(const Tensor& leaf, Tensor g) {
   GradMeta& meta = leaf.grad_meta();
   if (g.defined()) {
-    Tensor incoming = g.dtype() == leaf.dtype() ? std::move(g) : g.to(leaf.dtype());
+    Tensor incoming = g.dtype() == leaf.dtype() ? std::move(g) : g_math.cast(g, leaf.dtype());
     if (!meta.grad || meta.grad_is_zero) {
       // Keep the incoming buffer when nothing else can see it (a fresh
       // product, as from a layer's weight gradient) and the old one is the
@@ -42,13 +49,13 @@ void accumulate_leaf(const Tensor& leaf, Tensor g) {
       if (incoming.sole_owner() && (!meta.grad || meta.grad->sole_owner())) {
         leaf.set_grad(incoming);
       } else if (!meta.grad) {
-        leaf.set_grad(incoming.clone());
+        leaf.set_grad(g_math.clone(incoming));
       } else {
-        meta.grad->copy_from(incoming);
+        g_math.copy_into(*meta.grad, incoming);
         meta.grad_is_zero = false;
       }
     } else {
-      cpu::add_into(*meta.grad, incoming);
+      g_math.add_into(*meta.grad, incoming);
     }
   }
   if (meta.grad) {
@@ -131,6 +138,8 @@ void backward(const Tensor& root, const Tensor& grad_output) {
     }
   }
 }
+
+void set_grad_arithmetic(const GradArithmetic& arithmetic) { g_math = arithmetic; }
 
 void on_grad_ready(const Tensor& param, std::function<void(Tensor& grad)> fn) {
   if (!param.is_leaf()) fail<ValueError>("on_grad_ready: hooks attach to leaf tensors (parameters)");

@@ -13,6 +13,17 @@ namespace braid::autograd {
 // last contribution arrives, while the rest of the graph is still pending.
 void backward(const Tensor& root, const Tensor& grad_output = Tensor());
 
+// How the engine sums, copies, clones and converts gradients. The defaults are
+// the CPU kernels; the ops layer installs its registry ops here so that these
+// steps, too, are seen by whoever observes op calls (graph capture).
+struct GradArithmetic {
+  void (*add_into)(const Tensor& dst, const Tensor& src) = nullptr;
+  void (*copy_into)(const Tensor& dst, const Tensor& src) = nullptr;
+  Tensor (*clone)(const Tensor& x) = nullptr;
+  Tensor (*cast)(const Tensor& x, DType dtype) = nullptr;
+};
+void set_grad_arithmetic(const GradArithmetic& arithmetic);
+
 // Registers fn to run when `param`'s gradient is final in each backward pass.
 void on_grad_ready(const Tensor& param, std::function<void(Tensor& grad)> fn);
 

@@ -29,7 +29,7 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
-bool needs_grad(const std::vector<Tensor>& inputs) {
+bool needs_grad(std::span<const Tensor> inputs) {
   if (!t_grad_enabled) return false;
   for (const Tensor& t : inputs) {
     if (t.defined() && t.requires_grad()) return true;

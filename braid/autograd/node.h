@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,7 @@ class NoGradGuard {
 
 // True when recording is on and any input requires gradients.
 bool needs_grad(std::initializer_list<Tensor> inputs);
-bool needs_grad(const std::vector<Tensor>& inputs);
+bool needs_grad(std::span<const Tensor> inputs);
 
 // Makes `output` the result of a node named `name` over `inputs`. Does nothing
 // unless needs_grad(inputs). `fn` should capture detached tensors only.

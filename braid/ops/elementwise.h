@@ -2,7 +2,8 @@
 // broadcasting between tensor operands. Both operands of a binary op must have
 // the same dtype (no implicit promotion); a double scalar takes the tensor's
 // dtype. Differentiable in f32/f64; the gradient of a broadcast operand is
-// summed back to its shape (cpu::sum_to). Results are fresh contiguous tensors.
+// summed back to its shape (sum_to). Results are fresh contiguous tensors.
+// Each function is a thin caller of its op in the registry (registry.h).
 #pragma once
 
 #include "braid/tensor/tensor.h"
@@ -26,6 +27,8 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 // Gradient 0 at x == 0 (PyTorch's convention: sign(x)).
 Tensor abs(const Tensor& x);
+// -1, 0 or 1 by the sign of x; not differentiable (its gradient is 0 anyway).
+Tensor sign(const Tensor& x);
 // x ^ exponent, elementwise; gradient exponent * x^(exponent-1).
 Tensor pow(const Tensor& x, double exponent);
 
@@ -46,6 +49,10 @@ Tensor lt(const Tensor& a, double b);
 Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
+
+// x summed over its broadcast dims down to `shape` (the adjoint of broadcasting
+// x's shape from `shape`); x itself when the shapes match.
+Tensor sum_to(const Tensor& x, const Shape& shape);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }

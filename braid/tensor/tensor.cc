@@ -15,6 +15,12 @@ Storage::Storage(size_t nbytes)
 Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
 
+std::shared_ptr<Storage> Storage::meta(size_t nbytes) {
+  auto s = std::make_shared<Storage>(nullptr, nbytes, [](void*) {});
+  s->device_ = Device::meta;
+  return s;
+}
+
 Storage::~Storage() {
   if (deleter_) {
     deleter_(data_);
@@ -39,13 +45,14 @@ void Storage::materialize() {
   if (data_ == nullptr) data_ = CachingAllocator::host().allocate(nbytes_, category_);
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) {
     if (d < 0) fail<ValueError>("empty: negative dimension in shape {}", braid::to_string(shape));
   }
   Tensor t;
   t.impl_ = std::make_shared<Impl>();
-  t.impl_->storage = std::make_shared<Storage>(static_cast<size_t>(braid::numel(shape)) * itemsize(dtype));
+  const size_t nbytes = static_cast<size_t>(braid::numel(shape)) * itemsize(dtype);
+  t.impl_->storage = device == Device::meta ? Storage::meta(nbytes) : std::make_shared<Storage>(nbytes);
   t.impl_->shape = shape;
   t.impl_->strides = contiguous_strides(shape);
   t.impl_->dtype = dtype;
@@ -99,6 +106,10 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::raw_data() const {
+  if (is_meta()) {
+    fail<ValueError>("tensor {} {} is on the meta device: it has a shape but no values", name(dtype()),
+                     braid::to_string(shape()));
+  }
   return static_cast<char*>(impl()->storage->data()) + offset() * static_cast<int64_t>(itemsize(dtype()));
 }
 
@@ -143,7 +154,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
 Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset()); }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype());
+  Tensor out = empty(shape(), dtype(), device());
   out.copy_from(*this);
   return out;
 }
@@ -152,7 +163,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = empty(shape(), target);
+  Tensor out = empty(shape(), target, device());
   out.copy_from(*this);
   return out;
 }
@@ -162,6 +173,8 @@ void Tensor::copy_from(const Tensor& src) const {
     fail<ValueError>("copy: source shape {} does not match destination shape {}",
                      braid::to_string(src.shape()), braid::to_string(shape()));
   }
+  if (is_meta()) return;
+  if (src.is_meta()) fail<ValueError>("copy: a meta tensor has no values to copy into a {} tensor", name(device()));
   if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
     auto* d = static_cast<std::byte*>(raw_data());
     const auto* s = static_cast<const std::byte*>(src.raw_data());
@@ -200,6 +213,7 @@ void Tensor::copy_from(const Tensor& src) const {
 }
 
 void Tensor::fill(double value) const {
+  if (is_meta()) return;
   visit_dtype(dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T v = cpu::convert<T>(value);
@@ -231,7 +245,7 @@ const Tensor& Tensor::set_requires_grad(bool on) const {
 Tensor Tensor::grad() const {
   GradMeta& m = impl()->grad;
   if (!m.grad) return Tensor();
-  if (m.grad_is_zero) {
+  if (m.grad_is_zero && !m.grad->is_meta()) {
     m.grad->fill(0.0);
     m.grad_is_zero = false;
   }
@@ -264,6 +278,7 @@ void Tensor::set_grad(const Tensor& g) const {
 std::string to_string(const Tensor& t) {
   if (!t.defined()) return "Tensor(undefined)";
   std::string s = fmt::format("Tensor({} {}", name(t.dtype()), to_string(t.shape()));
+  if (t.is_meta()) return s + " meta)";
   if (t.numel() <= 16) {
     s += fmt::format(" {}", t.to_vector<double>());
   }

@@ -12,6 +12,7 @@
 
 #include "braid/base/error.h"
 #include "braid/tensor/allocator.h"
+#include "braid/tensor/device.h"
 #include "braid/tensor/dtype.h"
 #include "braid/tensor/shape.h"
 
@@ -29,13 +30,16 @@ class Storage {
  public:
   explicit Storage(size_t nbytes);
   Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);
+  // A block on the meta device: a size and no memory.
+  static std::shared_ptr<Storage> meta(size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  // Null while released.
+  // Null while released, and always on the meta device.
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
   // What the block holds (allocator.h); foreign memory is not counted.
   MemoryCategory category() const { return category_; }
@@ -54,6 +58,7 @@ class Storage {
   size_t nbytes_;
   std::function<void(void*)> deleter_;  // empty: caching allocator block
   MemoryCategory category_ = MemoryCategory::other;
+  Device device_ = Device::cpu;
 };
 
 // Autograd state of a tensor (the engine in braid/autograd reads and writes it).
@@ -74,8 +79,8 @@ class Tensor {
  public:
   Tensor() = default;  // undefined
 
-  // Creation. Values are uninitialised for empty().
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  // Creation. Values are uninitialised for empty(); a meta tensor has none.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
@@ -93,6 +98,8 @@ class Tensor {
   const Shape& strides() const { return impl()->strides; }
   int64_t offset() const { return impl()->offset; }
   DType dtype() const { return impl()->dtype; }
+  Device device() const { return impl()->storage->device(); }
+  bool is_meta() const { return device() == Device::meta; }
   int64_t ndim() const { return static_cast<int64_t>(impl()->shape.size()); }
   // Size of dimension d (negative counts from the end).
   int64_t size(int64_t d) const;
@@ -103,7 +110,8 @@ class Tensor {
   // Identity: true when both handles are the same tensor (not merely equal values).
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
-  // Pointer to the first element; checks that T matches the dtype.
+  // Pointer to the first element; checks that T matches the dtype. A meta
+  // tensor has no elements to point at: these throw.
   template <class T>
   T* data() const;
   void* raw_data() const;
@@ -127,6 +135,7 @@ class Tensor {
   // Converted copy (itself when the dtype already matches).
   Tensor to(DType dtype) const;
   // Copies src's values into this tensor (shapes must match; dtypes may differ).
+  // Into a meta tensor only the shapes are checked.
   void copy_from(const Tensor& src) const;
   void fill(double value) const;
   // The value of a one-element tensor.
