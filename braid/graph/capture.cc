@@ -88,6 +88,7 @@ void Capture::on_call(const op::OpDef& op, const op::Attrs& attrs, std::span<con
     sharing_[r].push_back(v);
   };
   for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) continue;  // an in-place op's omitted optional input
     const int out = node.outputs[i];
     if (op.effect == op::Effect::view && i == 0) share(out, root(in.at(0)));
     if (op.effect == op::Effect::inplace) {

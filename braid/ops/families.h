@@ -26,10 +26,12 @@ void define_linear_ops(const Definer& define);
 void define_conv_ops(const Definer& define);
 void define_pool_ops(const Definer& define);
 void define_tensor_ops(const Definer& define);
+void define_update_ops(const Definer& define);
 
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
   define_elementwise_ops(define);
+  define_update_ops(define);
 }
 
 }  // namespace braid::op
