@@ -29,14 +29,16 @@ struct OpCase {
   op::Attrs attrs{};
   bool sweep = true;
   bool gradcheck = true;  // false for ops whose gradient is not smooth at random points
+  bool strided = true;    // false for ops that take contiguous tensors only (optimizer updates)
 };
 
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> tensor_cases();
+std::vector<OpCase> update_cases();
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, tensor_cases}) {
+  for (auto family : {elementwise_cases, tensor_cases, update_cases}) {
     for (OpCase& c : family()) all.push_back(std::move(c));
   }
   return all;
