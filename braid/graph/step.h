@@ -13,6 +13,7 @@
 
 #include "braid/graph/graph.h"
 #include "braid/nn/module.h"
+#include "braid/nn/sequential.h"
 #include "braid/optim/optimizer.h"
 
 namespace braid::graph {
@@ -47,5 +48,12 @@ class TrainingStep {
 // model is left as it was). For printing and analysing a step cheaply.
 Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
                                  DType x_dtype, const Shape& y_shape, DType y_dtype);
+
+// One step of a sequential model with layer i placed on rank stages[i] (the
+// loss and the optimizer's scalars with the last stage; each backward op with
+// its forward; each state update with the state's first reader), for
+// partition(). Inputs and `bindings` as TrainingStep's; the step is taken.
+Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x,
+                          const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings);
 
 }  // namespace braid::graph
