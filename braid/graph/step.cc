@@ -4,6 +4,7 @@
 #include "braid/graph/capture.h"
 #include "braid/graph/executor.h"
 #include "braid/graph/partition.h"
+#include "braid/graph/passes.h"
 
 namespace braid::graph {
 
@@ -45,20 +46,23 @@ Graph record_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_f
 }  // namespace
 
 TrainingStep::TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x,
-                           const Tensor& y)
+                           const Tensor& y, bool simplify)
     : optimizer_(optimizer) {
   if (optimizer.steps() == 0) eager_step(model, optimizer, loss, x, y);
   graph_ = record_step(model, optimizer, loss, x, y, &bindings_);
+  if (simplify) graph_ = graph::simplify(graph_);
+  executor_ = std::make_unique<Executor>(graph_);
   x_ = graph_.input_index("x");
   y_ = graph_.input_index("y");
 }
+
+TrainingStep::~TrainingStep() = default;
 
 Tensor TrainingStep::run(const Tensor& x, const Tensor& y) {
   bindings_[static_cast<size_t>(x_)] = x;
   bindings_[static_cast<size_t>(y_)] = y;
   optimizer_.refresh_scalars();
-  Executor exec(graph_);
-  Tensor loss = exec.run(bindings_).at(0);
+  Tensor loss = executor_->run(bindings_).at(0);
   optimizer_.count_step();
   return loss;
 }

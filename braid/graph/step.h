@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "braid/graph/graph.h"
 #include "braid/nn/module.h"
@@ -19,6 +20,7 @@
 namespace braid::graph {
 
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+class Executor;
 
 class TrainingStep {
  public:
@@ -27,7 +29,11 @@ class TrainingStep {
   // the captured update is the steady-state one (SGD's first momentum step
   // differs from the rest). Either way the model has advanced by the steps
   // taken, exactly as eager training would have.
-  TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x, const Tensor& y);
+  // The captured graph is simplified by the passes (passes.h) unless
+  // `simplify` is false; they change nothing in the numbers.
+  TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x, const Tensor& y,
+               bool simplify = true);
+  ~TrainingStep();
 
   // One step through the graph; returns the loss.
   Tensor run(const Tensor& x, const Tensor& y);
@@ -39,6 +45,7 @@ class TrainingStep {
  private:
   optim::Optimizer& optimizer_;
   Graph graph_;
+  std::unique_ptr<Executor> executor_;
   std::vector<Tensor> bindings_;
   int x_ = -1, y_ = -1;  // positions of the batch among the inputs
 };
