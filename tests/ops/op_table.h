@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "braid/ops/registry.h"
+#include "gradcheck_util.h"
 #include "torch_oracle.h"
 
 namespace braid::testing {
@@ -21,7 +22,7 @@ struct OpCase {
   // expression; grad names the inputs to differentiate. An empty expr means
   // PyTorch has no such op: `why` says so, and the other checks still run.
   OpCheck check;
-  std::string why;
+  std::string why{};
   // The dtype sweep calls the op itself on check.inputs, in order, with these
   // attributes; sweep = false when the inputs are not the op's own (a
   // composite, or an op whose eager function builds its inputs).
@@ -32,10 +33,17 @@ struct OpCase {
 
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> tensor_cases();
+std::vector<OpCase> reduce_cases();
+std::vector<OpCase> shape_cases();
+std::vector<OpCase> index_cases();
+std::vector<OpCase> softmax_cases();
+std::vector<OpCase> loss_cases();
+std::vector<OpCase> dropout_cases();
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, tensor_cases}) {
+  for (auto family : {elementwise_cases, tensor_cases, reduce_cases, shape_cases, index_cases, softmax_cases,
+                      loss_cases, dropout_cases}) {
     for (OpCase& c : family()) all.push_back(std::move(c));
   }
   return all;
