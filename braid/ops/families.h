@@ -26,6 +26,7 @@ void define_linear_ops(const Definer& define);
 void define_conv_ops(const Definer& define);
 void define_pool_ops(const Definer& define);
 void define_tensor_ops(const Definer& define);
+void define_update_ops(const Definer& define);
 
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
@@ -36,6 +37,7 @@ inline void define_ops(const Definer& define) {
   define_softmax_ops(define);
   define_loss_ops(define);
   define_dropout_ops(define);
+  define_update_ops(define);
 }
 
 }  // namespace braid::op
