@@ -1,6 +1,8 @@
 #include "braid/ops/dropout.h"
 
 #include <cstdint>
+#include <mutex>
+#include <unordered_set>
 
 #include "braid/base/thread_pool.h"
 #include "braid/ops/define.h"
@@ -18,11 +20,39 @@ Generator& dropout_generator() {
 namespace op {
 namespace {
 
+// Generators handed to dropout() in this process, by address. An attribute
+// naming any other address (a graph read from a file another process wrote)
+// is refused rather than followed.
+struct KnownGenerators {
+  std::mutex mu;
+  std::unordered_set<uintptr_t> addresses;
+};
+KnownGenerators& known_generators() {
+  static KnownGenerators k;
+  return k;
+}
+
+int64_t generator_attr(Generator* gen) {
+  if (gen == nullptr) return 0;
+  const auto address = reinterpret_cast<uintptr_t>(gen);
+  KnownGenerators& k = known_generators();
+  std::lock_guard<std::mutex> lock(k.mu);
+  k.addresses.insert(address);
+  return static_cast<int64_t>(address);
+}
+
 // The generator an attribute names: its address, or 0 for the calling
 // thread's dropout_generator() (kernels run on the thread that calls).
 Generator& generator_of(const Attrs& a) {
-  const int64_t address = a.has("generator") ? a.i("generator") : 0;
-  return address == 0 ? dropout_generator() : *reinterpret_cast<Generator*>(static_cast<uintptr_t>(address));
+  const int64_t attr = a.has("generator") ? a.i("generator") : 0;
+  if (attr == 0) return dropout_generator();
+  const auto address = static_cast<uintptr_t>(attr);
+  KnownGenerators& k = known_generators();
+  std::lock_guard<std::mutex> lock(k.mu);
+  if (!k.addresses.count(address)) {
+    fail<ValueError>("dropout: attribute generator={} names no generator dropout() was given in this process", attr);
+  }
+  return *reinterpret_cast<Generator*>(address);
 }
 
 // mask[i] = keep ? 1/(1-p) : 0, with word offset+i of the generator's stream
@@ -88,8 +118,7 @@ Tensor dropout(const Tensor& x, DropoutOptions options) {
     fail<ValueError>("dropout: dtype {} is not supported (input of shape {})", name(x.dtype()), to_string(x.shape()));
   }
   if (!options.training || p == 0) return x;
-  const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(options.generator));
-  return op::call1(BRAID_OP("dropout"), {x}, {{"p", p}, {"generator", address}});
+  return op::call1(BRAID_OP("dropout"), {x}, {{"p", p}, {"generator", op::generator_attr(options.generator)}});
 }
 
 }  // namespace braid

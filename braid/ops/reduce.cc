@@ -55,13 +55,16 @@ Reduction reduction_of(const TensorMeta& in, const Attrs& a, const char* name) {
   return reduction(in.shape, a.ints("dims"), a.b("keepdim"), name);
 }
 
-// A sum of n values per output: n - 1 adds in a tree of depth ceil(log2 n).
-Cost reduce_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
-  const double n = static_cast<double>(numel(in[0].shape)), m = static_cast<double>(numel(out[0].shape));
-  double bytes = 0;
-  for (const TensorMeta& t : in) bytes += bytes_of(t);
-  for (const TensorMeta& t : out) bytes += bytes_of(t);
-  return Cost{n, bytes, log2_depth(m > 0 ? n / m : 1)};
+// n inputs reduced to m results: n - m adds (or comparisons) in trees of
+// n / m terms, plus `per_result` flops on each result (mean's scaling).
+CostFn reduce_cost(double per_result) {
+  return [per_result](std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+    const double n = static_cast<double>(numel(in[0].shape)), m = static_cast<double>(numel(out[0].shape));
+    double bytes = 0;
+    for (const TensorMeta& t : in) bytes += bytes_of(t);
+    for (const TensorMeta& t : out) bytes += bytes_of(t);
+    return Cost{n - m + per_result * m, bytes, log2_depth(m > 0 ? n / m : 1) + (per_result > 0 ? 1 : 0)};
+  };
 }
 
 // The gradient of a (scaled) sum: g broadcast back over the reduced dims, in
@@ -95,7 +98,7 @@ void define_reduce_ops(const Definer& define) {
             return Outputs{cpu::sum(a.inputs[0], a.attrs.ints("dims"), a.attrs.b("keepdim"), 1.0, "sum")};
           })},
           .backward = [](const GradArgs& g) { return Grads{sum_grad(g, "sum", 1.0)}; },
-          .cost = reduce_cost});
+          .cost = reduce_cost(0)});
   define({.name = "mean", .family = "reduce", .inputs = 1,
           .infer = [](std::span<const TensorMeta> in, const Attrs& a) {
             return Metas{{reduction_of(in[0], a, "mean").out, in[0].dtype}};
@@ -107,7 +110,7 @@ void define_reduce_ops(const Definer& define) {
           .backward = [](const GradArgs& g) {
             return Grads{sum_grad(g, "mean", mean_scale(g.input_meta[0].shape, g.attrs))};
           },
-          .cost = reduce_cost});
+          .cost = reduce_cost(1)});
 
   // Along one dim (attributes dim, keepdim): the values and the i64 position
   // of each first maximum (NaN wins, as torch.max). The gradient goes to that
@@ -128,7 +131,7 @@ void define_reduce_ops(const Definer& define) {
                                          in.shape)};
           },
           .save_outputs = 0b10,
-          .cost = reduce_cost});
+          .cost = reduce_cost(0)});
   define({.name = "argmax", .family = "reduce", .inputs = 1,
           .infer = [](std::span<const TensorMeta> in, const Attrs& a) {
             return Metas{{reduction_of_one(in[0].shape, a.i("dim"), a.b("keepdim"), "argmax").out, DType::i64}};
@@ -136,7 +139,7 @@ void define_reduce_ops(const Definer& define) {
           .kernels = {cpu_kernel(kArith, [](const Args& a) {
             return Outputs{cpu::max_dim(a.inputs[0], a.attrs.i("dim"), a.attrs.b("keepdim"), "argmax").indices};
           })},
-          .cost = reduce_cost});
+          .cost = reduce_cost(0)});
 }
 
 }  // namespace op

@@ -49,15 +49,29 @@ TEST(Dropout, SameStateSameMaskOnAnyThreadCount) {
 TEST(Dropout, TheOpDrawsFromItsGeneratorOnEveryCall) {
   Generator gen(4, 2);
   const Tensor x = Tensor::ones({1000});
-  const op::Attrs attrs{{"p", 0.5}, {"generator", static_cast<int64_t>(reinterpret_cast<uintptr_t>(&gen))}};
   const op::OpDef& d = op::find("dropout");
   EXPECT_EQ(d.effect, op::Effect::random);
-  const Tensor first = op::call1(d, {x}, attrs);
-  const Tensor second = op::call1(d, {x}, attrs);
+  // The op as dropout() calls it, seen by a call observer.
+  struct Seen : op::CallObserver {
+    op::Attrs attrs;
+    void on_call(const op::OpDef&, const op::Attrs& a, std::span<const Tensor>, std::span<const Tensor>) override {
+      attrs = a;
+    }
+  } seen;
+  Tensor first;
+  {
+    op::ObserveCalls scope(&seen);
+    first = dropout(x, {.p = 0.5, .generator = &gen});
+  }
+  const Tensor second = op::call1(d, {x}, seen.attrs);
   EXPECT_EQ(gen.state().offset, 2000u);
   EXPECT_NE(first.to_vector<float>(), second.to_vector<float>());
   Generator again(4, 2);
-  EXPECT_EQ(dropout(x, {.p = 0.5, .generator = &again}).to_vector<float>(), first.to_vector<float>());
+  dropout(x, {.p = 0.5, .generator = &again});
+  EXPECT_EQ(dropout(x, {.p = 0.5, .generator = &again}).to_vector<float>(), second.to_vector<float>());
+  // An address dropout() was never given (as in a graph from another process).
+  const op::Attrs stranger{{"p", 0.5}, {"generator", int64_t{8}}};
+  EXPECT_THROW(op::call1(d, {x}, stranger), ValueError);
 }
 
 TEST(Dropout, EvalIsIdentityAndBadInputIsRefused) {
