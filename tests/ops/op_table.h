@@ -35,10 +35,17 @@ struct OpCase {
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> tensor_cases();
 std::vector<OpCase> update_cases();
+std::vector<OpCase> reduce_cases();
+std::vector<OpCase> shape_cases();
+std::vector<OpCase> index_cases();
+std::vector<OpCase> softmax_cases();
+std::vector<OpCase> loss_cases();
+std::vector<OpCase> dropout_cases();
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, tensor_cases, update_cases}) {
+  for (auto family : {elementwise_cases, tensor_cases, update_cases, reduce_cases, shape_cases, index_cases,
+                      softmax_cases, loss_cases, dropout_cases}) {
     for (OpCase& c : family()) all.push_back(std::move(c));
   }
   return all;

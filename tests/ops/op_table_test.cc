@@ -87,10 +87,11 @@ TEST(OpTable, MetaInferenceMatchesTheKernels) {
   }
 }
 
-// Inputs with the case's primary dtype converted to `to`; others as they are.
-std::vector<Tensor> converted(const std::vector<Tensor>& in, DType from, DType to) {
+// The inputs at the `primary` positions converted to `to`; others as they
+// are (an i64 index stays i64 when the sweep reaches i64 and comes back).
+std::vector<Tensor> converted(const std::vector<Tensor>& in, const std::vector<bool>& primary, DType to) {
   std::vector<Tensor> out;
-  for (const Tensor& t : in) out.push_back(t.defined() && t.dtype() == from ? t.to(to) : t);
+  for (size_t i = 0; i < in.size(); ++i) out.push_back(primary[i] ? in[i].to(to) : in[i]);
   return out;
 }
 
@@ -108,7 +109,9 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
     if (!c.sweep) continue;
     const op::OpDef& d = op::find(c.op);
     const std::vector<Tensor> in = inputs_of(c);
-    const DType primary = in.at(d.dtype_input).dtype();
+    // The inputs of the case's primary dtype (the op's dtype input's) follow the sweep.
+    std::vector<bool> primary;
+    for (const Tensor& t : in) primary.push_back(t.defined() && t.dtype() == in.at(d.dtype_input).dtype());
     std::vector<DType> declared;
     for (const op::KernelEntry& k : d.kernels) {
       if (k.device == Device::cpu) declared.insert(declared.end(), k.dtypes.begin(), k.dtypes.end());
@@ -130,7 +133,7 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
       // The reference: the same (rounded) values computed in f64 where the op
       // takes f64, converted to the dtype under test.
       if (dt == DType::f64 || std::find(declared.begin(), declared.end(), DType::f64) == declared.end()) continue;
-      const std::vector<Tensor> ref = op::call(d, converted(typed, dt, DType::f64), c.attrs);
+      const std::vector<Tensor> ref = op::call(d, converted(typed, primary, DType::f64), c.attrs);
       for (size_t i = 0; i < out.size(); ++i) {
         if (ref[i].dtype() != DType::f64) continue;  // bool or index outputs: same dtype both ways, checked by meta
         const double tol = tolerance(out[i].dtype());
