@@ -30,6 +30,12 @@ void define_tensor_ops(const Definer& define);
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
   define_elementwise_ops(define);
+  define_activation_ops(define);
+  define_norm_ops(define);
+  define_matmul_ops(define);
+  define_linear_ops(define);
+  define_conv_ops(define);
+  define_pool_ops(define);
 }
 
 }  // namespace braid::op

@@ -32,10 +32,17 @@ struct OpCase {
 
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> tensor_cases();
+std::vector<OpCase> activation_cases();
+std::vector<OpCase> norm_cases();
+std::vector<OpCase> matmul_cases();
+std::vector<OpCase> linear_cases();
+std::vector<OpCase> conv_cases();
+std::vector<OpCase> pool_cases();
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, tensor_cases}) {
+  for (auto family : {elementwise_cases, tensor_cases, activation_cases, norm_cases, matmul_cases, linear_cases,
+                      conv_cases, pool_cases}) {
     for (OpCase& c : family()) all.push_back(std::move(c));
   }
   return all;
