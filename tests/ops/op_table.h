@@ -21,7 +21,7 @@ struct OpCase {
   // expression; grad names the inputs to differentiate. An empty expr means
   // PyTorch has no such op: `why` says so, and the other checks still run.
   OpCheck check;
-  std::string why;
+  std::string why{};
   // The dtype sweep calls the op itself on check.inputs, in order, with these
   // attributes; sweep = false when the inputs are not the op's own (a
   // composite, or an op whose eager function builds its inputs).

@@ -23,7 +23,9 @@ TEST(OpTable, EveryRegisteredOpHasACase) {
   for (const OpCase& c : all_cases()) {
     covered.insert(c.op);
     EXPECT_NE(op::find_or_null(c.op), nullptr) << "a case names op '" << c.op << "', which is not registered";
-    if (c.check.expr.empty()) EXPECT_FALSE(c.why.empty()) << c.op << ": a case without a PyTorch oracle says why";
+    if (c.check.expr.empty()) {
+      EXPECT_FALSE(c.why.empty()) << c.op << ": a case without a PyTorch oracle says why";
+    }
   }
   for (const op::OpDef* d : op::all()) EXPECT_TRUE(covered.count(d->name)) << "op '" << d->name << "' has no case";
 }
