@@ -16,6 +16,12 @@ op::Attrs conv_attrs(const Conv2dOptions& o) {
           {"backend", static_cast<int64_t>(o.backend)}};
 }
 
+// Each case pins an implementation: the autotuner would try several in turn,
+// and the suite compares calls to the last bit (conv_test.cc checks
+// `automatic` and the implementations' agreement).
+constexpr cpu::ConvBackend kBackends[] = {cpu::ConvBackend::im2col, cpu::ConvBackend::onednn_plain,
+                                          cpu::ConvBackend::onednn_blocked};
+
 std::string conv_args(const Conv2dOptions& o) {
   return fmt::format("stride=({}, {}), padding=({}, {}), dilation=({}, {}), groups={}", o.stride[0], o.stride[1],
                      o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], o.groups);
@@ -46,7 +52,8 @@ std::vector<OpCase> conv_cases() {
     // Every other input strided (copied once to the kernels' layout).
     const Tensor x0 = random_tensor(c.x, DType::f32, gen), w = random_tensor(c.w, DType::f32, gen);
     const Tensor x = i % 2 ? strided_copy(x0) : x0;
-    const Conv2dOptions opt = c.opt;
+    Conv2dOptions opt = c.opt;
+    opt.backend = kBackends[i % 3];
     OpCase k{"conv2d", {}, "", conv_attrs(opt)};
     if (c.bias) {
       k.check = {"F.conv2d(x, w, b, " + conv_args(opt) + ")",
@@ -61,7 +68,8 @@ std::vector<OpCase> conv_cases() {
     cases.push_back(std::move(k));
   }
   // The backward products on two geometries: plain, and grouped, strided, padded and dilated.
-  for (const Geometry& c : {geometries[1], geometries[7]}) {
+  for (Geometry c : {geometries[1], geometries[7]}) {
+    c.opt.backend = c.x[0] == 3 ? cpu::ConvBackend::onednn_blocked : cpu::ConvBackend::im2col;
     const Tensor x = random_tensor(c.x, DType::f32, gen), w = random_tensor(c.w, DType::f32, gen);
     const Shape y = conv2d(x, w, Tensor(), c.opt).shape();
     const Tensor dy = random_tensor(y, DType::f32, gen);

@@ -86,10 +86,11 @@ TEST(OpTable, MetaInferenceMatchesTheKernels) {
   }
 }
 
-// Inputs with the case's primary dtype converted to `to`; others as they are.
-std::vector<Tensor> converted(const std::vector<Tensor>& in, DType from, DType to) {
+// Inputs with the case's primary dtype (`primary`: which of `in` have it)
+// converted to `to`; others as they are.
+std::vector<Tensor> converted(const std::vector<Tensor>& in, const std::vector<bool>& primary, DType to) {
   std::vector<Tensor> out;
-  for (const Tensor& t : in) out.push_back(t.defined() && t.dtype() == from ? t.to(to) : t);
+  for (size_t i = 0; i < in.size(); ++i) out.push_back(primary[i] ? in[i].to(to) : in[i]);
   return out;
 }
 
@@ -108,6 +109,8 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
     const op::OpDef& d = op::find(c.op);
     const std::vector<Tensor> in = inputs_of(c);
     const DType primary = in.at(d.dtype_input).dtype();
+    std::vector<bool> is_primary;
+    for (const Tensor& t : in) is_primary.push_back(t.defined() && t.dtype() == primary);
     std::vector<DType> declared;
     for (const op::KernelEntry& k : d.kernels) {
       if (k.device == Device::cpu) declared.insert(declared.end(), k.dtypes.begin(), k.dtypes.end());
@@ -121,7 +124,7 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
       return op::call(d, args, c.attrs);
     };
     for (DType dt : kAllDTypes) {
-      const std::vector<Tensor> typed = converted(in, primary, dt);
+      const std::vector<Tensor> typed = converted(in, is_primary, dt);
       if (std::find(declared.begin(), declared.end(), dt) == declared.end()) {
         EXPECT_THROW(run(typed), ValueError) << c.op << " accepted undeclared dtype " << name(dt);
         continue;
@@ -136,7 +139,7 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
       // The reference: the same (rounded) values computed in f64 where the op
       // takes f64, converted to the dtype under test.
       if (dt == DType::f64 || std::find(declared.begin(), declared.end(), DType::f64) == declared.end()) continue;
-      const std::vector<Tensor> ref = run(converted(typed, dt, DType::f64));
+      const std::vector<Tensor> ref = run(converted(typed, is_primary, DType::f64));
       for (size_t i = 0; i < out.size(); ++i) {
         if (ref[i].dtype() != DType::f64) continue;  // bool or index outputs: same dtype both ways, checked by meta
         const double tol = tolerance(out[i].dtype());
