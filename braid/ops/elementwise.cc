@@ -134,7 +134,8 @@ void define_elementwise_ops(const Definer& define) {
           .backward = [](const GradArgs& g) { return Grads{contiguous(expand(g.grad, g.input_meta[0].shape))}; },
           .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
             const double n = static_cast<double>(numel(in[0].shape)), m = static_cast<double>(numel(out[0].shape));
-            return Cost{n, bytes_of(in[0]) + bytes_of(out[0]), log2_depth(m > 0 ? n / m : 1)};
+            // n - m additions, in trees of n / m terms.
+            return Cost{n - m, bytes_of(in[0]) + bytes_of(out[0]), log2_depth(m > 0 ? n / m : 1)};
           }});
 }
 

@@ -26,16 +26,21 @@ void define_linear_ops(const Definer& define);
 void define_conv_ops(const Definer& define);
 void define_pool_ops(const Definer& define);
 void define_tensor_ops(const Definer& define);
+void define_update_ops(const Definer& define);
 
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
   define_elementwise_ops(define);
+<<<<<<< HEAD
   define_activation_ops(define);
   define_norm_ops(define);
   define_matmul_ops(define);
   define_linear_ops(define);
   define_conv_ops(define);
   define_pool_ops(define);
+=======
+  define_update_ops(define);
+>>>>>>> graph
 }
 
 }  // namespace braid::op

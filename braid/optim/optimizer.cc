@@ -30,11 +30,21 @@ Tensor& Optimizer::buffer(size_t i, const std::string& buf_name, bool* created) 
   auto it = m.find(buf_name);
   if (created) *created = it == m.end();
   if (it == m.end()) {
-    Tensor t = Tensor::zeros(params_[i].shape());
+    // On the parameter's device: a step captured on the meta device makes
+    // meta buffers, not real memory.
+    Tensor t = Tensor::empty(params_[i].shape(), DType::f32, params_[i].device());
+    t.fill(0.0);
     t.set_memory_category(MemoryCategory::optimizer_state);
     it = m.emplace(buf_name, t).first;
   }
   return it->second;
+}
+
+const Tensor& Optimizer::refresh_scalars() {
+  double* s = scalars_.data<double>();
+  s[0] = lr_;
+  s[1] = static_cast<double>(steps_ + 1);
+  return scalars_;
 }
 
 bool Optimizer::has_buffer(size_t i, const std::string& buf_name) const {

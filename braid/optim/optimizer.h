@@ -51,6 +51,14 @@ class Optimizer {
   const std::vector<Tensor>& params() const { return params_; }
   // step() calls so far.
   int64_t steps() const { return steps_; }
+  // The values the update ops read that change between steps, [lr, t] in f64
+  // with t = the step being taken (braid/ops/update.h); step() refreshes them.
+  // A captured training step binds this tensor as an input.
+  const Tensor& scalars() const { return scalars_; }
+  // Writes [lr, steps + 1] into scalars(); step() starts with it.
+  const Tensor& refresh_scalars();
+  // Counts a step whose update ops ran outside step() (a captured graph's).
+  void count_step() { ++steps_; }
 
   // ZeRO gives each rank a slice of every parameter (parallel/zero/): a
   // whole-tensor figure (the norms LARS and LAMB scale by) is then the sum of
@@ -94,6 +102,7 @@ class Optimizer {
  private:
   std::vector<std::map<std::string, Tensor>> buffers_;
   PartialSums partial_sums_;
+  Tensor scalars_ = Tensor::zeros({2}, DType::f64);
 };
 
 // Elements per parallel_for chunk in the fused update loops.

@@ -275,6 +275,17 @@ parallel::ParameterServerOptions ps_options(const Config& c, int servers, Durati
           .timeout = timeout};
 }
 
+ModelAndBatch model_and_batch(const Config& c) {
+  const Datasets ds = load_datasets(c);
+  ModelAndBatch m;
+  m.example = ds.train->spec();
+  Generator init_gen(static_cast<uint64_t>(c.get_int("train.seed")), /*stream=*/0);
+  m.model = build_model(c, {.input_shape = m.example.input_shape, .classes = ds.classes}, init_gen);
+  m.batch = c.get_int("train.batch_size");
+  m.loss = nn::cross_entropy_loss;
+  return m;
+}
+
 TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   const comm::Env env = comm::read_env();
   // An ensemble member's weights, data order and checkpoints are its own

@@ -30,6 +30,17 @@ struct TrainingRun {
   int64_t train_examples = 0, test_examples = 0;
 };
 
+// The model a config trains and the shape of one batch, without reading the
+// data (the datasets are opened for their shapes only): what `braid graph`
+// captures a step of.
+struct ModelAndBatch {
+  std::shared_ptr<nn::Module> model;
+  data::ExampleSpec example;
+  int64_t batch = 0;
+  nn::LossFn loss;
+};
+ModelAndBatch model_and_batch(const Config& config);
+
 // The optimizer named by optim.name over `params` (lbfgs is refused: it needs
 // a full-batch closure, not a minibatch loop).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);

@@ -1,7 +1,6 @@
 // Op-table cases for the elementwise family and the tensor ops (op_table.h).
 #include "braid/ops/elementwise.h"
 #include "braid/ops/tensor_ops.h"
-#include "gradcheck_util.h"
 #include "op_table.h"
 
 namespace braid::testing {

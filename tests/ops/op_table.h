@@ -11,16 +11,17 @@
 #include <vector>
 
 #include "braid/ops/registry.h"
+#include "gradcheck_util.h"
 #include "torch_oracle.h"
 
 namespace braid::testing {
 
 struct OpCase {
-  std::string op;  // the registry name this case exercises
+  std::string op{};  // the registry name this case exercises
   // Inputs, the braid call (usually the eager function) and the PyTorch
   // expression; grad names the inputs to differentiate. An empty expr means
   // PyTorch has no such op: `why` says so, and the other checks still run.
-  OpCheck check;
+  OpCheck check{};
   std::string why{};
   // The dtype sweep calls the op itself on check.inputs, in order, with these
   // attributes; sweep = false when the inputs are not the op's own (a

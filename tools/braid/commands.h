@@ -27,5 +27,6 @@ void add_bench_collective(CLI::App& app);
 void add_ps(CLI::App& app);
 void add_pbt(CLI::App& app);
 void add_linear(CLI::App& app);
+void add_graph(CLI::App& app);
 
 }  // namespace braid::cli

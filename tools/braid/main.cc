@@ -1,4 +1,4 @@
-// The `braid` command: train, launch, bench, ps, pbt, linear, inspect, version.
+// The `braid` command: train, launch, bench, ps, pbt, linear, graph, inspect, version.
 #include <cstdio>
 
 #include "braid/base/error.h"
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   braid::cli::add_ps(app);
   braid::cli::add_pbt(app);
   braid::cli::add_linear(app);
+  braid::cli::add_graph(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);

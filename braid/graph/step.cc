@@ -1,0 +1,88 @@
+#include "braid/graph/step.h"
+
+#include "braid/autograd/engine.h"
+#include "braid/graph/capture.h"
+#include "braid/graph/executor.h"
+
+namespace braid::graph {
+
+namespace {
+
+Tensor eager_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_fn, const Tensor& x, const Tensor& y) {
+  opt.zero_grad(true);
+  Tensor loss = loss_fn(model(x), y);
+  backward(loss);
+  opt.step();
+  return loss;
+}
+
+// Records one step with the batch, the parameters, the optimizer's buffers
+// and scalars as inputs, in that order.
+Graph record_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_fn, const Tensor& x, const Tensor& y,
+                  std::vector<Tensor>* bindings) {
+  Capture cap;
+  auto bind = [&](const std::string& name, const Tensor& t) {
+    cap.input(name, t);
+    if (bindings) bindings->push_back(t);
+  };
+  bind("x", x);
+  bind("y", y);
+  for (const auto& [name, p] : model.named_parameters()) bind(name, p);
+  for (const auto& [name, t] : opt.state_dict().tensors) bind("optimizer." + name, t);
+  bind("optimizer.scalars", opt.scalars());
+  Tensor loss;
+  cap.record([&] { loss = eager_step(model, opt, loss_fn, x, y); });
+  cap.output("loss", loss);
+  return cap.finish();
+}
+
+}  // namespace
+
+TrainingStep::TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x,
+                           const Tensor& y)
+    : optimizer_(optimizer) {
+  if (optimizer.steps() == 0) eager_step(model, optimizer, loss, x, y);
+  graph_ = record_step(model, optimizer, loss, x, y, &bindings_);
+  x_ = graph_.input_index("x");
+  y_ = graph_.input_index("y");
+}
+
+Tensor TrainingStep::run(const Tensor& x, const Tensor& y) {
+  bindings_[static_cast<size_t>(x_)] = x;
+  bindings_[static_cast<size_t>(y_)] = y;
+  optimizer_.refresh_scalars();
+  Executor exec(graph_);
+  Tensor loss = exec.run(bindings_).at(0);
+  optimizer_.count_step();
+  return loss;
+}
+
+Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
+                                 DType x_dtype, const Shape& y_shape, DType y_dtype) {
+  // Swap every parameter's memory for a meta placeholder while capturing;
+  // put the real memory back afterwards, whatever happens.
+  // The optimizer's state is put back too (a meta step makes meta buffers
+  // and counts a step).
+  std::vector<std::pair<Tensor, Tensor>> saved;
+  for (const auto& [name, p] : model.named_parameters()) {
+    saved.emplace_back(p, p.detach());
+    p.set_data(Tensor::empty(p.shape(), p.dtype(), Device::meta));
+  }
+  struct Restore {
+    std::vector<std::pair<Tensor, Tensor>>& saved;
+    optim::Optimizer& optimizer;
+    optim::OptimizerState state;
+    ~Restore() {
+      for (auto& [p, real] : saved) {
+        p.set_data(real);
+        p.set_grad(Tensor());
+      }
+      optimizer.load_state_dict(state);
+    }
+  } restore{saved, optimizer, optimizer.state_dict()};
+  const Tensor x = Tensor::empty(x_shape, x_dtype, Device::meta);
+  const Tensor y = Tensor::empty(y_shape, y_dtype, Device::meta);
+  return record_step(model, optimizer, loss, x, y, nullptr);
+}
+
+}  // namespace braid::graph

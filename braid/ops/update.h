@@ -1,0 +1,41 @@
+// Optimizer updates as ops: one fused in-place pass over a parameter, its
+// gradient and its state buffers (braid/optim calls these from step()). Being
+// ops, they appear in a captured training step like everything else.
+//
+// `scalars` is a small f64 tensor of the values that change from step to step
+// — [lr] for SGD, [lr, step] for Adam — so that a captured step, bound to the
+// optimizer's own scalars tensor, stays right as the schedule moves; the
+// hyper-parameters that do not change are attributes. f32 parameters only.
+#pragma once
+
+#include "braid/tensor/tensor.h"
+
+namespace braid {
+
+struct SgdUpdate {
+  double weight_decay = 0;
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+  bool first = false;  // the momentum buffer starts as the gradient
+};
+
+// d = g + wd * p; with momentum: b = first ? d : momentum * b + (1 - dampening) * d,
+// d = nesterov ? d + momentum * b : b; then p -= lr * d. `buffer` is undefined
+// without momentum.
+void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& buffer, const Tensor& scalars,
+                 const SgdUpdate& options);
+
+struct AdamUpdate {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * wd instead of g += wd * p
+};
+
+// Adam with bias correction for step t = scalars[1] (1 on the first step).
+void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                  const Tensor& scalars, const AdamUpdate& options);
+
+}  // namespace braid

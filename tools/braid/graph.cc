@@ -1,0 +1,51 @@
+// `braid graph CONFIG`: captures one training step of the model a config
+// trains (forward, loss, backward, optimizer update) on the meta device —
+// nothing is computed — and prints its size and its Work-Depth figures;
+// --text prints the graph, --json writes it.
+#include <cstdio>
+
+#include "braid/graph/serialize.h"
+#include "braid/graph/step.h"
+#include "braid/graph/work_depth.h"
+#include "braid/train/trainer_setup.h"
+#include "tools/braid/commands.h"
+
+namespace braid::cli {
+
+void add_graph(CLI::App& app) {
+  auto* cmd = app.add_subcommand("graph", "capture a training step as a dataflow graph and analyse it");
+  struct Args {
+    std::string config;
+    std::vector<std::string> sets;
+    bool text = false;
+    std::string json;
+    std::vector<int> processors{1, 2, 8, 64};
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("config", args->config, "TOML config file (examples/configs/*.toml)")->required();
+  cmd->add_option("--set", args->sets, "override a key: --set model.name=mlp (repeatable)");
+  cmd->add_flag("--text", args->text, "print the graph, one line per node");
+  cmd->add_option("--json", args->json, "write the graph as JSON to this file");
+  cmd->add_option("--processors", args->processors, "p for Brent's bound T_p <= W/p + D")->delimiter(',');
+  cmd->callback([args] {
+    const train::Config config = train::load_config(args->config, args->sets);
+    train::ModelAndBatch m = train::model_and_batch(config);
+    auto optimizer = train::make_optimizer(config, m.model->parameters());
+    Shape x_shape{m.batch}, y_shape{m.batch};
+    x_shape.insert(x_shape.end(), m.example.input_shape.begin(), m.example.input_shape.end());
+    y_shape.insert(y_shape.end(), m.example.target_shape.begin(), m.example.target_shape.end());
+    const graph::Graph g = graph::capture_training_step_meta(*m.model, *optimizer, m.loss, x_shape,
+                                                             m.example.input_dtype, y_shape, m.example.target_dtype);
+    std::printf("%s step, batch %lld, optimizer %s: %zu nodes, %zu values (%zu inputs, %zu constants)\n",
+                config.get_string("model.name").c_str(), static_cast<long long>(m.batch), optimizer->name().c_str(),
+                g.nodes().size(), g.values().size(), g.inputs().size(), g.constants().size());
+    if (args->text) std::printf("%s", g.to_text().c_str());
+    std::printf("%s", graph::to_text(graph::work_depth(g), args->processors).c_str());
+    if (!args->json.empty()) {
+      graph::save(g, args->json);
+      std::printf("graph written to %s\n", args->json.c_str());
+    }
+  });
+}
+
+}  // namespace braid::cli
