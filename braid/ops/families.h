@@ -31,16 +31,13 @@ void define_update_ops(const Definer& define);
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
   define_elementwise_ops(define);
-<<<<<<< HEAD
+  define_update_ops(define);
   define_activation_ops(define);
   define_norm_ops(define);
   define_matmul_ops(define);
   define_linear_ops(define);
   define_conv_ops(define);
   define_pool_ops(define);
-=======
-  define_update_ops(define);
->>>>>>> graph
 }
 
 }  // namespace braid::op
