@@ -12,7 +12,7 @@ namespace {
 
 const std::vector<DType> kProduct = {DType::f32, DType::f64, DType::bf16};
 
-// An optional input left out.
+// An optional input left out, or an output not computed (as meta_of(Tensor())).
 const TensorMeta kAbsent{{}, DType::f32, true};
 
 // The attributes every conv op carries: stride, padding, dilation ((h, w)
@@ -219,7 +219,7 @@ void define_conv_ops(const Definer& define) {
             const cpu::Conv2dGeometry g = geometry("conv2d_backward_weight", in[1], w, kAbsent, a);
             check_dy("conv2d_backward_weight", in[0], g, in[1].dtype);
             const DType acc = in[0].dtype == DType::bf16 ? DType::f32 : in[0].dtype;
-            return Metas{{w.shape, acc}, a.b("bias") ? TensorMeta{{g.o}, acc} : TensorMeta{{}, acc, true}};
+            return Metas{{w.shape, acc}, a.b("bias") ? TensorMeta{{g.o}, acc} : kAbsent};
           },
           .kernels = {cpu_kernel(kProduct, [](const Args& a) {
             const Tensor &dy = a.inputs[0], &x = a.inputs[1];

@@ -18,7 +18,7 @@ namespace {
 using op::Cost;
 using op::TensorMeta;
 
-// An optional input left out.
+// An optional input left out, or an output not computed (as meta_of(Tensor())).
 const TensorMeta kAbsent{{}, DType::f32, true};
 
 void check_param(const char* op, const char* what, const TensorMeta& p, const Shape& expect, const TensorMeta& x) {
@@ -177,8 +177,7 @@ void define_norm_ops(const Definer& define) {
               fail<ValueError>("layer_norm_backward: gradient {} {} does not match the input {} {}", name(in[0].dtype),
                                to_string(in[0].shape), name(in[1].dtype), to_string(in[1].shape));
             }
-            return Metas{in[1], a.b("weight_grad") ? TensorMeta{{r.rows, r.d}, in[1].dtype}
-                                                   : TensorMeta{{}, in[1].dtype, true}};
+            return Metas{in[1], a.b("weight_grad") ? TensorMeta{{r.rows, r.d}, in[1].dtype} : kAbsent};
           },
           .kernels = {cpu_kernel(kFloat, [](const Args& a) {
             const Tensor& x = a.inputs[1];
