@@ -38,6 +38,12 @@ inline void define_ops(const Definer& define) {
   define_loss_ops(define);
   define_dropout_ops(define);
   define_update_ops(define);
+  define_activation_ops(define);
+  define_norm_ops(define);
+  define_matmul_ops(define);
+  define_linear_ops(define);
+  define_conv_ops(define);
+  define_pool_ops(define);
 }
 
 }  // namespace braid::op

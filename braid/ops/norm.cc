@@ -4,21 +4,27 @@
 #include <cmath>
 
 #include "braid/autograd/node.h"
+#include "braid/base/thread_pool.h"
+#include "braid/ops/define.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
 #include "braid/ops/shape.h"
-#include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/loops.h"
-#include "braid/tensor/cpu/reduce.h"
 
 namespace braid {
 
 namespace {
 
-void check_param(const char* op, const char* what, const Tensor& p, const Shape& expect, const Tensor& x) {
-  if (p.defined() && (p.shape() != expect || p.dtype() != x.dtype())) {
-    fail<ValueError>("{}: {} must be {} {}, got {} {} (input {})", op, what, name(x.dtype()), to_string(expect),
-                     name(p.dtype()), to_string(p.shape()), to_string(x.shape()));
+using op::Cost;
+using op::TensorMeta;
+
+// An optional input left out, or an output not computed (as meta_of(Tensor())).
+const TensorMeta kAbsent{{}, DType::f32, true};
+
+void check_param(const char* op, const char* what, const TensorMeta& p, const Shape& expect, const TensorMeta& x) {
+  if (!p.absent && (p.shape != expect || p.dtype != x.dtype)) {
+    fail<ValueError>("{}: {} must be {} {}, got {} {} (input {})", op, what, name(x.dtype), to_string(expect),
+                     name(p.dtype), to_string(p.shape), to_string(x.shape));
   }
 }
 
@@ -27,6 +33,25 @@ void dispatch_float(const Tensor& x, const char* op, Fn&& fn) {
   if (x.dtype() == DType::f32) return fn(float{});
   if (x.dtype() == DType::f64) return fn(double{});
   fail<ValueError>("{}: dtype {} is not supported (input of shape {})", op, name(x.dtype()), to_string(x.shape()));
+}
+
+// layer_norm's input as rows of d elements, d the size of normalized_shape.
+struct Rows {
+  int64_t rows, d;
+};
+
+Rows layer_norm_rows_of(const TensorMeta& x, const TensorMeta& w, const TensorMeta& b, const Shape& normalized) {
+  const int64_t k = static_cast<int64_t>(normalized.size()), nd = static_cast<int64_t>(x.shape.size());
+  bool ok = k >= 1 && k <= nd;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.shape[nd - k + i] == normalized[i];
+  if (!ok) {
+    fail<ValueError>("layer_norm: normalized_shape {} is not the trailing shape of the input {}", to_string(normalized),
+                     to_string(x.shape));
+  }
+  check_param("layer_norm", "weight", w, normalized, x);
+  check_param("layer_norm", "bias", b, normalized, x);
+  const int64_t d = numel(normalized);
+  return {d > 0 ? numel(x.shape) / d : 0, d};
 }
 
 // y = (x - mean) * rstd * w + b over rows of d contiguous elements; stats gets
@@ -55,90 +80,176 @@ void layer_norm_rows(const T* x, const T* w, const T* b, T* y, double* stats, in
   });
 }
 
-// With xhat = (x - mean) * rstd and gh = g * w:
-//   g_x = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))   (per row)
-//   g_w = sum over rows of g * xhat,  g_b = sum over rows of g.
-std::vector<Tensor> layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& stats,
-                                        int64_t rows, int64_t d, bool want_w, bool want_b) {
-  const Tensor gc = g.contiguous();
-  Tensor gx = Tensor::empty(x.shape(), x.dtype());
-  Tensor gxhat = want_w ? Tensor::empty({rows, d}, x.dtype()) : Tensor();  // g * xhat, summed over rows below
-  dispatch_float(x, "layer_norm", [&](auto zero) {
-    using T = decltype(zero);
-    const T* xp = x.data<T>();
-    const T* gp = gc.data<T>();
-    const T* wp = w.defined() ? w.data<T>() : nullptr;
-    const double* st = stats.data<double>();
-    T* gxp = gx.data<T>();
-    T* ghp = want_w ? gxhat.data<T>() : nullptr;
-    parallel_for(0, rows, std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        const T m = static_cast<T>(st[2 * r]), rs = static_cast<T>(st[2 * r + 1]);
-        const T* xr = xp + r * d;
-        const T* gr = gp + r * d;
-        double sum_gh = 0, sum_ghx = 0;
-        for (int64_t i = 0; i < d; ++i) {
-          const T xhat = (xr[i] - m) * rs;
-          const T gh = wp ? gr[i] * wp[i] : gr[i];
-          sum_gh += static_cast<double>(gh);
-          sum_ghx += static_cast<double>(gh) * static_cast<double>(xhat);
-          if (ghp) ghp[r * d + i] = gr[i] * xhat;
-        }
-        const T mean_gh = static_cast<T>(sum_gh / static_cast<double>(d));
-        const T mean_ghx = static_cast<T>(sum_ghx / static_cast<double>(d));
-        T* out = gxp + r * d;
-        for (int64_t i = 0; i < d; ++i) {
-          const T xhat = (xr[i] - m) * rs;
-          const T gh = wp ? gr[i] * wp[i] : gr[i];
-          out[i] = rs * (gh - mean_gh - xhat * mean_ghx);
-        }
+// With xhat = (x - mean) * rstd and gh = g * w, per row:
+//   g_x = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
+// and, when gxhat is given, gxhat = g * xhat (summed over rows, it is g_w).
+template <class T>
+void layer_norm_rows_backward(const T* gp, const T* xp, const T* wp, const double* st, T* gxp, T* ghp, int64_t rows,
+                              int64_t d) {
+  parallel_for(0, rows, std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(d, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T m = static_cast<T>(st[2 * r]), rs = static_cast<T>(st[2 * r + 1]);
+      const T* xr = xp + r * d;
+      const T* gr = gp + r * d;
+      double sum_gh = 0, sum_ghx = 0;
+      for (int64_t i = 0; i < d; ++i) {
+        const T xhat = (xr[i] - m) * rs;
+        const T gh = wp ? gr[i] * wp[i] : gr[i];
+        sum_gh += static_cast<double>(gh);
+        sum_ghx += static_cast<double>(gh) * static_cast<double>(xhat);
+        if (ghp) ghp[r * d + i] = gr[i] * xhat;
       }
-    });
+      const T mean_gh = static_cast<T>(sum_gh / static_cast<double>(d));
+      const T mean_ghx = static_cast<T>(sum_ghx / static_cast<double>(d));
+      T* out = gxp + r * d;
+      for (int64_t i = 0; i < d; ++i) {
+        const T xhat = (xr[i] - m) * rs;
+        const T gh = wp ? gr[i] * wp[i] : gr[i];
+        out[i] = rs * (gh - mean_gh - xhat * mean_ghx);
+      }
+    }
   });
-  const Shape wshape = w.defined() ? w.shape() : Shape{d};
-  Tensor gw, gb;
-  if (want_w) gw = cpu::sum(gxhat, {0}, false, 1.0, "layer_norm").as_strided(wshape, contiguous_strides(wshape), 0);
-  if (want_b) {
-    gb = cpu::sum(gc.as_strided({rows, d}, {d, 1}, gc.offset()), {0}, false, 1.0, "layer_norm")
-             .as_strided(wshape, contiguous_strides(wshape), 0);
-  }
-  return {gx, gw, gb};
+}
+
+// A per-row normalisation's cost: `flops` per element, two reductions of d
+// (mean and variance, or the backward's two sums) and a map.
+Cost rows_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, double flops, int64_t d) {
+  Cost c{flops * static_cast<double>(numel(in[0].shape)), 0, op::log2_depth(static_cast<double>(d)) + 2};
+  for (const TensorMeta& m : in) c.bytes += op::bytes_of(m);
+  for (const TensorMeta& m : out) c.bytes += op::bytes_of(m);
+  return c;
 }
 
 }  // namespace
 
+// ---- the ops ----
+
+namespace op {
+
+void define_norm_ops(const Definer& define) {
+  // (x, weight?, bias?) -> (y, stats): the fused row kernel, one pass for the
+  // statistics and one for the output. stats [rows, 2] f64 holds each row's
+  // mean and 1/sqrt(var + eps) for the backward.
+  define({.name = "layer_norm", .family = "norm", .inputs = 3, .outputs = 2,
+          .infer = [](std::span<const TensorMeta> in, const Attrs& a) {
+            const Rows r = layer_norm_rows_of(in[0], in[1], in[2], a.ints("normalized_shape"));
+            return Metas{in[0], {{r.rows, 2}, DType::f64}};
+          },
+          .kernels = {cpu_kernel(kFloat, [](const Args& a) {
+            const Tensor& x = a.inputs[0];
+            const Rows r = layer_norm_rows_of(meta_of(x), meta_of(a.inputs[1]), meta_of(a.inputs[2]),
+                                              a.attrs.ints("normalized_shape"));
+            const Tensor xc = x.contiguous();
+            const Tensor wc = a.inputs[1].defined() ? a.inputs[1].contiguous() : Tensor();
+            const Tensor bc = a.inputs[2].defined() ? a.inputs[2].contiguous() : Tensor();
+            Tensor y = Tensor::empty(x.shape(), x.dtype());
+            Tensor stats = Tensor::empty({r.rows, 2}, DType::f64);
+            dispatch_float(x, "layer_norm", [&](auto zero) {
+              using T = decltype(zero);
+              layer_norm_rows<T>(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                                 bc.defined() ? bc.data<T>() : nullptr, y.data<T>(), stats.data<double>(), r.rows, r.d,
+                                 a.attrs.f("eps"));
+            });
+            return Outputs{y, stats};
+          })},
+          // g_w and g_b are column sums over the rows (of g * xhat, of g).
+          .backward = [](const GradArgs& g) {
+            const Shape& normalized = g.attrs.ints("normalized_shape");
+            const int64_t rows = g.outputs[1].size(0), d = numel(normalized);
+            const std::vector<Tensor> r =
+                call(BRAID_OP("layer_norm_backward"), {g.grad, g.inputs[0], g.inputs[1], g.outputs[1]},
+                     {{"normalized_shape", normalized}, {"weight_grad", int64_t{g.needs(1)}}});
+            return Grads{r[0], g.needs(1) ? reshape(sum(r[1], {0}), normalized) : Tensor(),
+                         g.needs(2) ? reshape(sum(reshape(g.grad, {rows, d}), {0}), normalized)
+                                    : Tensor()};
+          },
+          .save_inputs = 0b011, .save_outputs = 0b10,
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+            return rows_cost(in, out, 8, numel(a.ints("normalized_shape")));
+          }});
+  // (g, x, weight?, stats) -> (g_x, g * xhat): the fused row backward. The
+  // second output ([rows, d], summed into g_w by the caller) only when
+  // attribute weight_grad is set; absent otherwise.
+  define({.name = "layer_norm_backward", .family = "norm", .inputs = 4, .outputs = 2,
+          .infer = [](std::span<const TensorMeta> in, const Attrs& a) {
+            const Rows r = layer_norm_rows_of(in[1], in[2], kAbsent, a.ints("normalized_shape"));
+            if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
+              fail<ValueError>("layer_norm_backward: gradient {} {} does not match the input {} {}", name(in[0].dtype),
+                               to_string(in[0].shape), name(in[1].dtype), to_string(in[1].shape));
+            }
+            return Metas{in[1], a.b("weight_grad") ? TensorMeta{{r.rows, r.d}, in[1].dtype} : kAbsent};
+          },
+          .kernels = {cpu_kernel(kFloat, [](const Args& a) {
+            const Tensor& x = a.inputs[1];
+            const Tensor& w = a.inputs[2];
+            const Rows r = layer_norm_rows_of(meta_of(x), meta_of(w), kAbsent, a.attrs.ints("normalized_shape"));
+            if (a.inputs[0].shape() != x.shape() || a.inputs[0].dtype() != x.dtype() ||
+                a.inputs[3].dtype() != DType::f64 || a.inputs[3].shape() != Shape{r.rows, 2}) {
+              fail<ValueError>("layer_norm_backward: gradient {} {} and stats {} {} do not fit the input {} {}",
+                               name(a.inputs[0].dtype()), to_string(a.inputs[0].shape()), name(a.inputs[3].dtype()),
+                               to_string(a.inputs[3].shape()), name(x.dtype()), to_string(x.shape()));
+            }
+            const Tensor gc = a.inputs[0].contiguous(), xc = x.contiguous(), stats = a.inputs[3].contiguous();
+            const Tensor wc = w.defined() ? w.contiguous() : Tensor();
+            Tensor gx = Tensor::empty(x.shape(), x.dtype());
+            Tensor gxhat = a.attrs.b("weight_grad") ? Tensor::empty({r.rows, r.d}, x.dtype()) : Tensor();
+            dispatch_float(x, "layer_norm_backward", [&](auto zero) {
+              using T = decltype(zero);
+              layer_norm_rows_backward<T>(gc.data<T>(), xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                                          stats.data<double>(), gx.data<T>(),
+                                          gxhat.defined() ? gxhat.data<T>() : nullptr, r.rows, r.d);
+            });
+            return Outputs{gx, gxhat};
+          })},
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& a) {
+            return rows_cost(in, out, 11, numel(a.ints("normalized_shape")));
+          }});
+
+  // running = (1 - momentum) * running + momentum * scale * batch, in place:
+  // batch norm's running statistics (batch: the batch's statistic, any shape
+  // with running's number of elements; scale: n / (n - 1) for the variance).
+  define({.name = "batch_norm_running_update_", .family = "norm", .inputs = 2, .effect = Effect::inplace,
+          .mutates = {0},
+          .infer = [](std::span<const TensorMeta> in, const Attrs&) {
+            if (numel(in[0].shape) != numel(in[1].shape) || in[0].dtype != in[1].dtype) {
+              fail<ValueError>("batch_norm_running_update_: running {} {} and batch {} {} differ", name(in[0].dtype),
+                               to_string(in[0].shape), name(in[1].dtype), to_string(in[1].shape));
+            }
+            return Metas{in[0]};
+          },
+          .kernels = {cpu_kernel(kFloat, [](const Args& a) {
+            const Tensor& running = a.inputs[0];
+            const Tensor batch = a.inputs[1].contiguous();
+            if (running.numel() != batch.numel() || running.dtype() != batch.dtype()) {
+              fail<ValueError>("batch_norm_running_update_: running {} {} and batch {} {} differ",
+                               name(running.dtype()), to_string(running.shape()), name(batch.dtype()),
+                               to_string(batch.shape()));
+            }
+            const double m = a.attrs.f("momentum"), scale = a.attrs.f("scale");
+            const Tensor r = running.contiguous();  // itself unless strided; copied back below
+            dispatch_float(r, "batch_norm_running_update_", [&](auto zero) {
+              using T = decltype(zero);
+              T* rp = r.data<T>();
+              const T* bp = batch.data<T>();
+              const T keep = static_cast<T>(1 - m), take = static_cast<T>(m * scale);
+              for (int64_t i = 0; i < r.numel(); ++i) rp[i] = rp[i] * keep + bp[i] * take;
+            });
+            if (!r.same(running)) running.copy_from(r);
+            return Outputs{running};
+          })},
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+            return Cost{4 * static_cast<double>(numel(in[0].shape)), 2 * bytes_of(in[0]) + bytes_of(in[1]), 1};
+          }});
+}
+
+}  // namespace op
+
+// ---- the eager functions ----
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  bool ok = k >= 1 && k <= x.ndim();
-  for (int64_t i = 0; ok && i < k; ++i) ok = x.shape()[x.ndim() - k + i] == normalized_shape[i];
-  if (!ok) {
-    fail<ValueError>("layer_norm: normalized_shape {} is not the trailing shape of the input {}",
-                     to_string(normalized_shape), to_string(x.shape()));
-  }
-  check_param("layer_norm", "weight", weight, normalized_shape, x);
-  check_param("layer_norm", "bias", bias, normalized_shape, x);
-  // Fused: one pass for the statistics, one for the output, per row of D.
-  int64_t d = 1;
-  for (int64_t v : normalized_shape) d *= v;
-  const int64_t rows = d > 0 ? x.numel() / d : 0;
-  const Tensor xc = x.contiguous();
-  const Tensor wc = weight.defined() ? weight.contiguous() : Tensor();
-  const Tensor bc = bias.defined() ? bias.contiguous() : Tensor();
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  Tensor stats = Tensor::empty({rows, 2}, DType::f64);  // per row: mean, 1/sqrt(var + eps)
-  dispatch_float(x, "layer_norm", [&](auto zero) {
-    using T = decltype(zero);
-    layer_norm_rows<T>(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr,
-                       y.data<T>(), stats.data<double>(), rows, d, eps);
-  });
-  autograd::record("layer_norm", {x, weight, bias}, y,
-                   [xd = xc.detach(), wd = wc.defined() ? wc.detach() : Tensor(), stats, rows, d,
-                    rw = weight.defined() && weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](
-                       const Tensor& g) {
-                     return layer_norm_backward(g, xd, wd, stats, rows, d, rw, rb);
-                   });
-  return y;
+  return op::call1(BRAID_OP("layer_norm"), {x, weight, bias},
+                   {{"normalized_shape", normalized_shape}, {"eps", eps}});
 }
 
 Tensor weight_norm(const Tensor& v, const Tensor& g) {
@@ -160,10 +271,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias, BatchNormOptions options) {
   if (x.ndim() < 2) fail<ValueError>("batch_norm: input must be [N, C, ...], got {}", to_string(x.shape()));
   const int64_t c = x.size(1);
-  check_param("batch_norm", "weight", weight, {c}, x);
-  check_param("batch_norm", "bias", bias, {c}, x);
-  check_param("batch_norm", "running_mean", running_mean, {c}, x);
-  check_param("batch_norm", "running_var", running_var, {c}, x);
+  check_param("batch_norm", "weight", op::meta_of(weight), {c}, op::meta_of(x));
+  check_param("batch_norm", "bias", op::meta_of(bias), {c}, op::meta_of(x));
+  check_param("batch_norm", "running_mean", op::meta_of(running_mean), {c}, op::meta_of(x));
+  check_param("batch_norm", "running_var", op::meta_of(running_var), {c}, op::meta_of(x));
   // [C] -> [1, C, 1, ...] so per-channel tensors broadcast against x.
   Shape channel(x.ndim(), 1);
   channel[1] = c;
@@ -192,14 +303,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       const Tensor centered = sub(x, mu);
       variance = mean(mul(centered, centered), dims, true);
     }
-    if (running_mean.defined() || running_var.defined()) {
-      autograd::NoGradGuard no_grad;
-      const double m = options.momentum;
-      if (running_mean.defined()) running_mean.copy_from(add(mul(running_mean, 1 - m), mul(reshape(mu, {c}), m)));
-      if (running_var.defined()) {
-        const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
-        running_var.copy_from(add(mul(running_var, 1 - m), mul(reshape(variance, {c}), m * unbias)));
-      }
+    // The running statistics, in place; the variance unbiased (n / (n - 1)).
+    const op::OpDef& update = BRAID_OP("batch_norm_running_update_");
+    const double m = options.momentum;
+    if (running_mean.defined()) op::call(update, {running_mean, mu}, {{"momentum", m}, {"scale", 1.0}});
+    if (running_var.defined()) {
+      const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
+      op::call(update, {running_var, variance}, {{"momentum", m}, {"scale", unbias}});
     }
   } else {
     if (!running_mean.defined() || !running_var.defined()) {

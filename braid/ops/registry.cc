@@ -178,7 +178,9 @@ std::vector<Tensor> run_meta(const OpDef& op, std::span<const Tensor> inputs, co
   std::vector<TensorMeta> in;
   for (const Tensor& t : inputs) in.push_back(meta_of(t));
   std::vector<Tensor> out;
-  for (const TensorMeta& m : op.infer(in, attrs)) out.push_back(Tensor::empty(m.shape, m.dtype, Device::meta));
+  for (const TensorMeta& m : op.infer(in, attrs)) {
+    out.push_back(m.absent ? Tensor() : Tensor::empty(m.shape, m.dtype, Device::meta));
+  }
   return out;
 }
 

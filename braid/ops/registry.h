@@ -56,7 +56,8 @@ class Attrs {
 };
 
 // Shape and dtype: what inference needs and produces. `absent` marks an
-// optional input the caller left out (an undefined tensor).
+// optional input the caller left out, or an optional output the op does not
+// compute for these attributes (an undefined tensor either way).
 struct TensorMeta {
   Shape shape;
   DType dtype = DType::f32;

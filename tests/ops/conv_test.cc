@@ -1,9 +1,8 @@
-// conv2d: every implementation against direct loops, against each other,
-// finite differences (f64) and PyTorch (f32).
+// conv2d beyond the op table (cases_conv.cc): every implementation against
+// direct loops and against each other, the autotuner, and error messages.
 #include <gtest/gtest.h>
 
 #include "braid/autograd/engine.h"
-#include "braid/autograd/gradcheck.h"
 #include "braid/ops/conv.h"
 #include "braid/tensor/cpu/autotune.h"
 #include "torch_oracle.h"
@@ -146,21 +145,6 @@ TEST(Conv2d, AutotunerSettlesAndEveryStepMatchesIm2col) {
   }
 }
 
-TEST(Conv2d, GradcheckF64) {
-  Generator gen(13);
-  for (const Case& c : cases()) {
-    Tensor x = random_tensor(c.x, DType::f64, gen), w = random_tensor(c.w, DType::f64, gen);
-    Tensor b = random_tensor({c.w[0]}, DType::f64, gen);
-    for (Tensor t : {x, w, b}) t.set_requires_grad();
-    const Conv2dOptions opt = c.opt;
-    auto r = c.bias ? autograd::gradcheck([opt](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], opt); },
-                                          {x, w, b})
-                    : autograd::gradcheck([opt](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor(), opt); },
-                                          {x, w});
-    EXPECT_TRUE(r.ok) << "x " << to_string(c.x) << " w " << to_string(c.w) << "\n" << r.report;
-  }
-}
-
 TEST(Conv2d, BadInputRaisesValueErrorNamingOpAndShapes) {
   auto message = [](auto&& fn) {
     try {
@@ -181,40 +165,6 @@ TEST(Conv2d, BadInputRaisesValueErrorNamingOpAndShapes) {
   EXPECT_THROW(conv2d(Tensor::zeros({1, 4, 5, 5}), Tensor::zeros({3, 2, 3, 3}), Tensor(), {.groups = 2}), ValueError);
   EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({2, 3, 3, 3}), Tensor::zeros({3})), ValueError);
   EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 5, 5}), Tensor::zeros({2, 3, 3, 3}), Tensor(), {.stride = {0, 1}}), ValueError);
-}
-
-TEST(Conv2dTorch, ValuesAndGradientsMatchPyTorch) {
-  BRAID_REQUIRE_TORCH();
-  Generator gen(14);
-  std::vector<testing::TorchCase> tc;
-  std::vector<std::vector<Tensor>> got;
-  for (const Case& c : cases()) {
-    Tensor x = random_tensor(c.x, DType::f32, gen), w = random_tensor(c.w, DType::f32, gen);
-    Tensor b = random_tensor({c.w[0]}, DType::f32, gen);
-    Tensor xv = strided_copy(x), wv = w.detach(), bv = b.detach();
-    for (Tensor t : {xv, wv, bv}) t.set_requires_grad();
-    Tensor y = conv2d(xv, wv, c.bias ? bv : Tensor(), c.opt);
-    Tensor r = random_tensor(y.shape(), DType::f32, gen);
-    backward(y, r);
-    got.push_back({y, xv.grad(), wv.grad(), c.bias ? bv.grad() : Tensor()});
-    const std::string expr = fmt::format("F.conv2d(x, w, {}, stride=({}, {}), padding=({}, {}), dilation=({}, {}), groups={})",
-                                         c.bias ? "b" : "None", c.opt.stride[0], c.opt.stride[1], c.opt.padding[0],
-                                         c.opt.padding[1], c.opt.dilation[0], c.opt.dilation[1], c.opt.groups);
-    if (c.bias) {
-      tc.push_back({expr, {{"x", x}, {"w", w}, {"b", b}}, {.grad = {"x", "w", "b"}, .grad_output = r}});
-    } else {
-      tc.push_back({expr, {{"x", x}, {"w", w}}, {.grad = {"x", "w"}, .grad_output = r}});
-    }
-  }
-  auto refs = testing::torch_eval_batch(tc);
-  for (size_t i = 0; i < tc.size(); ++i) {
-    EXPECT_TRUE(all_close(got[i][0], refs[i].value(), 1e-4, 1e-5)) << tc[i].expr;
-    EXPECT_TRUE(all_close(got[i][1], refs[i].grads.at("x"), 1e-4, 1e-5)) << tc[i].expr;
-    EXPECT_TRUE(all_close(got[i][2], refs[i].grads.at("w"), 1e-4, 1e-4)) << tc[i].expr;
-    if (cases()[i].bias) {
-      EXPECT_TRUE(all_close(got[i][3], refs[i].grads.at("b"), 1e-4, 1e-4)) << tc[i].expr;
-    }
-  }
 }
 
 }  // namespace

@@ -87,8 +87,8 @@ TEST(OpTable, MetaInferenceMatchesTheKernels) {
   }
 }
 
-// The inputs at the `primary` positions converted to `to`; others as they
-// are (an i64 index stays i64 when the sweep reaches i64 and comes back).
+// Inputs with the case's primary dtype (`primary`: which of `in` have it)
+// converted to `to`; others as they are.
 std::vector<Tensor> converted(const std::vector<Tensor>& in, const std::vector<bool>& primary, DType to) {
   std::vector<Tensor> out;
   for (size_t i = 0; i < in.size(); ++i) out.push_back(primary[i] ? in[i].to(to) : in[i]);
@@ -109,23 +109,30 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
     if (!c.sweep) continue;
     const op::OpDef& d = op::find(c.op);
     const std::vector<Tensor> in = inputs_of(c);
-    // The inputs of the case's primary dtype (the op's dtype input's) follow the sweep.
-    std::vector<bool> primary;
-    for (const Tensor& t : in) primary.push_back(t.defined() && t.dtype() == in.at(d.dtype_input).dtype());
+    const DType primary = in.at(d.dtype_input).dtype();
+    std::vector<bool> is_primary;
+    for (const Tensor& t : in) is_primary.push_back(t.defined() && t.dtype() == primary);
     std::vector<DType> declared;
     for (const op::KernelEntry& k : d.kernels) {
       if (k.device == Device::cpu) declared.insert(declared.end(), k.dtypes.begin(), k.dtypes.end());
     }
     if (declared.empty()) declared.assign(std::begin(kAllDTypes), std::end(kAllDTypes));
+    // An in-place op writes its inputs: each call gets its own copies.
+    auto run = [&](std::vector<Tensor> args) {
+      if (d.effect == op::Effect::inplace) {
+        for (int i : d.mutates) args[i] = args[i].clone();
+      }
+      return op::call(d, args, c.attrs);
+    };
     for (DType dt : kAllDTypes) {
-      const std::vector<Tensor> typed = converted(in, primary, dt);
+      const std::vector<Tensor> typed = converted(in, is_primary, dt);
       if (std::find(declared.begin(), declared.end(), dt) == declared.end()) {
-        EXPECT_THROW(op::call(d, typed, c.attrs), ValueError) << c.op << " accepted undeclared dtype " << name(dt);
+        EXPECT_THROW(run(typed), ValueError) << c.op << " accepted undeclared dtype " << name(dt);
         continue;
       }
       std::vector<Tensor> out;
       try {
-        out = op::call(d, typed, c.attrs);
+        out = run(typed);
       } catch (const Error& e) {
         ADD_FAILURE() << c.op << " refused declared dtype " << name(dt) << ": " << e.what();
         continue;
@@ -133,7 +140,7 @@ TEST(OpTable, EveryDeclaredDtypeRunsAndTheOthersAreRefused) {
       // The reference: the same (rounded) values computed in f64 where the op
       // takes f64, converted to the dtype under test.
       if (dt == DType::f64 || std::find(declared.begin(), declared.end(), DType::f64) == declared.end()) continue;
-      const std::vector<Tensor> ref = op::call(d, converted(typed, primary, DType::f64), c.attrs);
+      const std::vector<Tensor> ref = run(converted(typed, is_primary, DType::f64));
       for (size_t i = 0; i < out.size(); ++i) {
         if (ref[i].dtype() != DType::f64) continue;  // bool or index outputs: same dtype both ways, checked by meta
         const double tol = tolerance(out[i].dtype());
