@@ -20,6 +20,7 @@ class Capture::Observer : public op::CallObserver {
                std::span<const Tensor> outputs) override {
     capture_->on_call(op, attrs, inputs, outputs);
   }
+  void on_alias(const Tensor& alias, const Tensor& of) override { capture_->on_alias(alias, of); }
 
  private:
   Capture* capture_;
@@ -101,6 +102,11 @@ void Capture::on_call(const op::OpDef& op, const op::Attrs& attrs, std::span<con
     }
     seen_[identity(outputs[i])] = {outputs[i], out};
   }
+}
+
+void Capture::on_alias(const Tensor& alias, const Tensor& of) {
+  auto it = seen_.find(identity(of));
+  if (it != seen_.end()) seen_[identity(alias)] = {alias, it->second.value};
 }
 
 void Capture::output(std::string name, const Tensor& t) {

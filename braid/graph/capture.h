@@ -48,6 +48,7 @@ class Capture {
   int value_of(const Tensor& t, const op::OpDef& reader);
   void on_call(const op::OpDef& op, const op::Attrs& attrs, std::span<const Tensor> inputs,
                std::span<const Tensor> outputs);
+  void on_alias(const Tensor& alias, const Tensor& of);
 
   Graph graph_;
   // Every tensor seen, by identity, with the value it holds now. The handles

@@ -1,5 +1,6 @@
 #include "braid/graph/passes.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -11,6 +12,31 @@ namespace {
 
 bool removable(const Node& n) {
   return n.op->effect == op::Effect::pure || n.op->effect == op::Effect::view;
+}
+
+// Values whose memory a later in-place node writes (directly or through a
+// view): two such values are never the same value, however they were made,
+// and such a value is never a constant.
+std::vector<bool> written_later(const Graph& g) {
+  std::vector<int> root(g.values().size());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
+  std::vector<bool> written(g.values().size(), false);
+  for (const Node& n : g.nodes()) {
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.op->effect == op::Effect::view && i == 0) root[static_cast<size_t>(n.outputs[i])] = root[static_cast<size_t>(n.inputs.at(0))];
+      if (n.op->effect == op::Effect::inplace) {
+        const int r = root[static_cast<size_t>(n.inputs.at(static_cast<size_t>(n.op->mutates[i])))];
+        written[static_cast<size_t>(r)] = true;
+        root[static_cast<size_t>(n.outputs[i])] = r;
+      }
+    }
+  }
+  for (size_t v = 0; v < root.size(); ++v) written[v] = written[static_cast<size_t>(root[v])];
+  return written;
+}
+
+bool writes_later(const Node& n, const std::vector<bool>& written) {
+  return std::any_of(n.outputs.begin(), n.outputs.end(), [&](int v) { return written[static_cast<size_t>(v)]; });
 }
 
 // Copies `g` keeping the nodes `keep` says, with every read of value v
@@ -99,12 +125,13 @@ Graph eliminate_common_subexpressions(const Graph& g) {
   };
   std::map<Key, const Node*> seen;
   std::map<int, int> canonical;  // old value -> the old value it equals
+  const std::vector<bool> written = written_later(g);
   auto canon = [&](int v) {
     auto it = canonical.find(v);
     return it == canonical.end() ? v : it->second;
   };
   for (const Node& n : g.nodes()) {
-    if (n.op->effect != op::Effect::pure && n.op->effect != op::Effect::view) {
+    if ((n.op->effect != op::Effect::pure && n.op->effect != op::Effect::view) || writes_later(n, written)) {
       r.copy_node(n);
       continue;
     }
@@ -130,8 +157,9 @@ Graph fold_constants(const Graph& g, int64_t max_elements) {
     if (!t.is_meta()) known[id] = t;
   }
   autograd::NoGradGuard no_grad;
+  const std::vector<bool> written = written_later(g);
   for (const Node& n : g.nodes()) {
-    bool foldable = n.op->effect == op::Effect::pure;
+    bool foldable = n.op->effect == op::Effect::pure && !writes_later(n, written);
     std::vector<Tensor> in;
     for (int v : n.inputs) {
       if (v < 0) {

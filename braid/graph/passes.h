@@ -5,12 +5,14 @@
 //                   (random ops stay: dropping one would move the generator)
 //   common subexpressions
 //                   a pure node with the same op, attributes and inputs as an
-//                   earlier one is replaced by it
+//                   earlier one is replaced by it (unless an in-place node
+//                   later writes either result: two clones that are each
+//                   accumulated into are two buffers)
 //   constant folding
 //                   a pure node whose inputs are all constants is computed
 //                   now and becomes a constant (results up to `max_elements`,
 //                   so folding never turns a broadcast scalar into a weight-
-//                   sized constant)
+//                   sized constant; never a result written in place later)
 #pragma once
 
 #include <cstdint>

@@ -195,7 +195,8 @@ struct Saved {
   std::vector<uint8_t> wants;
 };
 
-void record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, const std::vector<Tensor>& outputs) {
+std::shared_ptr<const Saved> record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                    const std::vector<Tensor>& outputs) {
   if (op.effect == Effect::inplace) {
     fail<ValueError>("{}: an in-place op cannot write a tensor that requires gradients", op.name);
   }
@@ -227,6 +228,7 @@ void record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
     }
     return grads;
   });
+  return s;
 }
 
 // While a kernel runs, nothing it does is recorded or observed: a kernel is
@@ -288,13 +290,22 @@ std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const 
   if (static_cast<int>(outputs.size()) != op.outputs) {
     fail<Error>("{}: the kernel returned {} outputs, the op has {}", op.name, outputs.size(), op.outputs);
   }
-  if (op.backward && autograd::needs_grad(inputs)) {
-    record(op, inputs, attrs, outputs);
-  }
+  std::shared_ptr<const Saved> saved;
+  if (op.backward && autograd::needs_grad(inputs)) saved = record(op, inputs, attrs, outputs);
   if (CallObserver* observer = t_observer) {
     t_observer = nullptr;
     try {
       observer->on_call(op, attrs, inputs, outputs);
+      // What the backward rule will read are detached handles of these
+      // tensors: the observer must know them as the same values.
+      if (saved) {
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          if (saved->inputs[i].defined()) observer->on_alias(saved->inputs[i], inputs[i]);
+        }
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          if (saved->outputs[i].defined()) observer->on_alias(saved->outputs[i], outputs[i]);
+        }
+      }
     } catch (...) {
       t_observer = observer;
       throw;

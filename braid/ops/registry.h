@@ -173,6 +173,9 @@ class CallObserver {
   virtual ~CallObserver() = default;
   virtual void on_call(const OpDef& op, const Attrs& attrs, std::span<const Tensor> inputs,
                        std::span<const Tensor> outputs) = 0;
+  // `alias` is a new handle on `of`'s memory holding the same values (the
+  // detached copy an autograd node saves for its backward rule).
+  virtual void on_alias(const Tensor& alias, const Tensor& of) = 0;
 };
 
 // Installs `observer` for this thread until destroyed; nests.

@@ -8,58 +8,16 @@
 #include "braid/graph/step.h"
 #include "braid/ops/ops.h"
 #include "braid/optim/sgd.h"
-#include "braid/train/models.h"
-#include "braid/train/schema.h"
+#include "models.h"
 #include "tests/comm/collectives_util.h"
 
 namespace braid::graph {
 namespace {
 
-struct ModelCase {
-  const char* name;
-  Shape x_shape;
-  int64_t classes;
-  bool tokens;
-};
-
-std::shared_ptr<nn::Sequential> build(const ModelCase& m) {
-  train::Config c(train::braid_schema());
-  c.set(std::string("model.name=") + m.name);
-  c.set("model.hidden=32");
-  c.set("model.d_model=16");
-  c.set("model.n_heads=2");
-  c.set("model.n_layers=2");
-  c.set("model.context=8");
-  Generator gen(7);
-  train::ModelInfo info{.input_shape = Shape(m.x_shape.begin() + 1, m.x_shape.end()), .classes = m.classes};
-  auto model = std::dynamic_pointer_cast<nn::Sequential>(train::build_model(c, info, gen));
-  EXPECT_TRUE(model) << "braid train's models are nn::Sequential";
-  return model;
-}
-
-std::pair<Tensor, Tensor> batch(const ModelCase& m, int step) {
-  Generator gen(100 + static_cast<uint64_t>(step));
-  Tensor x = Tensor::empty(m.x_shape, m.tokens ? DType::i64 : DType::f32);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    if (m.tokens) x.data<int64_t>()[i] = static_cast<int64_t>(gen.next_u64() % m.classes);
-    else x.data<float>()[i] = static_cast<float>(gen.uniform_f64()) * 2 - 1;
-  }
-  Tensor y = Tensor::empty(m.tokens ? Shape{m.x_shape[0], m.x_shape[1]} : Shape{m.x_shape[0]}, DType::i64);
-  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = static_cast<int64_t>(gen.next_u64() % m.classes);
-  return {x, y};
-}
-
-Tensor loss_of(const Tensor& out, const Tensor& y) { return cross_entropy(reshape(out, {-1, out.size(-1)}), reshape(y, {-1})); }
+using namespace testing;
 
 std::unique_ptr<optim::Optimizer> sgd(const nn::Module& model) {
   return std::make_unique<optim::SGD>(model.parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
-}
-
-void eager_step(nn::Module& model, optim::Optimizer& opt, const ModelCase& m, int s) {
-  auto [x, y] = batch(m, s);
-  opt.zero_grad(true);
-  backward(loss_of(model(x), y));
-  opt.step();
 }
 
 // Layers in `ranks` contiguous stages of about equal parameter count.
@@ -79,15 +37,10 @@ std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks) {
   return stages;
 }
 
-const ModelCase kModels[] = {
-    {"mlp", {8, 1, 28, 28}, 10, false},
-    {"cnn", {4, 1, 28, 28}, 10, false},
-    {"char_transformer", {4, 8}, 12, true},
-};
-
 void check(const ModelCase& m, int ranks, bool by_work) {
   SCOPED_TRACE(std::string(m.name) + " on " + std::to_string(ranks) + (by_work ? " ranks by work" : " stages"));
   constexpr int kSteps = 4;
+  settle_autotuner(m);
   auto eager = build(m);
   auto eager_opt = sgd(*eager);
   for (int s = 0; s < kSteps; ++s) eager_step(*eager, *eager_opt, m, s);

@@ -49,6 +49,21 @@ TEST(Passes, CommonSubexpressionsAreComputedOnce) {
   EXPECT_EQ(run(c, {in})[0].to_vector<float>(), run(g, {in})[0].to_vector<float>());
 }
 
+TEST(Passes, TwoClonesThatAreEachWrittenInPlaceStayTwo) {
+  Graph g;
+  const int x = g.add_input("x", {{2}, DType::f32});
+  const int a = node_out(g, "clone", {x}), b = node_out(g, "clone", {x});
+  const int a2 = node_out(g, "accumulate_", {a, x});
+  g.add_output("a", a2);
+  g.add_output("b", b);
+  const Graph c = eliminate_common_subexpressions(g);
+  EXPECT_EQ(c.nodes().size(), 3u);
+  const Tensor in = Tensor::from_vector<float>({1, 2}, {2});
+  const std::vector<Tensor> out = run(c, {in});
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
 TEST(Passes, ConstantsFoldUpToTheSizeLimit) {
   Graph g;
   const int x = g.add_input("x", {{2}, DType::f32});

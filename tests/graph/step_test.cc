@@ -9,65 +9,22 @@
 #include "braid/ops/ops.h"
 #include "braid/optim/adam.h"
 #include "braid/optim/sgd.h"
-#include "braid/train/models.h"
-#include "braid/train/schema.h"
+#include "models.h"
 
 namespace braid::graph {
 namespace {
 
-struct ModelCase {
-  const char* name;
-  Shape x_shape;       // one batch
-  int64_t classes;
-  bool tokens;         // x holds token ids (the transformer)
-};
-
-std::shared_ptr<nn::Module> build(const ModelCase& m, uint64_t seed) {
-  train::Config c(train::braid_schema());
-  c.set(std::string("model.name=") + m.name);
-  c.set("model.hidden=32");
-  c.set("model.d_model=16");
-  c.set("model.n_heads=2");
-  c.set("model.n_layers=1");
-  c.set("model.context=8");
-  Generator gen(seed);
-  train::ModelInfo info{.input_shape = Shape(m.x_shape.begin() + 1, m.x_shape.end()), .classes = m.classes};
-  return train::build_model(c, info, gen);
-}
-
-std::pair<Tensor, Tensor> batch(const ModelCase& m, int step) {
-  Generator gen(100 + static_cast<uint64_t>(step));
-  const int64_t n = m.x_shape[0];
-  Tensor x = m.tokens ? Tensor::empty(m.x_shape, DType::i64) : Tensor::empty(m.x_shape, DType::f32);
-  if (m.tokens) {
-    for (int64_t i = 0; i < x.numel(); ++i) x.data<int64_t>()[i] = static_cast<int64_t>(gen.next_u64() % m.classes);
-  } else {
-    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(gen.uniform_f64()) * 2 - 1;
-  }
-  const Shape y_shape = m.tokens ? Shape{n, m.x_shape[1]} : Shape{n};
-  Tensor y = Tensor::empty(y_shape, DType::i64);
-  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = static_cast<int64_t>(gen.next_u64() % m.classes);
-  return {x, y};
-}
-
-Tensor loss_of(const Tensor& out, const Tensor& y) {
-  return cross_entropy(reshape(out, {-1, out.size(-1)}), reshape(y, {-1}));
-}
+using namespace testing;
 
 std::unique_ptr<optim::Optimizer> optimizer(bool adam, const std::vector<Tensor>& params) {
   if (adam) return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 1e-2, .weight_decay = 1e-3});
   return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
 }
 
-const ModelCase kModels[] = {
-    {"mlp", {8, 1, 28, 28}, 10, false},
-    {"cnn", {4, 1, 28, 28}, 10, false},
-    {"char_transformer", {4, 8}, 12, true},
-};
-
 TEST(TrainingStep, CapturedStepsEqualEagerStepsForEveryModelAndOptimizer) {
   constexpr int kSteps = 4;
   for (const ModelCase& m : kModels) {
+    settle_autotuner(m);
     for (bool adam : {false, true}) {
       SCOPED_TRACE(std::string(m.name) + (adam ? " adam" : " sgd"));
       auto eager_model = build(m, 7);
