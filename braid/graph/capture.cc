@@ -70,6 +70,7 @@ void Capture::on_call(const op::OpDef& op, const op::Attrs& attrs, std::span<con
   std::vector<int> in;
   for (const Tensor& t : inputs) in.push_back(t.defined() ? value_of(t, op) : -1);
   const int index = graph_.add_node(op, attrs, in);
+  graph_.mutable_nodes()[static_cast<size_t>(index)].rank = op::placement();
   const Node& node = graph_.nodes()[static_cast<size_t>(index)];
   for (size_t i = 0; i < outputs.size(); ++i) {
     const op::TensorMeta& inferred = graph_.value(node.outputs[i]).meta;

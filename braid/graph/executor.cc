@@ -41,7 +41,11 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     in.clear();
     for (int v : n.inputs) in.push_back(v < 0 ? Tensor() : values[static_cast<size_t>(v)]);
     std::vector<Tensor> out = op::call(*n.op, in, n.attrs);
-    for (size_t i = 0; i < out.size(); ++i) values[static_cast<size_t>(n.outputs[i])] = std::move(out[i]);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const auto v = static_cast<size_t>(n.outputs[i]);
+      // A result nobody reads is dropped at once.
+      if (last_use_[v] >= 0 || keep_[v]) values[v] = std::move(out[i]);
+    }
     for (int v : n.inputs) {
       if (v >= 0 && last_use_[static_cast<size_t>(v)] == static_cast<int>(k) && !keep_[static_cast<size_t>(v)] &&
           g.value(v).kind == ValueKind::result) {

@@ -3,6 +3,8 @@
 #include "braid/autograd/engine.h"
 #include "braid/graph/capture.h"
 #include "braid/graph/executor.h"
+#include "braid/graph/partition.h"
+#include "braid/graph/passes.h"
 
 namespace braid::graph {
 
@@ -16,10 +18,10 @@ Tensor eager_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_f
   return loss;
 }
 
-// Records one step with the batch, the parameters, the optimizer's buffers
+// Records `step` with the batch, the parameters, the optimizer's buffers
 // and scalars as inputs, in that order.
-Graph record_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_fn, const Tensor& x, const Tensor& y,
-                  std::vector<Tensor>* bindings) {
+Graph record(nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y,
+             std::vector<Tensor>* bindings, const std::function<Tensor()>& step) {
   Capture cap;
   auto bind = [&](const std::string& name, const Tensor& t) {
     cap.input(name, t);
@@ -31,28 +33,36 @@ Graph record_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_f
   for (const auto& [name, t] : opt.state_dict().tensors) bind("optimizer." + name, t);
   bind("optimizer.scalars", opt.scalars());
   Tensor loss;
-  cap.record([&] { loss = eager_step(model, opt, loss_fn, x, y); });
+  cap.record([&] { loss = step(); });
   cap.output("loss", loss);
   return cap.finish();
+}
+
+Graph record_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_fn, const Tensor& x, const Tensor& y,
+                  std::vector<Tensor>* bindings) {
+  return record(model, opt, x, y, bindings, [&] { return eager_step(model, opt, loss_fn, x, y); });
 }
 
 }  // namespace
 
 TrainingStep::TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x,
-                           const Tensor& y)
+                           const Tensor& y, bool simplify)
     : optimizer_(optimizer) {
   if (optimizer.steps() == 0) eager_step(model, optimizer, loss, x, y);
   graph_ = record_step(model, optimizer, loss, x, y, &bindings_);
+  if (simplify) graph_ = graph::simplify(graph_);
+  executor_ = std::make_unique<Executor>(graph_);
   x_ = graph_.input_index("x");
   y_ = graph_.input_index("y");
 }
+
+TrainingStep::~TrainingStep() = default;
 
 Tensor TrainingStep::run(const Tensor& x, const Tensor& y) {
   bindings_[static_cast<size_t>(x_)] = x;
   bindings_[static_cast<size_t>(y_)] = y;
   optimizer_.refresh_scalars();
-  Executor exec(graph_);
-  Tensor loss = exec.run(bindings_).at(0);
+  Tensor loss = executor_->run(bindings_).at(0);
   optimizer_.count_step();
   return loss;
 }
@@ -83,6 +93,29 @@ Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer,
   const Tensor x = Tensor::empty(x_shape, x_dtype, Device::meta);
   const Tensor y = Tensor::empty(y_shape, y_dtype, Device::meta);
   return record_step(model, optimizer, loss, x, y, nullptr);
+}
+
+Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss_fn, const Tensor& x,
+                          const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings) {
+  const auto& layers = model.children();
+  if (stages.size() != layers.size()) {
+    fail<ValueError>("capture_staged_step: {} stages for {} layers", stages.size(), layers.size());
+  }
+  Graph g = record(model, optimizer, x, y, bindings, [&] {
+    optimizer.zero_grad(true);
+    Tensor h = x;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      op::Placement stage(stages[i]);
+      h = (*layers[i].second)(h);
+    }
+    op::Placement last(stages.back());
+    Tensor loss = loss_fn(h, y);
+    backward(loss);
+    optimizer.step();
+    return loss;
+  });
+  place_state_updates(g);
+  return g;
 }
 
 }  // namespace braid::graph

@@ -10,14 +10,17 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "braid/graph/graph.h"
 #include "braid/nn/module.h"
+#include "braid/nn/sequential.h"
 #include "braid/optim/optimizer.h"
 
 namespace braid::graph {
 
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+class Executor;
 
 class TrainingStep {
  public:
@@ -26,7 +29,11 @@ class TrainingStep {
   // the captured update is the steady-state one (SGD's first momentum step
   // differs from the rest). Either way the model has advanced by the steps
   // taken, exactly as eager training would have.
-  TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x, const Tensor& y);
+  // The captured graph is simplified by the passes (passes.h) unless
+  // `simplify` is false; they change nothing in the numbers.
+  TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x, const Tensor& y,
+               bool simplify = true);
+  ~TrainingStep();
 
   // One step through the graph; returns the loss.
   Tensor run(const Tensor& x, const Tensor& y);
@@ -38,6 +45,7 @@ class TrainingStep {
  private:
   optim::Optimizer& optimizer_;
   Graph graph_;
+  std::unique_ptr<Executor> executor_;
   std::vector<Tensor> bindings_;
   int x_ = -1, y_ = -1;  // positions of the batch among the inputs
 };
@@ -47,5 +55,12 @@ class TrainingStep {
 // model is left as it was). For printing and analysing a step cheaply.
 Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
                                  DType x_dtype, const Shape& y_shape, DType y_dtype);
+
+// One step of a sequential model with layer i placed on rank stages[i] (the
+// loss and the optimizer's scalars with the last stage; each backward op with
+// its forward; each state update with the state's first reader), for
+// partition(). Inputs and `bindings` as TrainingStep's; the step is taken.
+Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x,
+                          const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings);
 
 }  // namespace braid::graph

@@ -2,7 +2,9 @@
 // 1 / (1 - p), so the expectation is unchanged; the identity in eval mode.
 // The mask comes from a counter-based Philox Generator: element i of a call
 // uses the generator's next word i, so a (seed, stream, offset) state replays
-// the same mask on any thread count.
+// the same mask on any thread count. The "dropout" op (a random op in the
+// registry) names the generator by its address in an attribute, so a replayed
+// call draws the next mask from it as an eager call would.
 #pragma once
 
 #include "braid/base/rng.h"

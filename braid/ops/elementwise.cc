@@ -73,8 +73,9 @@ void define_elementwise_ops(const Definer& define) {
                  g.needs(1) ? sum_to(mul(g.grad, g.inputs[0]), g.input_meta[1].shape) : Tensor()};
   }, 0b11);
   // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2 = -y/b.
+  // True division: floating dtypes only (integers would truncate).
   define({.name = "div", .family = "elementwise", .inputs = 2, .infer = broadcast_infer("div"),
-          .kernels = {cpu_kernel(kArith, binary_kernel(Binary::div, "div"))},
+          .kernels = {cpu_kernel(kFloat, binary_kernel(Binary::div, "div"))},
           .backward = [](const GradArgs& g) {
             const Tensor g_over_b = div(g.grad, g.inputs[1]);
             return Grads{operand_grad(g, 0, g_over_b),
@@ -105,7 +106,7 @@ void define_elementwise_ops(const Definer& define) {
                [](const GradArgs& g) { return Grads{mul(g.grad, g.attrs.f("alpha"))}; }, 0, 0);
   define_unary(define, "rsub_scalar", Unary::rsub, kArith, [](const GradArgs& g) { return Grads{neg(g.grad)}; }, 0, 0);
   // d(a/x)/dx = -a/x^2 = -y/x
-  define_unary(define, "rdiv_scalar", Unary::rdiv, kArith,
+  define_unary(define, "rdiv_scalar", Unary::rdiv, kFloat,
                [](const GradArgs& g) { return Grads{neg(div(mul(g.grad, g.outputs[0]), g.inputs[0]))}; }, 1, 1);
   // x ^ alpha; gradient alpha * x^(alpha-1).
   define_unary(define, "pow", Unary::pow, kFloat, [](const GradArgs& g) {

@@ -31,6 +31,12 @@ void define_update_ops(const Definer& define);
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
   define_elementwise_ops(define);
+  define_reduce_ops(define);
+  define_shape_ops(define);
+  define_index_ops(define);
+  define_softmax_ops(define);
+  define_loss_ops(define);
+  define_dropout_ops(define);
   define_update_ops(define);
   define_activation_ops(define);
   define_norm_ops(define);

@@ -1,7 +1,9 @@
 // Indexing ops: embedding lookup (plain and bagged), index_select and gather,
-// each with a scatter-add backward. Indices are i64 tensors; out-of-range indices raise
+// each with a scatter-add backward (itself an op: index_select_backward,
+// gather_backward). Indices are i64 tensors; out-of-range indices raise
 // IndexError naming the op, the index and the shape. Differentiable in f32/f64
-// with respect to the indexed tensor (never the indices).
+// with respect to the indexed tensor (never the indices). Each function is a
+// thin caller of its op in the registry (registry.h).
 #pragma once
 
 #include "braid/tensor/tensor.h"
@@ -31,9 +33,16 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
 
 // Slices of x along dim picked by a 1-D index: out.size(dim) = index.numel().
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// Its adjoint: zeros of `shape` (f32/f64) with src's slices added at index
+// along dim; repeated indices accumulate. Differentiable in src.
+Tensor index_select_backward(const Tensor& src, int64_t dim, const Tensor& index, const Shape& shape);
 
 // out[i][j][k] = x[i][index[i][j][k]][k] for dim = 1 (likewise for any dim);
 // index has x's ndim and x's sizes in every dim but `dim`.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// Its adjoint: zeros of `shape` (f32/f64) with src (index's shape) added at
+// index along dim, as torch.zeros(shape).scatter_add(dim, index, src).
+// Differentiable in src.
+Tensor gather_backward(const Tensor& src, int64_t dim, const Tensor& index, const Shape& shape);
 
 }  // namespace braid

@@ -1,6 +1,8 @@
 // Reductions over given dims (negative dims count from the end) or over all
 // elements (a 0-d result). keepdim keeps reduced dims as size 1. Differentiable
-// in f32/f64; sum also accepts i32/i64. Sums accumulate in double.
+// in f32/f64; sum, max and argmax also accept i32/i64. Sums accumulate in
+// double. sum, mean, max (along a dim) and argmax (along a dim) are registry
+// ops (registry.h); var and the all-element max/argmax are written in them.
 #pragma once
 
 #include <vector>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "braid/autograd/engine.h"
@@ -106,6 +107,7 @@ size_t Attrs::hash() const {
 namespace {
 
 struct Registry {
+  std::mutex mutex;  // define() from other layers may race with lookups
   std::vector<std::unique_ptr<OpDef>> owned;
   std::vector<const OpDef*> ops;
   std::unordered_map<std::string_view, const OpDef*> by_name;
@@ -124,8 +126,8 @@ struct Registry {
   }
 };
 
-const Registry& registry() {
-  static const Registry* r = [] {
+Registry& registry() {
+  static Registry* r = [] {
     auto* reg = new Registry;
     Definer define = [reg](OpDef def) { reg->add(std::move(def)); };
     define_ops(define);
@@ -140,6 +142,7 @@ const Registry& registry() {
 }
 
 thread_local CallObserver* t_observer = nullptr;
+thread_local int t_placement = 0;
 
 bool any_meta(std::span<const Tensor> inputs) {
   return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.is_meta(); });
@@ -184,6 +187,7 @@ std::vector<Tensor> run_meta(const OpDef& op, std::span<const Tensor> inputs, co
 // What the autograd node keeps: only the tensors the backward rule reads.
 struct Saved {
   const OpDef* op;
+  int placement;
   Attrs attrs;
   std::vector<Tensor> inputs;
   std::vector<TensorMeta> input_meta;
@@ -197,6 +201,7 @@ void record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
   }
   auto s = std::make_shared<Saved>();
   s->op = &op;
+  s->placement = t_placement;
   s->attrs = attrs;
   s->inputs.resize(inputs.size());
   s->input_meta.resize(inputs.size());
@@ -213,6 +218,7 @@ void record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
   }
   std::vector<Tensor> in(inputs.begin(), inputs.end());
   autograd::record(op.name.c_str(), in, outputs[0], [s](const Tensor& g) {
+    Placement hint(s->placement);
     GradArgs args{s->inputs, s->input_meta, s->outputs, s->attrs, g, s->wants};
     std::vector<Tensor> grads = s->op->backward(args);
     grads.resize(s->inputs.size());
@@ -239,8 +245,20 @@ class KernelScope {
 
 const std::vector<const OpDef*>& all() { return registry().ops; }
 
+const OpDef& define(OpDef def) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.add(std::move(def));
+  return *r.ops.back();
+}
+
+int placement() { return t_placement; }
+Placement::Placement(int hint) : previous_(t_placement) { t_placement = hint; }
+Placement::~Placement() { t_placement = previous_; }
+
 const OpDef* find_or_null(std::string_view name) {
-  const Registry& r = registry();
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
   auto it = r.by_name.find(name);
   return it == r.by_name.end() ? nullptr : it->second;
 }

@@ -108,6 +108,7 @@ enum class Effect : uint8_t {
   view,     // output 0 shares input 0's storage
   inplace,  // writes the inputs listed in `mutates`; output i is input mutates[i]
   random,   // draws from a generator: never merged or folded
+  io,       // talks to another rank (send, recv): never removed, merged or folded
 };
 
 struct OpDef {
@@ -125,6 +126,10 @@ struct OpDef {
   uint32_t save_outputs = 0; // bit i: backward reads output i's values
   CostFn cost{};              // empty: a map over output 0 (one flop per element)
 };
+
+// Registers an op from a layer above this one (the graph layer's send and
+// recv); throws if the name is taken. Returns the registered op.
+const OpDef& define(OpDef def);
 
 // Every registered op, in registration order (stable for the program's life).
 const std::vector<const OpDef*>& all();
@@ -144,6 +149,22 @@ Tensor call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs
 Cost cost_of(const OpDef& op, std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs& attrs);
 // The shape and dtype of t; absent when t is undefined.
 TensorMeta meta_of(const Tensor& t);
+
+// A placement hint for the ops this thread runs (a pipeline stage, a rank):
+// graph capture reads it into each node. An op's backward runs under the
+// hint its forward had, so a captured backward pass is placed with its
+// forward. 0 unless a Placement scope is open.
+int placement();
+class Placement {
+ public:
+  explicit Placement(int hint);
+  ~Placement();
+  Placement(const Placement&) = delete;
+  Placement& operator=(const Placement&) = delete;
+
+ private:
+  int previous_;
+};
 
 // Sees every call() on this thread while installed (graph capture). Calls an
 // observer makes itself are not reported to it.

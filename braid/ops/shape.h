@@ -2,7 +2,10 @@
 // permute, slice, expand, squeeze, unsqueeze, split) share the input's storage
 // and only change shape/strides/offset; concat, stack and contiguous copy.
 // All are differentiable for floating inputs and work on every dtype.
-// Dimensions may be negative (counted from the end).
+// Dimensions may be negative (counted from the end). The view ops (reshape,
+// permute, slice, expand, squeeze, unsqueeze) and concat are registry ops
+// (registry.h); flatten, transpose, split, stack and contiguous are written
+// in them.
 #pragma once
 
 #include <vector>

@@ -29,10 +29,18 @@ struct OpCase {
   op::Attrs attrs{};
   bool sweep = true;
   bool gradcheck = true;  // false for ops whose gradient is not smooth at random points
+  bool strided = true;    // false for ops that take contiguous tensors only (optimizer updates)
 };
 
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> tensor_cases();
+std::vector<OpCase> update_cases();
+std::vector<OpCase> reduce_cases();
+std::vector<OpCase> shape_cases();
+std::vector<OpCase> index_cases();
+std::vector<OpCase> softmax_cases();
+std::vector<OpCase> loss_cases();
+std::vector<OpCase> dropout_cases();
 std::vector<OpCase> activation_cases();
 std::vector<OpCase> norm_cases();
 std::vector<OpCase> matmul_cases();
@@ -42,8 +50,9 @@ std::vector<OpCase> pool_cases();
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, tensor_cases, activation_cases, norm_cases, matmul_cases, linear_cases,
-                      conv_cases, pool_cases}) {
+  for (auto family : {elementwise_cases, tensor_cases, update_cases, reduce_cases, shape_cases, index_cases,
+                      softmax_cases, loss_cases, dropout_cases, activation_cases, norm_cases, matmul_cases,
+                      linear_cases, conv_cases, pool_cases}) {
     for (OpCase& c : family()) all.push_back(std::move(c));
   }
   return all;

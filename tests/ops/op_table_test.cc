@@ -55,6 +55,7 @@ TEST(OpTable, FiniteDifferenceGradientsInF64) {
 
 TEST(OpTable, StridedInputsGiveTheSameValues) {
   for (const OpCase& c : all_cases()) {
+    if (!c.strided) continue;
     const std::vector<Tensor> in = inputs_of(c);
     std::vector<Tensor> strided;
     bool any = false;

@@ -1,0 +1,34 @@
+// Passes over a graph. Each returns a new graph that computes the same outputs
+// and updates; each can be run alone and tested on small graphs.
+//
+//   dead code       nodes whose results reach no output and no update go
+//                   (random ops stay: dropping one would move the generator)
+//   common subexpressions
+//                   a pure node with the same op, attributes and inputs as an
+//                   earlier one is replaced by it
+//   constant folding
+//                   a pure node whose inputs are all constants is computed
+//                   now and becomes a constant (results up to `max_elements`,
+//                   so folding never turns a broadcast scalar into a weight-
+//                   sized constant)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "braid/graph/graph.h"
+
+namespace braid::graph {
+
+Graph eliminate_dead_code(const Graph& graph);
+Graph eliminate_common_subexpressions(const Graph& graph);
+Graph fold_constants(const Graph& graph, int64_t max_elements = 4096);
+
+// The three above until nothing changes, with each pass's effect.
+struct PassReport {
+  std::string pass;
+  size_t nodes_before = 0, nodes_after = 0;
+};
+Graph simplify(const Graph& graph, std::vector<PassReport>* report = nullptr);
+
+}  // namespace braid::graph

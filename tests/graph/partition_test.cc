@@ -1,0 +1,171 @@
+// Partitioned steps: a captured step of the MLP, CNN and character
+// transformer cut over 2 and 3 ranks (layers placed as pipeline stages, or
+// by work), run by threads over the in-process transport, gives the eager
+// parameters after K steps exactly.
+#include <gtest/gtest.h>
+
+#include "braid/graph/partition.h"
+#include "braid/graph/step.h"
+#include "braid/ops/ops.h"
+#include "braid/optim/sgd.h"
+#include "braid/train/models.h"
+#include "braid/train/schema.h"
+#include "tests/comm/collectives_util.h"
+
+namespace braid::graph {
+namespace {
+
+struct ModelCase {
+  const char* name;
+  Shape x_shape;
+  int64_t classes;
+  bool tokens;
+};
+
+std::shared_ptr<nn::Sequential> build(const ModelCase& m) {
+  train::Config c(train::braid_schema());
+  c.set(std::string("model.name=") + m.name);
+  c.set("model.hidden=32");
+  c.set("model.d_model=16");
+  c.set("model.n_heads=2");
+  c.set("model.n_layers=2");
+  c.set("model.context=8");
+  Generator gen(7);
+  train::ModelInfo info{.input_shape = Shape(m.x_shape.begin() + 1, m.x_shape.end()), .classes = m.classes};
+  auto model = std::dynamic_pointer_cast<nn::Sequential>(train::build_model(c, info, gen));
+  EXPECT_TRUE(model) << "braid train's models are nn::Sequential";
+  return model;
+}
+
+std::pair<Tensor, Tensor> batch(const ModelCase& m, int step) {
+  Generator gen(100 + static_cast<uint64_t>(step));
+  Tensor x = Tensor::empty(m.x_shape, m.tokens ? DType::i64 : DType::f32);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (m.tokens) x.data<int64_t>()[i] = static_cast<int64_t>(gen.next_u64() % m.classes);
+    else x.data<float>()[i] = static_cast<float>(gen.uniform_f64()) * 2 - 1;
+  }
+  Tensor y = Tensor::empty(m.tokens ? Shape{m.x_shape[0], m.x_shape[1]} : Shape{m.x_shape[0]}, DType::i64);
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = static_cast<int64_t>(gen.next_u64() % m.classes);
+  return {x, y};
+}
+
+Tensor loss_of(const Tensor& out, const Tensor& y) { return cross_entropy(reshape(out, {-1, out.size(-1)}), reshape(y, {-1})); }
+
+std::unique_ptr<optim::Optimizer> sgd(const nn::Module& model) {
+  return std::make_unique<optim::SGD>(model.parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+}
+
+void eager_step(nn::Module& model, optim::Optimizer& opt, const ModelCase& m, int s) {
+  auto [x, y] = batch(m, s);
+  opt.zero_grad(true);
+  backward(loss_of(model(x), y));
+  opt.step();
+}
+
+// Layers in `ranks` contiguous stages of about equal parameter count.
+std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks) {
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const auto& [name, layer] : model.children()) {
+    sizes.push_back(std::max<int64_t>(layer->num_parameters(), 1));
+    total += sizes.back();
+  }
+  std::vector<int> stages;
+  int64_t done = 0;
+  for (int64_t s : sizes) {
+    stages.push_back(static_cast<int>(std::min<int64_t>(ranks - 1, done * ranks / total)));
+    done += s;
+  }
+  return stages;
+}
+
+const ModelCase kModels[] = {
+    {"mlp", {8, 1, 28, 28}, 10, false},
+    {"cnn", {4, 1, 28, 28}, 10, false},
+    {"char_transformer", {4, 8}, 12, true},
+};
+
+void check(const ModelCase& m, int ranks, bool by_work) {
+  SCOPED_TRACE(std::string(m.name) + " on " + std::to_string(ranks) + (by_work ? " ranks by work" : " stages"));
+  constexpr int kSteps = 4;
+  auto eager = build(m);
+  auto eager_opt = sgd(*eager);
+  for (int s = 0; s < kSteps; ++s) eager_step(*eager, *eager_opt, m, s);
+
+  // Every rank holds a replica that has taken steps 0 and 1; rank 0's step 1
+  // is the captured one.
+  std::vector<std::shared_ptr<nn::Sequential>> replicas;
+  std::vector<std::unique_ptr<optim::Optimizer>> opts;
+  std::vector<std::vector<Tensor>> bindings(static_cast<size_t>(ranks));
+  Graph g;
+  for (int r = 0; r < ranks; ++r) {
+    replicas.push_back(build(m));
+    opts.push_back(sgd(*replicas.back()));
+    eager_step(*replicas.back(), *opts.back(), m, 0);
+    auto [x, y] = batch(m, 1);
+    if (r == 0) {
+      g = capture_staged_step(*replicas[0], *opts[0], loss_of, x, y, stages_by_parameters(*replicas[0], ranks), &bindings[0]);
+      if (by_work) place_by_work(g, ranks);
+    } else {
+      eager_step(*replicas.back(), *opts.back(), m, 1);
+      std::vector<Tensor>& b = bindings[static_cast<size_t>(r)];
+      b = {x, y};
+      for (const auto& [name, p] : replicas.back()->named_parameters()) b.push_back(p);
+      for (const auto& [name, t] : opts.back()->state_dict().tensors) b.push_back(t);
+      b.push_back(opts.back()->scalars());
+    }
+  }
+  const std::vector<RankGraph> parts = partition(g, ranks);
+  int sends = 0;
+  for (const RankGraph& p : parts) sends += p.sends;
+  EXPECT_GT(sends, 0);
+  comm::testing::run_world(ranks, [&](int r, comm::Communicator& comm) {
+    for (int s = 2; s < kSteps; ++s) {
+      auto [x, y] = batch(m, s);
+      std::vector<Tensor>& b = bindings[static_cast<size_t>(r)];
+      b[0] = x;
+      b[1] = y;
+      opts[static_cast<size_t>(r)]->refresh_scalars();
+      run_partition(parts[static_cast<size_t>(r)], comm, b);
+      opts[static_cast<size_t>(r)]->count_step();
+    }
+  });
+  // Each parameter as its owner rank left it: the rank whose graph updates it.
+  const auto want = eager->named_parameters();
+  for (size_t i = 0; i < want.size(); ++i) {
+    int owner = -1;
+    for (const RankGraph& p : parts) {
+      for (const auto& [in, v] : p.graph.updates()) {
+        if (p.graph.value(in).name == want[i].first) owner = p.rank;
+      }
+    }
+    ASSERT_GE(owner, 0) << want[i].first << " is updated on no rank";
+    const Tensor got = replicas[static_cast<size_t>(owner)]->named_parameters()[i].second;
+    EXPECT_EQ(got.to_vector<float>(), want[i].second.to_vector<float>()) << want[i].first << " on rank " << owner;
+  }
+}
+
+TEST(Partition, StagedStepsOverTwoAndThreeRanksEqualEagerSteps) {
+  for (const ModelCase& m : kModels) {
+    for (int ranks : {2, 3}) check(m, ranks, false);
+  }
+}
+
+TEST(Partition, StepsPlacedByWorkEqualEagerSteps) {
+  for (const ModelCase& m : kModels) check(m, 2, true);
+}
+
+TEST(Partition, AParameterReadAwayFromItsUpdateIsRefused) {
+  Graph g;
+  const int p = g.add_input("w", {{3}, DType::f32});
+  const int d = g.add_input("d", {{3}, DType::f32});
+  const int read = g.nodes()[static_cast<size_t>(g.add_node(op::find("neg"), {}, {p}))].outputs[0];
+  g.mutable_nodes()[0].rank = 1;
+  const int k = g.add_node(op::find("accumulate_"), {}, {p, d});
+  g.add_update(p, g.nodes()[static_cast<size_t>(k)].outputs[0]);
+  g.add_output("y", read);
+  EXPECT_THROW(partition(g, 2), ValueError);
+}
+
+}  // namespace
+}  // namespace braid::graph

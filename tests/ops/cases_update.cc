@@ -1,0 +1,42 @@
+// Op-table cases for the optimizer updates: one step against its closed form
+// in PyTorch (tests/optim checks the optimizers over many steps against
+// torch.optim itself).
+#include "braid/ops/update.h"
+#include "op_table.h"
+
+namespace braid::testing {
+
+std::vector<OpCase> update_cases() {
+  Generator gen(13);
+  const Tensor p = random_tensor({5, 3}, DType::f32, gen), g = random_tensor({5, 3}, DType::f32, gen);
+  const Tensor b = random_tensor({5, 3}, DType::f32, gen), v = random_tensor({5, 3}, DType::f32, gen, 0.1, 1);
+  const Tensor sgd_scalars = Tensor::from_vector<double>({0.1, 3}, {2});
+  const Tensor adam_scalars = Tensor::from_vector<double>({0.01, 3}, {2});
+  return {
+      {"sgd_update_",
+       {"p - 0.1 * (0.9 * b + 0.75 * (g + 0.01 * p))", {{"p", p}, {"g", g}, {"b", b}, {"s", sgd_scalars}},
+        [](const auto& in) {
+          Tensor q = in[0].clone();
+          sgd_update_(q, in[1], in[2].clone(), in[3], {.weight_decay = 0.01, .momentum = 0.9, .dampening = 0.25});
+          return q;
+        },
+        {}},
+       "", {{"weight_decay", 0.01}, {"momentum", 0.9}, {"dampening", 0.25}, {"nesterov", int64_t{0}}, {"first", int64_t{0}}},
+       true, true, /*strided=*/false},
+      // Adam at t = 3: m' = b1 m + (1-b1) g, v' = b2 v + (1-b2) g^2,
+      // p' = p - lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps).
+      {"adam_update_",
+       {"p - 0.01 / (1 - 0.9**3) * (0.9 * m + 0.1 * g) / (torch.sqrt(0.999 * v + 0.001 * g * g) / math.sqrt(1 - 0.999**3) + 1e-8)",
+        {{"p", p}, {"g", g}, {"m", b}, {"v", v}, {"s", adam_scalars}},
+        [](const auto& in) {
+          Tensor q = in[0].clone();
+          adam_update_(q, in[1], in[2].clone(), in[3].clone(), in[4], {});
+          return q;
+        },
+        {}, 1e-4, 1e-6},
+       "", {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"decoupled", int64_t{0}}},
+       true, true, /*strided=*/false},
+  };
+}
+
+}  // namespace braid::testing
