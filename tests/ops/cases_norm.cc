@@ -1,9 +1,20 @@
-// Op-table cases for the norm family (op_table.h). batch_norm and
-// weight_norm are composites of other families' ops; norm_test.cc checks them.
+// Op-table cases for the norm family (op_table.h).
 #include "braid/ops/norm.h"
 #include "op_table.h"
 
 namespace braid::testing {
+
+namespace {
+
+// batch_norm and weight_norm are composites of other families' ops, labelled
+// by the op that normalises (div, mul); the dtype sweep is the ops' own.
+OpCase composite(const char* op, OpCheck check) {
+  OpCase c{op, std::move(check)};
+  c.sweep = false;
+  return c;
+}
+
+}  // namespace
 
 std::vector<OpCase> norm_cases() {
   Generator gen(31);
@@ -15,7 +26,7 @@ std::vector<OpCase> norm_cases() {
   // The forward's statistics, as the backward op reads them.
   const Tensor stats = op::call(op::find("layer_norm"), {x, w, b}, attrs)[1];
   const Tensor running = random_tensor({4}, DType::f32, gen), batch = random_tensor({1, 4, 1, 1}, DType::f32, gen);
-  return {
+  std::vector<OpCase> cases{
       {"layer_norm", {"F.layer_norm(x, (5, 3), w, b)", {{"x", x}, {"w", w}, {"b", b}},
                       [](const auto& v) { return layer_norm(v[0], {5, 3}, v[1], v[2]); }, {"x", "w", "b"}},
        "", attrs},
@@ -57,6 +68,50 @@ std::vector<OpCase> norm_cases() {
         {}},
        "", {{"momentum", 0.3}, {"scale", 1.5}}},
   };
+
+  // batch_norm: training (batch statistics) and eval (running statistics),
+  // on contiguous and strided inputs.
+  const Tensor cw = random_tensor({4}, DType::f32, gen), cb = random_tensor({4}, DType::f32, gen);
+  const Tensor rm = random_tensor({4}, DType::f32, gen), rv = random_tensor({4}, DType::f32, gen, 0.5, 2);
+  for (const Tensor& t : {x, strided_copy(x)}) {
+    cases.push_back(composite("div", {"F.batch_norm(x, None, None, w, b, training=True)",
+                                      {{"x", t}, {"w", cw}, {"b", cb}},
+                                      [](const auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2]); },
+                                      {"x", "w", "b"}}));
+    cases.push_back(composite("div", {"F.batch_norm(x, m, v, w, b, training=False)",
+                                      {{"x", t}, {"m", rm}, {"v", rv}, {"w", cw}, {"b", cb}},
+                                      [](const auto& v) {
+                                        return batch_norm(v[0], v[1], v[2], v[3], v[4], {.training = false});
+                                      },
+                                      {"x", "w", "b"}}));
+  }
+  // The running statistics after one training step, through the in-place
+  // op (updated copies, so the oracle still sees the originals).
+  for (int which : {1, 2}) {
+    cases.push_back(composite("batch_norm_running_update_",
+                              {fmt::format("(F.batch_norm(x, m, v, training=True, momentum=0.3), m, v)[{}]", which),
+                               {{"x", x}, {"m", rm}, {"v", rv}},
+                               [which](const auto& v) {
+                                 Tensor m = v[1].clone(), var = v[2].clone();
+                                 batch_norm(v[0], m, var, Tensor(), Tensor(), {.momentum = 0.3});
+                                 return which == 1 ? m : var;
+                               },
+                               {}}));
+  }
+  // Weight normalisation against torch._weight_norm (what
+  // nn.utils.weight_norm computes), g as [out, 1, ...] or [out].
+  const Tensor v2 = random_tensor({4, 6}, DType::f32, gen), g2 = random_tensor({4, 1}, DType::f32, gen, 0.5, 2);
+  const Tensor v4 = random_tensor({3, 2, 3, 3}, DType::f32, gen);
+  const Tensor g4 = random_tensor({3, 1, 1, 1}, DType::f32, gen, 0.5, 2);
+  for (const auto& [v, g] : {std::pair{v2, g2}, std::pair{v4, g4}}) {
+    cases.push_back(composite("mul", {"torch._weight_norm(v, g, 0)", {{"v", v}, {"g", g}},
+                                      [](const auto& in) { return weight_norm(in[0], in[1]); }, {"v", "g"}}));
+  }
+  cases.push_back(composite("mul", {"torch._weight_norm(v, g.reshape(3, 1, 1), 0)",
+                                    {{"v", random_tensor({3, 2, 2}, DType::f32, gen)},
+                                     {"g", random_tensor({3}, DType::f32, gen, 0.5, 2)}},
+                                    [](const auto& in) { return weight_norm(in[0], in[1]); }, {"v", "g"}}));
+  return cases;
 }
 
 }  // namespace braid::testing

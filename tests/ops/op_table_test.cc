@@ -65,7 +65,10 @@ TEST(OpTable, StridedInputsGiveTheSameValues) {
       any = any || s;
     }
     if (!any) continue;
-    EXPECT_TRUE(all_close(c.check.fn(strided), c.check.fn(in), 1e-6, 1e-7)) << c.op << " on strided inputs";
+    // Not bit for bit: a product's GEMM is autotuned, so two calls of one
+    // shape may run different libraries and sum in another order (measured:
+    // 2e-6 relative on a convolution's weight gradient). A layout bug is O(1).
+    EXPECT_TRUE(all_close(c.check.fn(strided), c.check.fn(in), 1e-5, 1e-6)) << c.op << " on strided inputs";
   }
 }
 
