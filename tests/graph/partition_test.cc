@@ -8,6 +8,8 @@
 #include "braid/graph/step.h"
 #include "braid/ops/ops.h"
 #include "braid/optim/sgd.h"
+#include "braid/tensor/cpu/conv.h"
+#include "braid/tensor/cpu/gemm.h"
 #include "models.h"
 #include "tests/comm/collectives_util.h"
 
@@ -98,13 +100,29 @@ void check(const ModelCase& m, int ranks, bool by_work) {
   }
 }
 
+// The ranks run as threads, sharing the cores: the kernels' autotuner would
+// measure (and alternate implementations) differently there than in the
+// eager run, so both sides use one implementation of each kernel.
+struct PinnedKernels {
+  PinnedKernels() {
+    cpu::set_default_gemm_backend(cpu::GemmBackend::openblas);
+    cpu::set_default_conv_backend(cpu::ConvBackend::im2col);
+  }
+  ~PinnedKernels() {
+    cpu::set_default_gemm_backend(cpu::GemmBackend::automatic);
+    cpu::set_default_conv_backend(cpu::ConvBackend::automatic);
+  }
+};
+
 TEST(Partition, StagedStepsOverTwoAndThreeRanksEqualEagerSteps) {
+  PinnedKernels pinned;
   for (const ModelCase& m : kModels) {
     for (int ranks : {2, 3}) check(m, ranks, false);
   }
 }
 
 TEST(Partition, StepsPlacedByWorkEqualEagerSteps) {
+  PinnedKernels pinned;
   for (const ModelCase& m : kModels) check(m, 2, true);
 }
 
