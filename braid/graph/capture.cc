@@ -12,11 +12,6 @@ const void* identity(const Tensor& t) { return &t.grad_meta(); }
 
 std::string meta_text(const Tensor& t) { return fmt::format("{} {}", name(t.dtype()), to_string(t.shape())); }
 
-// Where a tensor's values sit; the same for each handle and detached alias.
-std::string place(const Tensor& t) {
-  return fmt::format("{}+{} {} {} {}", static_cast<const void*>(t.storage().get()), t.offset(), to_string(t.shape()),
-                     to_string(t.strides()), name(t.dtype()));
-}
 }  // namespace
 
 class Capture::Observer : public op::CallObserver {
@@ -39,7 +34,6 @@ void Capture::input(std::string name, const Tensor& t) {
   if (seen_.count(identity(t))) fail<ValueError>("capture: input '{}' is already known to the capture", name);
   const int id = graph_.add_input(std::move(name), op::meta_of(t));
   seen_[identity(t)] = {t, id};
-  by_place_[place(t)] = id;
   declared_.emplace_back(id, identity(t));
 }
 
@@ -57,18 +51,6 @@ int Capture::value_of(const Tensor& t, const op::OpDef& reader) {
                        reader.name, meta_text(t));
     }
     return it->second.value;
-  }
-  if (t.is_leaf() && !t.requires_grad()) {
-    auto alias = by_place_.find(place(t));
-    if (alias != by_place_.end()) {
-      if (stale_.count(alias->second)) {
-        fail<ValueError>("capture: {} reads a {} tensor whose storage was written in place after it was made "
-                         "(a view read after an in-place update cannot be captured)",
-                         reader.name, meta_text(t));
-      }
-      seen_[identity(t)] = {t, alias->second};
-      return alias->second;
-    }
   }
   if (!t.is_leaf()) {
     fail<ValueError>("capture: {} reads a {} tensor made by '{}', which is not a registry op (a custom autograd "
@@ -120,7 +102,6 @@ void Capture::on_call(const op::OpDef& op, const op::Attrs& attrs, std::span<con
       share(out, r);
     }
     seen_[identity(outputs[i])] = {outputs[i], out};
-    by_place_[place(outputs[i])] = out;
   }
 }
 

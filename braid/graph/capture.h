@@ -58,11 +58,6 @@ class Capture {
     int value;
   };
   std::unordered_map<const void*, Seen> seen_;
-  // The latest value seen at each place in memory (storage, offset, shape,
-  // strides, dtype). The tensors a backward rule saved are detached aliases
-  // of op outputs and inputs (new handles on the same memory): they are found
-  // here, and read as the values they alias rather than as constants.
-  std::unordered_map<std::string, int> by_place_;
   std::vector<std::pair<int, const void*>> declared_;  // input value id, tensor identity
   // Values that share storage (views, in-place versions) by their root value;
   // a write to one makes the others stale, and reading a stale one is refused.
