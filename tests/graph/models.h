@@ -12,6 +12,8 @@
 #include "braid/nn/sequential.h"
 #include "braid/ops/ops.h"
 #include "braid/optim/sgd.h"
+#include "braid/tensor/cpu/conv.h"
+#include "braid/tensor/cpu/gemm.h"
 #include "braid/train/models.h"
 #include "braid/train/schema.h"
 
@@ -68,6 +70,22 @@ inline void eager_step(nn::Module& model, optim::Optimizer& opt, const ModelCase
   backward(loss_of(model(x), y));
   opt.step();
 }
+
+// One implementation of each kernel for the whole test: the autotuner may
+// settle differently on shared cores (and on rank threads) than in the eager
+// run, and the tests compare to the bit.
+struct PinnedKernels {
+  PinnedKernels() {
+    cpu::set_default_gemm_backend(cpu::GemmBackend::openblas);
+    cpu::set_default_conv_backend(cpu::ConvBackend::im2col);
+  }
+  ~PinnedKernels() {
+    cpu::set_default_gemm_backend(cpu::GemmBackend::automatic);
+    cpu::set_default_conv_backend(cpu::ConvBackend::automatic);
+  }
+  PinnedKernels(const PinnedKernels&) = delete;
+  PinnedKernels& operator=(const PinnedKernels&) = delete;
+};
 
 // Enough steps on a scratch model for every kernel shape of this model to settle.
 inline void settle_autotuner(const ModelCase& m) {

@@ -8,8 +8,6 @@
 #include "braid/graph/step.h"
 #include "braid/ops/ops.h"
 #include "braid/optim/sgd.h"
-#include "braid/tensor/cpu/conv.h"
-#include "braid/tensor/cpu/gemm.h"
 #include "models.h"
 #include "tests/comm/collectives_util.h"
 
@@ -99,20 +97,6 @@ void check(const ModelCase& m, int ranks, bool by_work) {
     EXPECT_EQ(got.to_vector<float>(), want[i].second.to_vector<float>()) << want[i].first << " on rank " << owner;
   }
 }
-
-// The ranks run as threads, sharing the cores: the kernels' autotuner would
-// measure (and alternate implementations) differently there than in the
-// eager run, so both sides use one implementation of each kernel.
-struct PinnedKernels {
-  PinnedKernels() {
-    cpu::set_default_gemm_backend(cpu::GemmBackend::openblas);
-    cpu::set_default_conv_backend(cpu::ConvBackend::im2col);
-  }
-  ~PinnedKernels() {
-    cpu::set_default_gemm_backend(cpu::GemmBackend::automatic);
-    cpu::set_default_conv_backend(cpu::ConvBackend::automatic);
-  }
-};
 
 TEST(Partition, StagedStepsOverTwoAndThreeRanksEqualEagerSteps) {
   PinnedKernels pinned;

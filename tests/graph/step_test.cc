@@ -22,6 +22,7 @@ std::unique_ptr<optim::Optimizer> optimizer(bool adam, const std::vector<Tensor>
 }
 
 TEST(TrainingStep, CapturedStepsEqualEagerStepsForEveryModelAndOptimizer) {
+  PinnedKernels pinned;
   constexpr int kSteps = 4;
   for (const ModelCase& m : kModels) {
     settle_autotuner(m);
