@@ -29,7 +29,11 @@ void expect_same_iterates(const Result& got, const Result& want, const std::stri
   ASSERT_EQ(got.w.size(), want.w.size());
   double diff = 0, norm = 0;
   for (size_t j = 0; j < want.w.size(); ++j) diff = std::max(diff, std::abs(got.w[j] - want.w[j])), norm = std::max(norm, std::abs(want.w[j]));
-  EXPECT_LE(diff, 1e-8 * norm) << what;
+  // The ranks sum their partial dot products in the all-reduce's order, which
+  // the communicator picks from its measured cost model (so it can change from
+  // machine to machine); over 25 iterations that moves w by a few 1e-8
+  // relative, while a wrong step would move it by far more than 1e-7.
+  EXPECT_LE(diff, 1e-7 * norm) << what;
 }
 
 TEST(FeaturePartition, RunsTheIteratesOfOneProcessLbfgs) {
