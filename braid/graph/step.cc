@@ -23,6 +23,11 @@ Tensor eager_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_f
 // and scalars as inputs, in that order.
 Graph record(nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y,
              std::vector<Tensor>* bindings, const std::function<Tensor()>& step) {
+  if (!opt.updates_through_ops()) {
+    fail<ValueError>("capture: optimizer '{}' updates parameters with its own loops, not registry ops, so a captured "
+                     "step would not contain its update (sgd, adam and adamw can be captured)",
+                     opt.name());
+  }
   Capture cap;
   auto bind = [&](const std::string& name, const Tensor& t) {
     cap.input(name, t);

@@ -22,6 +22,7 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay = false);
   void step() override;
+  bool updates_through_ops() const override { return true; }
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
 
  protected:

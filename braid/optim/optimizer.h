@@ -67,6 +67,10 @@ class Optimizer {
   // that share the parameter. Unset: every parameter is whole here.
   using PartialSums = std::function<void(std::vector<double>& sums, size_t figures)>;
   void set_partial_sums(PartialSums totals) { partial_sums_ = std::move(totals); }
+  // True when step() changes parameters only through registry ops (SGD,
+  // Adam, AdamW), so a captured training step sees the update
+  // (braid/graph/step.h); the others update with their own loops.
+  virtual bool updates_through_ops() const { return false; }
   // False for methods that cannot run on slices of parameters (L-BFGS's
   // full-batch closure evaluates the whole model).
   virtual bool works_on_shards() const { return true; }

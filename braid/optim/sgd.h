@@ -22,6 +22,7 @@ class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
+  bool updates_through_ops() const override { return true; }
   std::string name() const override { return "sgd"; }
 
  protected:

@@ -8,6 +8,7 @@
 #include "braid/graph/work_depth.h"
 #include "braid/ops/ops.h"
 #include "braid/optim/adam.h"
+#include "braid/optim/rmsprop.h"
 #include "braid/optim/sgd.h"
 #include "models.h"
 
@@ -67,6 +68,14 @@ TEST(TrainingStep, CapturedStepsEqualEagerStepsForEveryModelAndOptimizer) {
       }
     }
   }
+}
+
+TEST(TrainingStep, AnOptimizerThatUpdatesOutsideTheRegistryIsRefused) {
+  const ModelCase& m = kModels[0];
+  auto model = build(m);
+  optim::RMSProp opt(model->parameters(), optim::RMSPropOptions{});
+  auto [x, y] = batch(m, 0);
+  EXPECT_THROW(TrainingStep(*model, opt, loss_of, x, y), ValueError);
 }
 
 TEST(TrainingStep, AMetaCaptureLeavesTheModelAndOptimizerAsTheyWere) {

@@ -1,6 +1,7 @@
 // Op-table cases for the conv and pool families (op_table.h).
 #include "braid/ops/conv.h"
 #include "braid/ops/pool.h"
+#include "conv_geometries.h"
 #include "op_table.h"
 
 namespace braid::testing {
@@ -31,21 +32,8 @@ std::string conv_args(const Conv2dOptions& o) {
 
 std::vector<OpCase> conv_cases() {
   Generator gen(51);
-  struct Geometry {
-    Shape x, w;
-    Conv2dOptions opt;
-    bool bias;
-  };
-  const std::vector<Geometry> geometries = {
-      {{2, 1, 9, 9}, {4, 1, 3, 3}, {}, true},
-      {{3, 4, 8, 7}, {6, 4, 3, 2}, {.stride = {2, 1}, .padding = {1, 2}}, true},
-      {{2, 4, 9, 9}, {4, 2, 3, 3}, {.padding = {1, 1}, .dilation = {2, 2}, .groups = 2}, false},
-      {{2, 6, 6, 5}, {6, 1, 3, 3}, {.stride = {2, 2}, .padding = {1, 0}, .groups = 6}, true},
-      {{3, 5, 4, 4}, {7, 5, 1, 1}, {}, true},
-      {{1, 3, 7, 6}, {2, 3, 1, 1}, {.stride = {2, 3}}, false},
-      {{2, 2, 5, 5}, {3, 2, 5, 5}, {.padding = {2, 2}}, true},
-      {{4, 8, 6, 6}, {8, 2, 2, 3}, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {1, 2}, .groups = 4}, true},
-  };
+  using Geometry = ConvGeometry;
+  const std::vector<Geometry>& geometries = conv_geometries();
   std::vector<OpCase> cases;
   for (size_t i = 0; i < geometries.size(); ++i) {
     const Geometry& c = geometries[i];

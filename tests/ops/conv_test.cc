@@ -5,6 +5,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/ops/conv.h"
 #include "braid/tensor/cpu/autotune.h"
+#include "conv_geometries.h"
 #include "torch_oracle.h"
 
 namespace braid {
@@ -15,25 +16,8 @@ using testing::all_close;
 using testing::random_tensor;
 using testing::strided_copy;
 
-struct Case {
-  Shape x, w;
-  Conv2dOptions opt;
-  bool bias;
-};
-
-const std::vector<Case>& cases() {
-  static const std::vector<Case> c = {
-      {{2, 1, 9, 9}, {4, 1, 3, 3}, {}, true},
-      {{3, 4, 8, 7}, {6, 4, 3, 2}, {.stride = {2, 1}, .padding = {1, 2}}, true},
-      {{2, 4, 9, 9}, {4, 2, 3, 3}, {.padding = {1, 1}, .dilation = {2, 2}, .groups = 2}, false},
-      {{2, 6, 6, 5}, {6, 1, 3, 3}, {.stride = {2, 2}, .padding = {1, 0}, .groups = 6}, true},
-      {{3, 5, 4, 4}, {7, 5, 1, 1}, {}, true},
-      {{1, 3, 7, 6}, {2, 3, 1, 1}, {.stride = {2, 3}}, false},
-      {{2, 2, 5, 5}, {3, 2, 5, 5}, {.padding = {2, 2}}, true},
-      {{4, 8, 6, 6}, {8, 2, 2, 3}, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {1, 2}, .groups = 4}, true},
-  };
-  return c;
-}
+using Case = testing::ConvGeometry;
+const std::vector<Case>& cases() { return testing::conv_geometries(); }
 
 // Direct loops in double: y, and dx/dw/db for an output gradient dy.
 struct Naive {
