@@ -27,7 +27,7 @@ import rows_end  # noqa: E402
 import rows_recover  # noqa: E402
 
 ROWS = {**rows_end.ROWS, **rows_recover.ROWS}
-CULPRIT_CHARS = 240  # of the culprit message shown in the table
+CULPRIT_CHARS = 320  # of the culprit message shown in the table
 
 
 def show_logs(job):

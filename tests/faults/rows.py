@@ -63,8 +63,20 @@ def culprit_in(text, rank, what, job=None):
     collective's sequence number, #N) or the wait; RowFailed otherwise."""
     for line in error_lines(text):
         if re.search(names(rank), line) and re.search(r"#\d+|never published|rejected the token", line):
-            return line
+            return brief(line, rank)
     raise RowFailed(f"{what}: no error naming rank {rank} with the op or wait; errors: {error_lines(text)}", job)
+
+
+def brief(line, rank, width=280):
+    """`line` cut to about `width` characters for the table, keeping its start
+    (the op) and the words that name `rank`."""
+    if len(line) <= width:
+        return line
+    m = re.search(names(rank), line)
+    head = line[:width // 2]
+    if m.end() <= width - 2:
+        return line[:width - 2] + " …"
+    return f"{head} … {line[max(m.start() - 40, width // 2):m.end() + 60]} …"
 
 
 def steps_logged(text):

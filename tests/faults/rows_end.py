@@ -82,15 +82,16 @@ def sigstop(ctx):
 
 
 def wrong_token(ctx):
-    """Rank 1's launcher has another BRAID_TOKEN: the store refuses rank 1,
-    and rank 0 waits for it until parallel.join_timeout_s. Timed from the
-    start of the job."""
+    """Rank 1's launcher has another BRAID_TOKEN: the store (served by node
+    0's launcher) refuses rank 1, and rank 0 waits for it until
+    parallel.join_timeout_s. Timed from the refusal, which node 0's launcher
+    logs (process start-up and data loading come before it)."""
     name = "wrong_token"
     prog = train(ctx, f"{ctx.workdir}/{name}", 100000, parallel__join_timeout_s=TIMEOUT)
-    t0 = now()
     job = Job(ctx.braid, ctx.workdir, name).per_rank(
         2, prog, env_of=lambda r: {"BRAID_TOKEN": "not-the-job-token"} if r == 1 else {})
     try:
+        t0 = job.wait_for(r"store: rejecting .*: wrong token", 120)
         seconds, codes = _ended(job, t0)
     finally:
         job.kill()

@@ -1,9 +1,13 @@
-"""Rows the job must recover from: under `braid launch --max-restarts 1` a
-killed or stopped rank's group restarts and resumes from its last checkpoint,
-and a damaged newest checkpoint is refused (named, with the reason) in favour
-of the one before. Each must lose at most one checkpoint interval and finish
-training; the time is from the fault until the resumed group's first step
-(every rank is in an all-reduce again)."""
+"""Rows the job must recover from, losing at most one checkpoint interval
+and finishing training.
+  - Under `braid launch --max-restarts 1` a killed or stopped rank's group
+    ends (the time: from the fault until every rank has exited, the culprit
+    named), then restarts and resumes from its last checkpoint (the outcome
+    says how long after the fault the resumed group took its first step:
+    process start-up, data loading and joining, which no timeout governs).
+  - A damaged newest checkpoint is refused, named with the reason, in favour
+    of the one before (the time: from the start of the resumed run until its
+    first step)."""
 import os
 import re
 import signal
@@ -35,7 +39,8 @@ def restart(ctx, name, fault, launch, victim, sig, steps=300, every=50, at=130, 
     try:
         job.wait_for(rf"\] step {at}/", 120)
         t0 = job.signal_rank(victim, sig)
-        end = job.wait_for(FIRST_STEP_AFTER_RESUME, 2 * TIMEOUT + 60)
+        ended = job.wait_for(r"restarting the group", 2 * TIMEOUT + 60)
+        resumed_at = job.wait_for(FIRST_STEP_AFTER_RESUME, 120)
         _finished(job, steps)
     finally:
         job.kill()
@@ -48,9 +53,9 @@ def restart(ctx, name, fault, launch, victim, sig, steps=300, every=50, at=130, 
         raise RowFailed(f"the fault came after step {hit}, the group resumed at {resumed}: lost {lost} "
                         f"steps, more than the checkpoint interval {every}", job)
     said = culprit(before) if culprit else culprit_in(before, victim, name, job)
-    return Result(name, fault, TIMEOUT, end - t0,
-                  f"recovered at step {resumed} (fault after step {hit}: {lost} of {every} steps lost); finished",
-                  said)
+    return Result(name, fault, TIMEOUT, ended - t0,
+                  f"restarted; training again {resumed_at - t0:.2f} s after the fault, from step {resumed} (fault "
+                  f"after step {hit}: {lost} of {every} steps lost); finished", said)
 
 
 def _launcher_named(rank, how):
