@@ -55,10 +55,11 @@ def short(text):
     return text if len(text) <= CULPRIT_CHARS else text[:CULPRIT_CHARS - 1] + "…"
 
 
-def table(results, markdown):
+def table(results, markdown, workdir):
     head = ["row", "fault", "timeout", "time to end", "outcome", "culprit message"]
-    rows = [[r.row, r.fault, f"{r.timeout:g} s", f"{r.seconds:.2f} s", r.outcome, short(r.culprit)]
-            for r in results]
+    # Paths under the run's temporary folder print as "RUN/...".
+    rows = [[r.row, r.fault, f"{r.timeout:g} s", f"{r.seconds:.2f} s", r.outcome,
+             short(r.culprit.replace(workdir, "RUN"))] for r in results]
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for row in rows:
@@ -100,7 +101,7 @@ def main():
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nfault matrix: {len(passed)} of {len(status)} rows passed in {time.monotonic() - t0:.0f} s\n")
-    print(table(passed, a.markdown))
+    print(table(passed, a.markdown, workdir))
     if "FAIL" in status.values():
         return 1
     return 77 if status and all(s == "SKIP" for s in status.values()) else 0
