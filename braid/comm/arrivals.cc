@@ -191,6 +191,7 @@ std::vector<std::optional<Position>> Arrivals::survey(uint64_t seq, Duration win
       if (n->seq == seq) pos.asked = *n;
       pos.current = *n;
       pos.queued = n->seq;
+      pos.from_notice = true;
       out[peer] = std::move(pos);
     }
   }

@@ -76,6 +76,15 @@ struct CommOptions {
   std::string history_dir{};
 };
 
+// How long a caller waits for a collective it submitted with `timeout`, from
+// when the collective may have started (it was submitted, or the one queued
+// before it on the communicator ended). The collective fails by itself within
+// `timeout` of starting, naming the peer and where every rank stood; a wait
+// that ended at the same moment threw a bare "timed out waiting for rank 0
+// allreduce #54" instead whenever the collective started after the wait did
+// (a gradient bucket queued behind another). This is the backstop past it.
+inline Duration collective_backstop(Duration timeout) { return timeout + std::chrono::seconds(1); }
+
 struct AllreduceOptions {
   Op op = Op::sum;
   Algorithm algorithm = Algorithm::automatic;

@@ -76,10 +76,26 @@ std::exception_ptr Communicator::Impl::fail_collective(uint64_t seq, Clock::time
     } else {
       out = std::make_exception_ptr(PeerError(fmt::format("{}; {}", e.what(), x.text)));
     }
+  } catch (const PeerError& e) {
+    // A lost connection names only the peer this wait was on, which may have
+    // exited because another rank died first (kill -9 of rank 1 in a ring:
+    // rank 2 fails, exits, and rank 0 sees "connection to rank 2 lost"). Say
+    // which op it was and what the survey found: the dead rank does not
+    // answer, and a peer that failed first said why. A size mismatch from
+    // a transport lands here too; that is usually a desync.
+    const Explanation x = ask();
+    if (x.desync) {
+      out = std::make_exception_ptr(DesyncError(fmt::format("{} failed: {} [{}]", work.what(), x.text, e.what())));
+    } else {
+      std::string first;
+      if (auto n = arrivals.peer_failure(); n && !n->op.error.empty())
+        first = fmt::format("; rank {} reported that it failed: {}", n->peer, n->op.error);
+      out = std::make_exception_ptr(PeerError(fmt::format("{} failed: {}; {}{}", work.what(), e.what(), x.text, first)));
+    }
   } catch (const Error& e) {
-    // A size mismatch (PeerError from a transport, ValueError from the
-    // shared-memory arena's own check) is what a desync usually looks like
-    // from inside a collective. Anything else keeps its own type and words.
+    // A size mismatch from the shared-memory arena's own check (ValueError)
+    // is what a desync usually looks like from inside a collective. Anything
+    // else keeps its own type and words.
     const Explanation x = ask();
     if (x.desync)
       out = std::make_exception_ptr(DesyncError(fmt::format("{} failed: {} [{}]", work.what(), x.text, e.what())));

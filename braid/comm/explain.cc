@@ -12,6 +12,9 @@ namespace {
 
 // "rank 3 never started #17; its last finished op is #16 allreduce (4 MiB f32 sum)[, and it is still in ...]"
 std::string behind_sentence(int r, uint64_t seq, const Position& p) {
+  // A notice tells only where the rank failed ("it has finished no collective
+  // yet" would be a guess, and wrong).
+  if (p.from_notice) return fmt::format("rank {} failed at {} before #{}", r, p.current.name(), seq);
   std::string s = fmt::format("rank {} never started #{}", r, seq);
   if (p.queued >= seq) s += fmt::format(" (it has called it: #{} is queued)", seq);
   s += p.last_done.empty() ? "; it has finished no collective yet"

@@ -75,6 +75,9 @@ struct Position {
   OpRecord current;    // the last op it started (running, done or failed)
   OpRecord last_done;  // the last op it finished successfully
   uint64_t queued = 0; // the highest sequence number it has been called with
+  // Known only from the rank's notice that it failed `current` (it did not
+  // answer): what it finished before is unknown.
+  bool from_notice = false;
 };
 
 class History {

@@ -185,10 +185,12 @@ void BucketedAllreduce::finish() {
     }
   }
   while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++], /*background=*/false);  // waited for below
-  const Deadline deadline = Deadline::after(options_.timeout);
+  // Buckets run one after another on the communicator, each timing itself
+  // out from its own start: a deadline per bucket, from when the one before
+  // it ended, lets a bucket's own error (which names the peer) come first.
   for (Bucket& b : buckets_) {
     try {
-      b.work.wait(deadline);
+      b.work.wait(Deadline::after(comm::collective_backstop(options_.timeout)));
     } catch (const TimeoutError& e) {
       fail<TimeoutError>("rank {}: data-parallel gradient all-reduce did not finish: {}", comm_.rank(), e.what());
     }

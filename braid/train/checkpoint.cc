@@ -69,6 +69,24 @@ uint32_t file_crc(const std::string& path) {
   return crc;
 }
 
+// CRC-32 of the sidecar's compact JSON without its own CRC. The tensor file
+// carries a CRC and the sidecar repeats it, but the sidecar itself (step,
+// epoch, batch, RNG offset, optimizer scalars) was trusted as read: a step
+// edited by hand or a damaged digit resumed silently at the wrong place.
+uint32_t sidecar_crc(nlohmann::json side) {
+  side.erase("sidecar_crc32");
+  const std::string text = side.dump();
+  return crc32({reinterpret_cast<const std::byte*>(text.data()), text.size()});
+}
+
+// The step a stem names ("<dir>/ckpt-00001200" -> 1200), if it has that form.
+std::optional<int64_t> stem_step(const std::string& stem) {
+  const std::string n = fs::path(stem).filename().string();
+  if (n.size() != 13 || !n.starts_with("ckpt-")) return std::nullopt;
+  if (!std::all_of(n.begin() + 5, n.end(), ::isdigit)) return std::nullopt;
+  return std::stoll(n.substr(5));
+}
+
 // The model's tensors as "<model_prefix><name>", the optimizer's as
 // "optim.<i>.<buffer>", in one safetensors file written atomically.
 void write_tensors(const std::string& path, const Checkpoint& ckpt, const std::string& model_prefix,
@@ -108,16 +126,25 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt) {
                          {"config", ckpt.config},
                          {"extra", ckpt.extra},
                          {"tensors_crc32", file_crc(stem + ".safetensors")}};
+  side["sidecar_crc32"] = sidecar_crc(side);
   write_file_atomic(stem + ".json", side.dump(2) + "\n");
 }
 
 nlohmann::json read_checkpoint_sidecar(const std::string& stem) {
   const std::string path = stem + ".json";
+  nlohmann::json side;
   try {
-    return nlohmann::json::parse(read_text(path));
+    side = nlohmann::json::parse(read_text(path));
   } catch (const nlohmann::json::exception& e) {
     fail<IoError>("checkpoint sidecar {} is corrupt: {}", path, e.what());
   }
+  const auto want = side.is_object() ? side.find("sidecar_crc32") : side.end();
+  if (want == side.end() || !want->is_number_unsigned())
+    fail<IoError>("checkpoint sidecar {} has no sidecar_crc32: altered, or written by an older braid", path);
+  if (const uint32_t got = sidecar_crc(side); got != want->get<uint32_t>())
+    fail<IoError>("checkpoint sidecar {} does not match its own crc32 ({:08x}, recorded {:08x}): altered", path, got,
+                  want->get<uint32_t>());
+  return side;
 }
 
 Checkpoint load_checkpoint(const std::string& stem) {
@@ -132,6 +159,9 @@ Checkpoint load_checkpoint(const std::string& stem) {
                     st_path, got, want);
     }
     c.step = side.at("step").get<int64_t>();
+    if (const auto named = stem_step(stem); named && *named != c.step)
+      fail<IoError>("checkpoint sidecar {} says step {} but its name says {}: renamed or altered", side_path, c.step,
+                    *named);
     c.epoch = side.at("epoch").get<int64_t>();
     c.batch = side.at("batch").get<int64_t>();
     const auto& r = side.at("rng");

@@ -7,12 +7,15 @@
 //                                     (CRC-32 of the data in its metadata)
 //   <dir>/ckpt-00001200.json          {"step", "epoch", "batch", "rng",
 //                                      "optimizer" (scalars), "config",
-//                                      "tensors_crc32", "extra"}
+//                                      "tensors_crc32", "extra",
+//                                      "sidecar_crc32"}
 //
 // Both are written atomically (temp + fsync + rename), tensors first: the
 // sidecar is the commit record, so a crash mid-write leaves the previous
 // checkpoint the latest complete one. The sidecar repeats the tensor file's
-// CRC, so a sidecar paired with another step's tensors is refused too.
+// CRC, so a sidecar paired with another step's tensors is refused too; its
+// own CRC (of its compact JSON without that field) and the step in its name
+// refuse a sidecar that was altered or renamed.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -54,7 +57,7 @@ Checkpoint load_checkpoint(const std::string& stem);
 
 // The parsed sidecar of the checkpoint with stem `stem`, without reading or
 // verifying its tensors (for looking across many shards cheaply). IoError
-// naming the file when it is missing or not JSON.
+// naming the file when it is missing, not JSON, or fails its own CRC.
 nlohmann::json read_checkpoint_sidecar(const std::string& stem);
 
 // Writes the whole model and its optimizer state as ONE safetensors file for

@@ -109,6 +109,10 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.timeout_s", .type = T::Float, .default_value = 300.0,
          .help = "seconds any collective may wait for a peer before failing with the missing rank's name",
          .min = 0.1});
+  s.add({.name = "parallel.join_timeout_s", .type = T::Float, .default_value = 60.0,
+         .help = "seconds joining the job may take (reaching the store, every rank publishing its address, "
+                 "connecting); a timeout names the ranks that never came",
+         .min = 0.1});
 }
 
 void add_ps_keys(Schema& s) {

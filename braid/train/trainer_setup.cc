@@ -247,6 +247,8 @@ parallel::ProcessGroupOptions process_group_options(const Config& c) {
   return {.transport = c.get_string("parallel.transport"),
           .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
           .timeout = std::chrono::duration_cast<Duration>(timeout),
+          .join_timeout = std::chrono::duration_cast<Duration>(
+              std::chrono::duration<double>(c.get_float("parallel.join_timeout_s"))),
           .history_dir = c.get_string("train.out_dir") + "/history"};
 }
 

@@ -177,6 +177,11 @@ TEST(Explain, NamesRanksThatNeverStartedAndRanksThatDidNotAnswer) {
       << x.text;
   EXPECT_NE(x.text.find("rank 2 did not answer"), std::string::npos) << x.text;
   EXPECT_EQ(explain(7, {ahead, ahead}).text, "every rank arrived at #7");
+  // Known only from its notice (it failed #6 and is gone): where it failed,
+  // and no guess about what it finished.
+  Position noticed{.asked = {}, .current = at(6, "allreduce", OpState::failed), .last_done = {}, .queued = 6,
+                   .from_notice = true};
+  EXPECT_EQ(explain(7, {ahead, noticed}).text, "rank 1 failed at allreduce #6 (4 bytes f32 sum) before #7");
 }
 
 }  // namespace

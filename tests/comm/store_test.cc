@@ -140,6 +140,26 @@ TEST(StoreConnect, UnreachableServerTimesOut) {
   EXPECT_LT(seconds_since(t0), 2.0);
 }
 
+// A rank that never publishes (it never started, or the store refused its
+// token): the others' timeout names it as a rank, not as a store key.
+TEST_F(StoreFixture, ExchangeTimeoutNamesTheRanksThatNeverCame) {
+  Store s0(opts()), s1(opts());
+  std::thread one([&] {
+    try {
+      exchange(s1, "job/tcp", 1, 4, "host1", Deadline::after(300ms));
+    } catch (const TimeoutError&) {
+    }
+  });
+  try {
+    exchange(s0, "job/tcp", 0, 4, "host0", Deadline::after(300ms));
+    FAIL() << "exchange completed without ranks 2 and 3";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0: ranks [2, 3] never published 'job/tcp'"), std::string::npos)
+        << e.what();
+  }
+  one.join();
+}
+
 TEST_F(StoreFixture, ExchangeAndAgreeConfig) {
   const int n = 3;
   std::vector<std::vector<std::string>> got(n);

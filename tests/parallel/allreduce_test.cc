@@ -2,6 +2,8 @@
 // for K SGD steps must give the parameters of 1 process x batch N*b.
 #include <gtest/gtest.h>
 
+#include <latch>
+#include <thread>
 
 #include "braid/base/rng.h"
 #include "braid/base/thread_pool.h"
@@ -130,6 +132,47 @@ TEST(Allreduce, BuffersFollowRankZeroLikeDdp) {
     got[static_cast<size_t>(rank)] = running.to_vector<double>();
   });
   for (const auto& v : got) EXPECT_EQ(v, std::vector<double>(4, 10.0));
+}
+
+// Rank 1 joins bucket 0 late (600 ms) and never joins bucket 1, staying alive.
+// Bucket 1 starts on rank 0 only when bucket 0 ends, after finish() began
+// waiting; its own timeout (1 s from its start) must be what rank 0 reports,
+// naming rank 1, not a bare "timed out waiting for rank 0 allreduce #K" from a
+// wait whose deadline ran from finish()'s start.
+TEST(Allreduce, ABucketQueuedBehindASlowOneReportsItsOwnTimeout) {
+  struct Rank1Hook : BucketHook {
+    comm::Work run(comm::Communicator& comm, const GradBucket& bucket, bool background) override {
+      if (bucket.index != 0) return comm::Work::completed();
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      return comm.allreduce({bucket.flat.raw_data(), static_cast<size_t>(bucket.flat.numel()), bucket.flat.dtype()},
+                            {.op = comm::Op::avg, .algorithm = comm::Algorithm::ring, .background = background});
+    }
+  };
+  std::string message;
+  std::latch rank0_done(1);
+  on_ranks(2, [&](int rank, comm::Communicator comm) {
+    Model m(7);
+    BucketedAllreduce s(comm, {.bucket_bytes = 64, .algorithm = comm::Algorithm::ring, .timeout = std::chrono::seconds(1)},
+                        rank == 1 ? std::make_unique<Rank1Hook>() : nullptr);
+    s.setup(m.params, {}, {});
+    ASSERT_GE(s.bucket_count(), 2u);
+    connect_grad_hooks(s, m.params);
+    Generator g(3);
+    backward(m.loss(randn({2, kIn}, g), randn({2, kOut}, g)));
+    if (rank == 1) {
+      s.finish();
+      rank0_done.wait();  // alive, answering rank 0's questions
+      return;
+    }
+    try {
+      s.finish();
+    } catch (const TimeoutError& e) {
+      message = e.what();
+    }
+    rank0_done.count_down();
+  });
+  EXPECT_NE(message.find("timed out after"), std::string::npos) << message;
+  EXPECT_NE(message.find("waiting for rank 1; rank 1 never started"), std::string::npos) << message;
 }
 
 TEST(Allreduce, RanksThatDisagreeAreNamed) {

@@ -98,6 +98,58 @@ TEST(Checkpoint, TruncatedOrAlteredIsRefusedAndPreviousStaysLoadable) {
   EXPECT_FALSE(load_latest_checkpoint(dir.str()).has_value());
 }
 
+// The sidecar holds where training resumes (step, epoch, batch, RNG offset);
+// a valid-JSON edit of it used to load as written.
+TEST(Checkpoint, AlteredOrRenamedSidecarIsRefused) {
+  TempDir dir;
+  save_checkpoint(dir.str(), make_checkpoint(10, 1.0f));
+  save_checkpoint(dir.str(), make_checkpoint(20, 2.0f));
+  const std::string side = checkpoint_stem(dir.str(), 20) + ".json";
+  std::string text;
+  {
+    std::ifstream in(side);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = text.find("\"step\": 20");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string edited = text;
+  edited.replace(at, 10, "\"step\": 21");
+  std::ofstream(side) << edited;
+  try {
+    load_checkpoint(checkpoint_stem(dir.str(), 20));
+    FAIL() << "an altered sidecar loaded";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("ckpt-00000020.json does not match its own crc32"), std::string::npos)
+        << e.what();
+  }
+  std::vector<std::string> skipped;
+  EXPECT_EQ(load_latest_checkpoint(dir.str(), &skipped)->step, 10);
+  ASSERT_EQ(skipped.size(), 1u);
+
+  // Without its CRC (removed along with an edit): refused, saying so.
+  nlohmann::json without = nlohmann::json::parse(text);
+  without.erase("sidecar_crc32");
+  std::ofstream(side) << without.dump(2);
+  try {
+    read_checkpoint_sidecar(checkpoint_stem(dir.str(), 20));
+    FAIL() << "a sidecar without its crc32 was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no sidecar_crc32"), std::string::npos) << e.what();
+  }
+
+  // Intact, but under another step's name.
+  std::ofstream(side) << text;
+  EXPECT_EQ(load_checkpoint(checkpoint_stem(dir.str(), 20)).step, 20);
+  for (const char* ext : {".json", ".safetensors"})
+    fs::copy_file(checkpoint_stem(dir.str(), 20) + ext, checkpoint_stem(dir.str(), 30) + ext);
+  try {
+    load_checkpoint(checkpoint_stem(dir.str(), 30));
+    FAIL() << "a renamed checkpoint loaded";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("says step 20 but its name says 30"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Checkpoint, TensorsWithoutSidecarAreNotACheckpoint) {
   TempDir dir;
   save_checkpoint(dir.str(), make_checkpoint(5, 1.0f));

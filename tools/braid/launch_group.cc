@@ -211,6 +211,10 @@ GroupResult run_group(const GroupSpec& spec) {
     for (auto& c : kids) {
       if (!c.running) continue;
       ::kill(-c.pid, SIGTERM);
+      // A stopped rank (SIGSTOP, a debugger detached badly) keeps SIGTERM
+      // pending until it runs again, so without SIGCONT it lived on until the
+      // SIGKILL after --stop-grace; the shell's `kill` continues jobs the same way.
+      ::kill(-c.pid, SIGCONT);
       result.stopped.push_back(c.rank);
     }
   };

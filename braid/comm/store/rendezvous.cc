@@ -21,7 +21,27 @@ std::vector<std::string> exchange(Store& store, const std::string& prefix, int r
   BRAID_CHECK(rank >= 0 && rank < size, "rank {} of {}", rank, size);
   auto keys = keys_for(prefix, size);
   store.set(keys[rank], mine, d);
-  store.wait(keys, d);
+  const auto t0 = Clock::now();
+  try {
+    store.wait(keys, d);
+  } catch (const TimeoutError& e) {
+    // The store names keys; the reader wants ranks (a rank that never started,
+    // crashed early, or was refused for a wrong token, which only its own
+    // output and the store's log show).
+    std::vector<int> missing;
+    const Deadline look = Deadline::after(std::chrono::seconds(1));
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;  // published above
+      try {
+        if (!store.try_get(keys[r], look)) missing.push_back(r);
+      } catch (const Error&) {
+        missing.push_back(r);
+      }
+    }
+    fail<TimeoutError>("rank {}: ranks [{}] never published '{}' within {} (not started, failed before joining, or "
+                       "refused by the store: check their output and BRAID_TOKEN) [{}]",
+                       rank, fmt::join(missing, ", "), prefix, format_duration(Clock::now() - t0), e.what());
+  }
   std::vector<std::string> values;
   values.reserve(size);
   for (const auto& k : keys) values.push_back(store.get(k, d));

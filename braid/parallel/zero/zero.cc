@@ -232,7 +232,9 @@ void ZeroSync::launch(Unit& u, size_t b) {
 void ZeroSync::finish_reduction(Unit& u) {
   if (!u.launched) return;
   try {
-    u.reduce.wait(Deadline::after(o_.timeout));
+    // Units reduce one after another: this one may have started after the
+    // wait did, and its own error (naming the peer) should come first.
+    u.reduce.wait(Deadline::after(comm::collective_backstop(o_.timeout)));
   } catch (const TimeoutError& e) {
     fail<TimeoutError>("rank {}: ZeRO stage {} gradient reduce-scatter on the data axis did not finish: {}",
                        comm_.rank(), o_.stage, e.what());
