@@ -17,14 +17,16 @@ namespace {
 
 constexpr const char* kCrcKey = "braid.crc32";
 constexpr uint64_t kMaxHeader = 100 << 20;  // bytes; the limit Python's reader uses
+constexpr size_t kMaxDims = 64;             // a tensor's dimensions
 
+// Elements of `shape`, or -1 when a dimension is negative or the product
+// (times 8, the widest dtype, so byte sizes fit too) overflows 63 bits.
 int64_t checked_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) return -1;
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   }
-  return n;
+  return n > (int64_t{1} << 60) ? -1 : n;
 }
 
 // The header's length, the first 8 bytes little-endian; IoError naming the
@@ -136,6 +138,7 @@ File parse(std::span<const std::byte> bytes, const std::string& name) {
       size_t size = dtype_size(t.dtype);
       int64_t numel = checked_numel(t.shape);
       if (size == 0) fail<IoError>("{}: tensor {} has unknown dtype '{}'", name, key, t.dtype);
+      if (t.shape.size() > kMaxDims) fail<IoError>("{}: tensor {} has {} dimensions (at most {})", name, key, t.shape.size(), kMaxDims);
       if (off.size() != 2 || off[0] > off[1] || numel < 0 || off[1] - off[0] != static_cast<uint64_t>(numel) * size) {
         fail<IoError>("{}: corrupt safetensors header: tensor {} has offsets {} for shape {} of {}", name, key, off,
                       t.shape, t.dtype);

@@ -127,6 +127,7 @@ Joined join_job(const Env& env, const JoinOptions& o) {
   if (j.transport_name != "mpi") rendezvous(j, d);
   TransportOptions to = transport_options(j.env);
   if (o.tcp_streams > 0) to.tcp_streams = o.tcp_streams;
+  if (o.max_message > 0) to.max_message = o.max_message;
   to.connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout);
   j.transport = make_transport(j.transport_name, j.store.get(), to);
   logging::debug("rank {}: joined a group of {} ranks over {} (from {})", env.rank, env.size, j.transport_name,

@@ -29,6 +29,9 @@ struct JoinOptions {
   std::string transport = "auto";
   // tcp connections per peer; 0: the environment's (BRAID_TCP_STREAMS, else 1).
   int tcp_streams = 0;
+  // tcp, shm: bound on what a peer's early messages may make us buffer
+  // (bytes; transport.h); 0: kDefaultMaxMessage.
+  size_t max_message = 0;
   // Bound on each step of joining: the broadcast under mpirun, reaching the
   // store, and the transport's connections.
   Duration timeout = std::chrono::seconds(60);

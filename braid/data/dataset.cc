@@ -2,12 +2,6 @@
 
 namespace braid::data {
 
-void check_index(int64_t index, int64_t size, const char* what) {
-  if (index < 0 || index >= size) {
-    fail<IndexError>("{}: example index {} out of range [0, {})", what, index, size);
-  }
-}
-
 Example Dataset::get(int64_t index) const {
   check_index(index, size(), "Dataset::get");
   ExampleSpec s = spec();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 
+#include "braid/base/error.h"
 #include "braid/tensor/tensor.h"
 
 namespace braid::data {
@@ -48,6 +49,12 @@ class Dataset {
 };
 
 // Throws IndexError unless 0 <= index < size (`what` names the dataset).
-void check_index(int64_t index, int64_t size, const char* what);
+// Inline, so the file-format readers need nothing of the tensor library (the
+// fuzz harnesses, fuzz/, build them alone).
+inline void check_index(int64_t index, int64_t size, const char* what) {
+  if (index < 0 || index >= size) {
+    fail<IndexError>("{}: example index {} out of range [0, {})", what, index, size);
+  }
+}
 
 }  // namespace braid::data

@@ -28,8 +28,10 @@ IdxArray parse_idx(const std::vector<std::byte>& b, const std::string& name) {
     size_t at = 4 + 4 * d;
     int64_t n = (int64_t{byte(at)} << 24) | (byte(at + 1) << 16) | (byte(at + 2) << 8) | byte(at + 3);
     out.dims.push_back(n);
+    // Checked before multiplying: 2^40 times a u32 dimension overflows int64.
+    if (n != 0 && count > (int64_t{1} << 40) / n)
+      fail<IoError>("{}: implausible IDX dimension {} at byte {}", name, n, at);
     count *= n;
-    if (count > (int64_t{1} << 40)) fail<IoError>("{}: implausible IDX dimension {} at byte {}", name, n, at);
   }
   size_t payload = b.size() - header;
   if (payload < static_cast<size_t>(count)) {
@@ -39,8 +41,9 @@ IdxArray parse_idx(const std::vector<std::byte>& b, const std::string& name) {
   if (payload > static_cast<size_t>(count)) {
     fail<IoError>("{}: IDX file has {} unexpected trailing bytes at byte {}", name, payload - count, header + count);
   }
-  out.values.resize(static_cast<size_t>(count));
-  std::memcpy(out.values.data(), b.data() + header, out.values.size());
+  // A copy, not memcpy: an empty array's data() may be null, which memcpy must not get even for 0 bytes.
+  const auto* values = reinterpret_cast<const uint8_t*>(b.data() + header);
+  out.values.assign(values, values + count);
   return out;
 }
 

@@ -15,7 +15,7 @@ std::unique_ptr<ProcessGroup> ProcessGroup::join(const ProcessGroupOptions& opti
     group->joined_.transport = comm::InprocWorld::create(1)->transport(0);
   } else {
     group->joined_ = comm::join_job(env, {.transport = options.transport, .tcp_streams = options.tcp_streams,
-                                          .timeout = options.join_timeout});
+                                          .max_message = options.max_message, .timeout = options.join_timeout});
     logging::info("joined a group of {} ranks over {}", env.size, group->joined_.transport_name);
   }
   group->comm_ = comm::Communicator(group->joined_.transport, comm_options);

@@ -16,6 +16,8 @@ struct ProcessGroupOptions {
   std::string transport = "auto";
   // tcp connections per peer; 0: BRAID_TCP_STREAMS, else 1.
   int tcp_streams = 0;
+  // tcp, shm: bound on a peer's early messages (bytes; comm/transport/transport.h); 0: the default.
+  size_t max_message = 0;
   Duration timeout = std::chrono::seconds(300);  // per collective
   Duration join_timeout = std::chrono::seconds(60);
   // Where the communicators dump their histories when a collective fails

@@ -84,7 +84,9 @@ void PsConfig::validate(int workers) const {
     fail<ConfigError>("the parameter servers' barrier must be in [0, workers = {}], got {}", workers, barrier);
   if (barrier > 0 && consistency != Consistency::ssp)
     fail<ConfigError>("a partial barrier of {} workers needs ssp consistency (got {})", barrier, to_string(consistency));
-  if (!(timeout_s > 0)) fail<ConfigError>("the parameter-server timeout must be > 0 s, got {}", timeout_s);
+  // Bounded above so that it converts to nanoseconds without overflow (a year).
+  if (!(timeout_s > 0 && timeout_s <= 3.2e7))
+    fail<ConfigError>("the parameter-server timeout must be in (0, 3.2e7] s, got {}", timeout_s);
   if (checkpoint_every < 0) fail<ConfigError>("ps.checkpoint_every must be >= 0, got {}", checkpoint_every);
   codec.validate();
   // PowerSGD shares Q between workers through all-reduces and needs the

@@ -33,13 +33,18 @@ Bytes text_bytes(const std::string& msg) {
 
 void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
   nlohmann::json j;
+  std::string text;
+  int64_t total = 0;
   try {
     j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+    text = j.at("config").dump();
+    total = j.at("dense_total").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(fmt::format("{}: worker {} sent a malformed hello: {}", who(), worker, e.what()));
   }
-  const std::string text = j.at("config").dump();
-  const int64_t total = j.at("dense_total").get<int64_t>();
+  // 2^48 values (1 PiB) is past any model, and keeps DenseLayout's total * server from overflowing.
+  if (total < 0 || total > (int64_t{1} << 48))
+    throw ValueError(fmt::format("{}: worker {} sent a hello for {} dense values", who(), worker, total));
   if (config) {
     if (text != config_text || total != dense_total)
       throw ValueError(fmt::format("{}: worker {} disagrees with the first worker on the parameter-server "
@@ -49,14 +54,19 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
   }
   PsConfig c = PsConfig::from_json(j.at("config"));
   c.validate(o.workers);
+  std::unique_ptr<comm::codec::Codec> hello_codec = comm::codec::make_codec(c.codec);
+  const DenseLayout layout(total, o.servers);
+  auto hello_shard = std::make_unique<Shard>(c, layout.size(index), o.max_shard_bytes);  // refuses a model past the bound
+  // Nothing above changed the server, so a refused hello leaves it without a
+  // configuration (and the next worker's hello may still set one).
   config = c;
   config_text = text;
-  codec = comm::codec::make_codec(c.codec);
+  codec = std::move(hello_codec);
   timeout_ns = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.timeout_s)).count();
+  shard = std::move(hello_shard);
   dense_total = total;
-  const DenseLayout layout(total, o.servers);
-  shard = std::make_unique<Shard>(c, layout.size(index));
   if (!c.checkpoint_dir.empty() && c.resume) resume_shard(layout);
+  shard->set_max_bytes(o.max_shard_bytes);  // a resharded one was built without it
   logging::info("{}: {} dense values [{}, {}), consistency {}, updater {}", who(), layout.size(index),
                 layout.begin(index), layout.end(index), to_string(c.consistency), c.updater.name);
 }
@@ -122,12 +132,20 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       std::memcpy(out.data(), shard->weights().data(), out.size());
       break;
     case Op::define_table: {
-      const auto j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
-      shard->define_table(h.table, j.at("dim").get<int64_t>(), j.at("init_std").get<double>());
+      int64_t dim = 0;
+      double init_std = 0;
+      try {
+        const auto j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
+        dim = j.at("dim").get<int64_t>();
+        init_std = j.at("init_std").get<double>();
+      } catch (const nlohmann::json::exception& e) {
+        throw ValueError(fmt::format("{}: worker {} sent a malformed define_table: {}", who(), worker, e.what()));
+      }
+      shard->define_table(h.table, dim, init_std);
       break;
     }
     case Op::push_sparse:
-      push_sparse(h, view<uint64_t>(payload, 0, h.count), floats(h.count * 8, (payload.size() - h.count * 8) / 4));
+      push_sparse(worker, h, view<uint64_t>(payload, 0, h.count), floats(h.count * 8, (payload.size() - h.count * 8) / 4));
       break;
     case Op::pull_sparse: {
       wait_gate(lock, worker, h.clock, /*dense=*/false);
@@ -163,14 +181,21 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
   };
   if (h.op != Op::hello && !config)
     throw ValueError(fmt::format("{}: worker {} sent {} before hello", who(), worker, op_name(h.op)));
+  // Clocks count steps: one past 2^62 is a corrupt or hostile header (and would overflow clock + 1).
+  if ((h.op == Op::push_dense || h.op == Op::push_sparse) && (h.clock < 0 || h.clock >= (int64_t{1} << 62)))
+    throw ValueError(fmt::format("{}: worker {} pushed clock {}", who(), worker, h.clock));
+  // Compared by counts, not count * 4: a count near 2^62 would wrap to the right byte size.
+  const bool dense_count = shard && h.count == static_cast<uint64_t>(shard->dense_size());
   switch (h.op) {
     case Op::hello:
     case Op::define_table:
       if (h.bytes > kMaxJsonBytes) break;
       return h.bytes;
-    case Op::init_dense:
+    case Op::init_dense:  // always raw f32
+      if (!dense_count || h.bytes != dense()) break;
+      return h.bytes;
     case Op::push_dense:
-      if (h.count * 4 != dense()) break;
+      if (!dense_count) break;
       // Encoded: no codec's message exceeds 8 bytes a value (top-k at ratio 1) plus a header.
       if (codec ? h.bytes > 2 * dense() + 4096 : h.bytes != dense()) break;
       return h.bytes;
@@ -179,12 +204,18 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
       if (h.bytes != 0) break;
       return 0;
     case Op::push_sparse:
-      if (h.count > kMaxKeys || h.bytes != h.count * 8 + h.count * dim() * 4) break;
+    case Op::pull_sparse: {
+      // dim() <= kMaxTableDim and count <= kMaxKeys: no product here overflows.
+      if (h.count > kMaxKeys) break;
+      const uint64_t values = h.count * dim() * 4;  // the push's gradient or the pull's reply
+      if (h.bytes != h.count * 8 + (h.op == Op::push_sparse ? values : 0)) break;
+      if (h.bytes > o.max_message || values > o.max_message) {
+        throw ValueError(fmt::format("{}: worker {} sent {} of {} keys ({} bytes of rows), past the server's limit of "
+                                     "{} bytes a message", who(), worker, op_name(h.op), h.count, values,
+                                     o.max_message));
+      }
       return h.bytes;
-    case Op::pull_sparse:
-      if (h.count > kMaxKeys || h.bytes != h.count * 8) break;
-      dim();
-      return h.bytes;
+    }
     default:
       throw ValueError(fmt::format("{}: worker {} sent unknown op {}", who(), worker, static_cast<uint32_t>(h.op)));
   }

@@ -29,6 +29,12 @@ struct ServerOptions {
   int servers = 1;
   int workers = 1;
   Duration timeout = std::chrono::seconds(300);
+  // Bounds on what workers' requests may make the server allocate (bytes):
+  // the shard (dense range and sparse rows, each with its updater state) and
+  // one request's payload or reply. A request past them is refused with the
+  // reason and its worker dropped (docs/reliability.md, "Hostile bytes").
+  uint64_t max_shard_bytes = uint64_t{64} << 30;
+  uint64_t max_message = uint64_t{4} << 30;
 };
 
 struct ServerStats {

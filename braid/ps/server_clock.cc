@@ -150,6 +150,7 @@ void Server::Impl::complete_clocks() {
     }
     ++stats.updates;
     applied_clock = it->first + 1;
+    pending_bytes -= p.bytes;
     pending.erase(it);
     maybe_checkpoint();
   }
@@ -166,6 +167,23 @@ void Server::Impl::flush_softsync() {
   maybe_checkpoint();
 }
 
+PendingClock& Server::Impl::pending_clock(int worker, const RequestHeader& h) {
+  if (auto it = pending.find(h.clock); it != pending.end()) return it->second;
+  PendingClock fresh;
+  charge_pending(worker, h, fresh, 256);  // the map node and the set of workers
+  return pending.emplace(h.clock, std::move(fresh)).first->second;
+}
+
+void Server::Impl::charge_pending(int worker, const RequestHeader& h, PendingClock& p, uint64_t cost) {
+  if (pending_bytes > o.max_shard_bytes || cost > o.max_shard_bytes - pending_bytes) {
+    fail<ValueError>("{}: worker {} pushed clock {} while clock {} is the oldest not applied; the gradients waiting "
+                     "for slower workers would take more than {} bytes (ServerOptions::max_shard_bytes)",
+                     who(), worker, h.clock, applied_clock, o.max_shard_bytes);
+  }
+  pending_bytes += cost;
+  p.bytes += cost;
+}
+
 void Server::Impl::push_dense(int worker, const RequestHeader& h, std::span<const float> g) {
   WorkerState& w = workers[static_cast<size_t>(worker)];
   w.clock = std::max(w.clock, h.clock + 1);
@@ -178,8 +196,11 @@ void Server::Impl::push_dense(int worker, const RequestHeader& h, std::span<cons
         ++stats.dropped;  // a backup worker's late gradient
         return;
       }
-      PendingClock& p = pending[h.clock];
-      if (p.dense.empty()) p.dense.assign(g.size(), 0.0f);
+      PendingClock& p = pending_clock(worker, h);
+      if (p.dense.empty()) {
+        charge_pending(worker, h, p, g.size() * sizeof(float));
+        p.dense.assign(g.size(), 0.0f);
+      }
       for (size_t i = 0; i < g.size(); ++i) p.dense[i] += g[i];
       p.pushed.insert(worker);
       p.lr = h.lr;
@@ -206,7 +227,8 @@ void Server::Impl::push_dense(int worker, const RequestHeader& h, std::span<cons
   }
 }
 
-void Server::Impl::push_sparse(const RequestHeader& h, std::span<const uint64_t> keys, std::span<const float> g) {
+void Server::Impl::push_sparse(int worker, const RequestHeader& h, std::span<const uint64_t> keys,
+                               std::span<const float> g) {
   const int table = h.table;
   const auto dim = static_cast<size_t>(shard->table(table).dim);
   if (config->consistency == Consistency::bsp) {
@@ -214,11 +236,15 @@ void Server::Impl::push_sparse(const RequestHeader& h, std::span<const uint64_t>
       ++stats.dropped;
       return;
     }
-    auto& rows = pending[h.clock].rows[table];
+    PendingClock& p = pending_clock(worker, h);
+    auto& rows = p.rows[table];
     for (size_t i = 0; i < keys.size(); ++i) {
-      auto& acc = rows[keys[i]];
-      if (acc.empty()) acc.assign(dim, 0.0f);
-      for (size_t j = 0; j < dim; ++j) acc[j] += g[i * dim + j];
+      auto it = rows.find(keys[i]);
+      if (it == rows.end()) {
+        charge_pending(worker, h, p, dim * sizeof(float) + 64);  // the sum and its map entry
+        it = rows.emplace(keys[i], std::vector<float>(dim, 0.0f)).first;
+      }
+      for (size_t j = 0; j < dim; ++j) it->second[j] += g[i * dim + j];
     }
     return;
   }

@@ -42,6 +42,7 @@ struct PendingClock {
   std::set<int> pushed;
   std::map<int, std::unordered_map<uint64_t, std::vector<float>>> rows;  // table -> key -> summed gradient
   double lr = 0;
+  uint64_t bytes = 0;  // its share of Impl::pending_bytes
 };
 
 struct Server::Impl {
@@ -65,6 +66,9 @@ struct Server::Impl {
   int64_t applied_clock = 0;  // bsp: clocks applied; else the newest clock pushed
   int64_t start_clock = 0;    // where every worker starts: the recovered checkpoint's clock, else 0
   std::map<int64_t, PendingClock> pending;
+  // What `pending` holds (bytes, approximately), bounded by o.max_shard_bytes:
+  // a worker far ahead of the others (or claiming clocks far ahead) makes it grow.
+  uint64_t pending_bytes = 0;
   std::vector<float> soft_sum;  // softsync accumulation
   int64_t soft_count = 0;
   double soft_lr = 0;
@@ -113,8 +117,12 @@ struct Server::Impl {
   void mark_gone(int worker, const std::string& why);
   void set_fatal(std::exception_ptr e);
 
+  // bsp: `cost` more bytes are about to be held for clock h.clock; ValueError past the bound.
+  void charge_pending(int worker, const RequestHeader& h, PendingClock& p, uint64_t cost);
+  // bsp: the pending entry of clock h.clock, made (and charged) when new.
+  PendingClock& pending_clock(int worker, const RequestHeader& h);
   void push_dense(int worker, const RequestHeader& h, std::span<const float> g);
-  void push_sparse(const RequestHeader& h, std::span<const uint64_t> keys, std::span<const float> g);
+  void push_sparse(int worker, const RequestHeader& h, std::span<const uint64_t> keys, std::span<const float> g);
   // bsp: applies every pending clock that enough workers pushed, oldest first.
   void complete_clocks();
   // softsync: applies the gradients accumulated so far.

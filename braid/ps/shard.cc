@@ -1,7 +1,10 @@
 #include "braid/ps/shard.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "braid/base/error.h"
 #include "braid/base/hash.h"
@@ -25,13 +28,34 @@ std::vector<T> values_of(const safetensors::TensorData& t, const std::string& pa
   return v;
 }
 
+// Bytes a dense range or a row of `n` weights holds with `k` state floats per
+// weight, saturating.
+uint64_t weight_bytes(uint64_t n, uint64_t k) {
+  uint64_t out = 0;
+  if (__builtin_mul_overflow(n, 4 * (1 + k), &out)) return std::numeric_limits<uint64_t>::max();
+  return out;
+}
+
+// What a table (a map node and its bookkeeping) and a row (besides its
+// weights: key, step count, slot entry) are charged against the bound, so
+// that tables under ever new ids or rows of dim 1 are bounded too.
+constexpr uint64_t kTableCost = 256;
+constexpr uint64_t kRowCost = 64;
+
 }  // namespace
 
-Shard::Shard(const PsConfig& config, int64_t dense_size)
-    : config_(config),
-      updater_(make_updater(config.updater)),
-      weights_(static_cast<size_t>(dense_size), 0.0f),
-      state_(static_cast<size_t>(dense_size) * static_cast<size_t>(updater_->state_per_weight()), 0.0f) {}
+Shard::Shard(const PsConfig& config, int64_t dense_size, uint64_t max_bytes)
+    : config_(config), updater_(make_updater(config.updater)), max_bytes_(max_bytes) {
+  if (dense_size < 0) fail<ValueError>("ps shard: {} dense values", dense_size);
+  const auto k = static_cast<uint64_t>(updater_->state_per_weight());
+  bytes_ = weight_bytes(static_cast<uint64_t>(dense_size), k);
+  if (bytes_ > max_bytes_) {
+    fail<ValueError>("ps shard: {} dense values with {} state values each take {} bytes, past the server's limit of "
+                     "{} (ServerOptions::max_shard_bytes)", dense_size, k, bytes_, max_bytes_);
+  }
+  weights_.assign(static_cast<size_t>(dense_size), 0.0f);
+  state_.assign(static_cast<size_t>(dense_size) * k, 0.0f);
+}
 
 void Shard::apply_dense(std::span<const float> grad, double lr) {
   if (grad.size() != weights_.size())
@@ -41,9 +65,14 @@ void Shard::apply_dense(std::span<const float> grad, double lr) {
 }
 
 void Shard::define_table(int table, int64_t dim, double init_std) {
-  if (dim < 1) fail<ConfigError>("ps table {}: dim must be >= 1, got {}", table, dim);
+  if (dim < 1 || dim > kMaxTableDim) fail<ConfigError>("ps table {}: dim must be in [1, {}], got {}", table, kMaxTableDim, dim);
+  if (!std::isfinite(init_std) || init_std < 0)
+    fail<ConfigError>("ps table {}: init_std must be finite and >= 0, got {}", table, init_std);
+  if (!tables_.contains(table) && bytes_ + kTableCost > max_bytes_)
+    fail<ValueError>("ps table {}: defining it would take the shard past its {} bytes", table, max_bytes_);
   auto [it, fresh] = tables_.try_emplace(table);
   if (fresh) {
+    bytes_ += kTableCost;
     it->second.dim = dim;
     it->second.init_std = init_std;
   } else if (it->second.dim != dim) {
@@ -64,6 +93,13 @@ SparseTable& Shard::mutable_table(int table, const char* op) {
 }
 
 int64_t Shard::row_of(SparseTable& t, int table, uint64_t key) {
+  if (auto it = t.slot.find(key); it != t.slot.end()) return it->second;
+  const uint64_t cost = weight_bytes(static_cast<uint64_t>(t.dim), static_cast<uint64_t>(updater_->state_per_weight())) + kRowCost;
+  if (bytes_ > max_bytes_ || cost > max_bytes_ - bytes_) {
+    fail<ValueError>("ps table {}: a new row for key {} would take the shard past its {} bytes ({} rows held; "
+                     "ServerOptions::max_shard_bytes)", table, key, max_bytes_, t.keys.size());
+  }
+  bytes_ += cost;
   auto [it, fresh] = t.slot.try_emplace(key, static_cast<int64_t>(t.keys.size()));
   if (fresh) {
     t.keys.push_back(key);
@@ -140,6 +176,9 @@ void Shard::restore(ShardFile f, const std::string& source) {
   state_ = std::move(f.state);
   version_ = f.version;
   tables_ = std::move(f.tables);
+  const auto k = static_cast<uint64_t>(updater_->state_per_weight());
+  bytes_ = weight_bytes(weights_.size(), k);
+  for (const auto& [id, t] : tables_) bytes_ += kTableCost + t.keys.size() * (weight_bytes(static_cast<uint64_t>(t.dim), k) + kRowCost);
 }
 
 std::string shard_checkpoint_path(const std::string& dir, int server, int servers) {
@@ -172,13 +211,35 @@ ShardFile read_shard_file(const std::string& path) {
   if (out.state.size() != out.weights.size() * k)
     fail<IoError>("ps checkpoint {}: dense.state has {} values, expected {}", path, out.state.size(),
                   out.weights.size() * k);
-  const nlohmann::json defs = nlohmann::json::parse(meta("braid.ps.tables"));
+  // The metadata's numbers and JSON are checked like the tensors: a malformed
+  // one is an IoError naming the file, not a parser's exception.
+  const auto number = [&](const std::string& text, const std::string& what) {
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      fail<IoError>("ps checkpoint {}: {} is '{}', not an integer", path, what, text.substr(0, 64));
+    return v;
+  };
+  nlohmann::json defs;
+  try {
+    defs = nlohmann::json::parse(meta("braid.ps.tables"));
+  } catch (const nlohmann::json::exception& e) {
+    fail<IoError>("ps checkpoint {}: braid.ps.tables is malformed: {}", path, e.what());
+  }
+  if (!defs.is_object()) fail<IoError>("ps checkpoint {}: braid.ps.tables is not a JSON object", path);
   for (auto it = defs.begin(); it != defs.end(); ++it) {
-    const int id = std::stoi(it.key());
+    const int64_t id = number(it.key(), "a table id");
+    if (id < std::numeric_limits<int>::min() || id > std::numeric_limits<int>::max())
+      fail<IoError>("ps checkpoint {}: table id {} is out of range", path, id);
     const std::string p = "table." + it.key();
     SparseTable t;
-    t.dim = it.value().at("dim").get<int64_t>();
-    t.init_std = it.value().at("init_std").get<double>();
+    try {
+      t.dim = it.value().at("dim").get<int64_t>();
+      t.init_std = it.value().at("init_std").get<double>();
+    } catch (const nlohmann::json::exception& e) {
+      fail<IoError>("ps checkpoint {}: table {} is malformed: {}", path, id, e.what());
+    }
+    if (t.dim < 1 || t.dim > kMaxTableDim) fail<IoError>("ps checkpoint {}: table {} has dim {}", path, id, t.dim);
     t.keys = values_of<uint64_t>(tensor(p + ".keys"), path, p + ".keys");
     t.rows = floats(p + ".rows");
     t.state = floats(p + ".state");
@@ -187,10 +248,10 @@ ShardFile read_shard_file(const std::string& path) {
     if (t.rows.size() != n * d || t.state.size() != n * d * k || t.steps.size() != n)
       fail<IoError>("ps checkpoint {}: table {} has inconsistent sizes", path, id);
     for (size_t r = 0; r < n; ++r) t.slot[t.keys[r]] = static_cast<int64_t>(r);
-    out.tables[id] = std::move(t);
+    out.tables[static_cast<int>(id)] = std::move(t);
   }
-  out.version = std::stoll(meta("braid.ps.version"));
-  out.clock = std::stoll(meta("braid.ps.clock"));
+  out.version = number(meta("braid.ps.version"), "braid.ps.version");
+  out.clock = number(meta("braid.ps.clock"), "braid.ps.clock");
   return out;
 }
 

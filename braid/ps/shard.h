@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -15,6 +16,10 @@
 #include "braid/ps/updater.h"
 
 namespace braid::ps {
+
+// The widest sparse-table row a worker may define (values): far past any
+// embedding, and small enough that a request's keys times dim cannot overflow.
+inline constexpr int64_t kMaxTableDim = int64_t{1} << 20;
 
 struct SparseTable {
   int64_t dim = 0;
@@ -44,7 +49,9 @@ ShardFile read_shard_file(const std::string& path);
 
 class Shard {
  public:
-  Shard(const PsConfig& config, int64_t dense_size);
+  // ValueError when the dense range alone (with its updater state) would
+  // take more than `max_bytes`; new sparse rows past it are refused too.
+  Shard(const PsConfig& config, int64_t dense_size, uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
 
   std::span<float> weights() { return weights_; }
   int64_t dense_size() const { return static_cast<int64_t>(weights_.size()); }
@@ -70,6 +77,11 @@ class Shard {
   // were written for a different model or updater.
   void restore(ShardFile f, const std::string& source);
 
+  // Bytes held (weights, rows, updater state) and their bound; a restored
+  // shard may hold more, and then refuses new rows.
+  uint64_t bytes() const { return bytes_; }
+  void set_max_bytes(uint64_t max_bytes) { max_bytes_ = max_bytes; }
+
  private:
   int64_t row_of(SparseTable& t, int table, uint64_t key);
   SparseTable& mutable_table(int table, const char* op);
@@ -79,6 +91,7 @@ class Shard {
   std::vector<float> weights_, state_;
   int64_t version_ = 0;
   std::map<int, SparseTable> tables_;
+  uint64_t bytes_ = 0, max_bytes_;
 };
 
 }  // namespace braid::ps

@@ -9,6 +9,7 @@
 #include "braid/base/digest.h"
 #include "braid/base/error.h"
 #include "braid/base/safetensors.h"
+#include "braid/train/checkpoint_sidecar.h"
 
 namespace braid::train {
 
@@ -132,13 +133,8 @@ void save_checkpoint(const std::string& dir, const Checkpoint& ckpt) {
 
 nlohmann::json read_checkpoint_sidecar(const std::string& stem) {
   const std::string path = stem + ".json";
-  nlohmann::json side;
-  try {
-    side = nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail<IoError>("checkpoint sidecar {} is corrupt: {}", path, e.what());
-  }
-  const auto want = side.is_object() ? side.find("sidecar_crc32") : side.end();
+  nlohmann::json side = parse_checkpoint_sidecar(read_text(path), path);
+  const auto want = side.find("sidecar_crc32");
   if (want == side.end() || !want->is_number_unsigned())
     fail<IoError>("checkpoint sidecar {} has no sidecar_crc32: altered, or written by an older braid", path);
   if (const uint32_t got = sidecar_crc(side); got != want->get<uint32_t>())
@@ -151,27 +147,24 @@ Checkpoint load_checkpoint(const std::string& stem) {
   const std::string side_path = stem + ".json", st_path = stem + ".safetensors";
   const nlohmann::json side = read_checkpoint_sidecar(stem);
   Checkpoint c;
-  try {
-    const uint32_t want = side.at("tensors_crc32").get<uint32_t>();
-    if (!fs::exists(st_path)) fail<IoError>("checkpoint {} is missing (its sidecar {} exists)", st_path, side_path);
-    if (const uint32_t got = file_crc(st_path); got != want) {
-      fail<IoError>("checkpoint {} does not match its sidecar (crc32 {:08x}, sidecar says {:08x}): truncated or altered",
-                    st_path, got, want);
-    }
-    c.step = side.at("step").get<int64_t>();
-    if (const auto named = stem_step(stem); named && *named != c.step)
-      fail<IoError>("checkpoint sidecar {} says step {} but its name says {}: renamed or altered", side_path, c.step,
-                    *named);
-    c.epoch = side.at("epoch").get<int64_t>();
-    c.batch = side.at("batch").get<int64_t>();
-    const auto& r = side.at("rng");
-    c.rng = {r.at("seed").get<uint64_t>(), r.at("stream").get<uint64_t>(), r.at("offset").get<uint64_t>()};
-    c.optimizer.scalars = side.at("optimizer");
-    c.config = side.value("config", nlohmann::json::object());
-    c.extra = side.value("extra", nlohmann::json::object());
-  } catch (const nlohmann::json::exception& e) {
-    fail<IoError>("checkpoint sidecar {} is malformed: {}", side_path, e.what());
+  // The fields' presence and types were checked by parse_checkpoint_sidecar.
+  const uint32_t want = side.at("tensors_crc32").get<uint32_t>();
+  if (!fs::exists(st_path)) fail<IoError>("checkpoint {} is missing (its sidecar {} exists)", st_path, side_path);
+  if (const uint32_t got = file_crc(st_path); got != want) {
+    fail<IoError>("checkpoint {} does not match its sidecar (crc32 {:08x}, sidecar says {:08x}): truncated or altered",
+                  st_path, got, want);
   }
+  c.step = side.at("step").get<int64_t>();
+  if (const auto named = stem_step(stem); named && *named != c.step)
+    fail<IoError>("checkpoint sidecar {} says step {} but its name says {}: renamed or altered", side_path, c.step,
+                  *named);
+  c.epoch = side.at("epoch").get<int64_t>();
+  c.batch = side.at("batch").get<int64_t>();
+  const auto& r = side.at("rng");
+  c.rng = {r.at("seed").get<uint64_t>(), r.at("stream").get<uint64_t>(), r.at("offset").get<uint64_t>()};
+  c.optimizer.scalars = side.at("optimizer");
+  c.config = side.value("config", nlohmann::json::object());
+  c.extra = side.value("extra", nlohmann::json::object());
   safetensors::File f = safetensors::read(st_path);  // verifies braid.crc32 too
   for (const auto& [name, data] : f.tensors) {
     const std::string what = st_path + ": " + name;

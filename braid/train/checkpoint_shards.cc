@@ -1,7 +1,9 @@
 #include "braid/train/checkpoint_shards.h"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -29,7 +31,27 @@ Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
   const Part& first = parts.front();
   if (first.spec.dim < 0) return first.tensor;
   const int dim = first.spec.dim, blocks = first.spec.blocks;
-  Tensor whole = Tensor::empty(first.spec.full_shape, first.tensor.dtype());
+  // The whole shape comes from a sidecar: before allocating it, the parts must
+  // have it but along `dim`, where together they must span it, so the whole
+  // is no larger than the parts read from the tensor files.
+  const Shape& full = first.spec.full_shape;
+  if (dim >= static_cast<int>(full.size()))
+    fail<IoError>("checkpoint shards: '{}' is sliced along dim {} of a {}-dim whole shape", name, dim, full.size());
+  int64_t along = 0;
+  for (const Part& p : parts) {
+    bool fits = p.tensor.ndim() == static_cast<int64_t>(full.size());
+    for (int d = 0; fits && d < static_cast<int>(full.size()); ++d) fits = d == dim || p.tensor.size(d) == full[d];
+    if (!fits) {
+      fail<IoError>("checkpoint shards: '{}' of shape {} in {} is not a slice of its whole shape {}", name,
+                    to_string(p.tensor.shape()), p.shard, to_string(full));
+    }
+    along += p.tensor.size(dim);
+  }
+  if (along != full[dim]) {
+    fail<IoError>("checkpoint shards: the slices of '{}' add up to {} along dim {}, its whole shape {} has {}", name,
+                  along, dim, to_string(full), full[dim]);
+  }
+  Tensor whole = Tensor::empty(full, first.tensor.dtype());
   if (blocks < 1 || whole.size(dim) % blocks != 0) {
     fail<IoError>("checkpoint shards: '{}' of shape {} cannot be {} blocks along dim {}", name,
                   to_string(whole.shape()), blocks, dim);
@@ -189,7 +211,8 @@ Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const s
     }
     for (const auto& [key, t] : c.optimizer.tensors) {
       const size_t dot = key.find('.');
-      const size_t index = std::stoul(key.substr(0, dot));
+      size_t index = SIZE_MAX;  // a name without a number names nothing
+      std::from_chars(key.data(), key.data() + std::min(dot, key.size()), index);
       if (index >= local_params.size() || !by_name.count(local_params[index])) {
         fail<IoError>("{}: optimizer buffer {} names no parameter of the shard", s, key);
       }

@@ -1,6 +1,7 @@
 #include "braid/train/schema.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "braid/base/error.h"
@@ -58,6 +59,11 @@ void Schema::validate(const KeyDef& def, const Value& v, std::string_view what) 
     if (std::find(def.choices.begin(), def.choices.end(), s) == def.choices.end()) {
       fail<ConfigError>("{}: {} = \"{}\" is not one of: {}", what, def.name, s, fmt::join(def.choices, ", "));
     }
+  }
+  if (def.type == ValueType::Float && !std::isfinite(std::get<double>(v))) {
+    // TOML and JSON both spell nan and inf; no key means either, and a NaN
+    // would slip past every range check below (comparisons with it are false).
+    fail<ConfigError>("{}: {} = {} is not a finite number", what, def.name, format_value(v));
   }
   if (def.type == ValueType::Int || def.type == ValueType::Float) {
     double x = def.type == ValueType::Int ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);

@@ -24,7 +24,7 @@ void add_gossip_keys(Schema& s) {
   s.add({.name = "hybrid.timeout_ms", .type = T::Float, .default_value = 0.0,
          .help = "strategy hybrid: how long the coordinator (data rank 0) waits for the other replicas' gradients "
                  "after its own is ready before stepping with those that arrived; 0 = wait for all (synchronous SGD)",
-         .min = 0.0});
+         .min = 0.0, .max = 3.2e10});  // a year; durations are nanoseconds in an int64
   s.add({.name = "hybrid.late", .type = T::String, .default_value = std::string("drop"),
          .help = "strategy hybrid: a gradient that misses its step's deadline is dropped, or applied (stale) in the "
                  "first later step it has arrived by, weighted hybrid.stale_weight^staleness",

@@ -70,6 +70,12 @@ void add_parallel_keys(Schema& s) {
          .help = "tcp connections per peer, one byte stream striped over them in 256 KiB slices; more can help "
                  "where one flow cannot fill the path (docs/communication.md)",
          .min = 1.0, .max = static_cast<double>(comm::kMaxTcpStreams), .env = "BRAID_TCP_STREAMS"});
+  s.add({.name = "parallel.max_message_mib", .type = T::Int,
+         .default_value = static_cast<int64_t>(comm::kDefaultMaxMessage >> 20),
+         .help = "tcp, shm: largest message, in MiB, that may arrive before its receive is posted (it is buffered), "
+                 "and most that one peer's early messages may add up to; past it the connection to that peer fails "
+                 "naming it (docs/reliability.md, \"Hostile bytes\")",
+         .min = 1.0, .max = static_cast<double>(int64_t{1} << 20), .env = "BRAID_MAX_MESSAGE_MIB"});
   s.add({.name = "parallel.codec", .type = T::String, .default_value = std::string("none"),
          .help = "gradient compression of allreduce buckets and parameter-server pushes (docs/compression.md): "
                  "none = f32; fp16/bf16 = 16-bit casts, reduced in the half type; qsgd = stochastic quantisation to "
@@ -108,11 +114,11 @@ void add_parallel_keys(Schema& s) {
                      "binary_blocks", "direct", "hierarchical", "shared_memory"}});
   s.add({.name = "parallel.timeout_s", .type = T::Float, .default_value = 300.0,
          .help = "seconds any collective may wait for a peer before failing with the missing rank's name",
-         .min = 0.1});
+         .min = 0.1, .max = 3.2e7});  // a year; durations are nanoseconds in an int64
   s.add({.name = "parallel.join_timeout_s", .type = T::Float, .default_value = 60.0,
          .help = "seconds joining the job may take (reaching the store, every rank publishing its address, "
                  "connecting); a timeout names the ranks that never came",
-         .min = 0.1});
+         .min = 0.1, .max = 3.2e7});
 }
 
 void add_ps_keys(Schema& s) {

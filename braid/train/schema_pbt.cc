@@ -26,7 +26,8 @@ void add_pbt_keys(Schema& s) {
          .help = "batch-size range (powers of two), e.g. \"32,256\"; a new batch takes effect at the next epoch; "
                  "\"\" = train.batch_size, not searched"});
   s.add({.name = "pbt.wait_s", .type = T::Float, .default_value = 3600.0,
-         .help = "how long member 0 waits, after its own training, for the others' final results", .min = 1.0});
+         .help = "how long member 0 waits, after its own training, for the others' final results", .min = 1.0,
+         .max = 3.2e7});  // a year; durations are nanoseconds in an int64
 }
 
 }  // namespace braid::train

@@ -60,7 +60,8 @@ void add_train_keys(Schema& s) {
   s.add({.name = "train.straggler_rank", .type = T::Int, .default_value = int64_t{-1},
          .help = "benchmarks: the worker (data rank) that sleeps train.straggler_ms every step; -1: none"});
   s.add({.name = "train.straggler_ms", .type = T::Float, .default_value = 0.0,
-         .help = "benchmarks: milliseconds the straggler sleeps per step", .min = 0.0});
+         .help = "benchmarks: milliseconds the straggler sleeps per step", .min = 0.0,
+         .max = 3.2e10});  // a year; durations are nanoseconds in an int64
   s.add({.name = "train.straggler_every", .type = T::Int, .default_value = int64_t{50},
          .help = "steps between exchanges of every rank's own work per step (step time minus the wait for "
                  "gradients), to name persistently slow ranks; 0 = off", .min = 0});

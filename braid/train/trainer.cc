@@ -289,14 +289,21 @@ std::pair<int64_t, int64_t> Trainer::resume() {
     for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + checkpoint_dir() + ", starting from scratch");
     return {0, 0};
   }
-  plan_->load_model_state(*model_, c->model);
-  plan_->load_optimizer_state(*optimizer_, c->optimizer);
-  plan_->load_rank_state(c->plan);
-  run_id_ = c->extra.value("run_id", run_id_);
-  gen_->set_state(c->rng);
-  plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
-  if (o_.batch_schedule && c->extra.contains("batch_schedule")) {
-    o_.batch_schedule->load_state_dict(c->extra["batch_schedule"]);
+  try {
+    plan_->load_model_state(*model_, c->model);
+    plan_->load_optimizer_state(*optimizer_, c->optimizer);
+    plan_->load_rank_state(c->plan);
+    run_id_ = c->extra.value("run_id", run_id_);
+    gen_->set_state(c->rng);
+    plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
+    if (o_.batch_schedule && c->extra.contains("batch_schedule")) {
+      o_.batch_schedule->load_state_dict(c->extra["batch_schedule"]);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    // The sidecar's own fields were checked when it was read; the states of
+    // the optimizer, the plan and the batch schedule are theirs to read.
+    fail<IoError>("checkpoint {}: a saved state is malformed: {}", checkpoint_stem(checkpoint_dir(), c->step),
+                  e.what());
   }
   step_ = c->step;
   last_checkpoint_ = checkpoint_stem(checkpoint_dir(), c->step);

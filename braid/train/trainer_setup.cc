@@ -246,6 +246,7 @@ parallel::ProcessGroupOptions process_group_options(const Config& c) {
   const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
   return {.transport = c.get_string("parallel.transport"),
           .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
+          .max_message = static_cast<size_t>(c.get_int("parallel.max_message_mib")) << 20,
           .timeout = std::chrono::duration_cast<Duration>(timeout),
           .join_timeout = std::chrono::duration_cast<Duration>(
               std::chrono::duration<double>(c.get_float("parallel.join_timeout_s"))),

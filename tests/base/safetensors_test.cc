@@ -108,6 +108,31 @@ TEST(Safetensors, TamperedHeaderIsRefused) {
   EXPECT_NE(msg.find("appended"), std::string::npos) << msg;
 }
 
+// A header written by hand, as a hostile file would carry it.
+std::vector<std::byte> with_header(const std::string& json, size_t data_bytes) {
+  std::vector<std::byte> out(8 + json.size() + data_bytes);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(json.size() >> (8 * i));
+  std::memcpy(out.data() + 8, json.data(), json.size());
+  return out;
+}
+
+// The element count of a shape multiplied unchecked: [2^32, 2^32] overflowed
+// int64 (undefined behaviour) to 0, so an empty tensor of 2^64 elements was
+// accepted and later allocated by whoever turned it into a Tensor.
+TEST(Safetensors, ShapeWhoseSizeOverflowsIsRefused) {
+  const auto bytes = with_header(R"({"t": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", 0);
+  const std::string msg = test::message_of<IoError>([&] { safetensors::parse(bytes, "ck"); });
+  EXPECT_NE(msg.find("corrupt safetensors header: tensor t has offsets [0, 0] for shape"), std::string::npos) << msg;
+}
+
+TEST(Safetensors, TooManyDimensionsAreRefused) {
+  std::string shape = "1";
+  for (int i = 0; i < 64; ++i) shape += ",1";  // 65 dimensions
+  const auto bytes = with_header(R"({"t": {"dtype": "U8", "shape": [)" + shape + R"(], "data_offsets": [0, 1]}})", 1);
+  const std::string msg = test::message_of<IoError>([&] { safetensors::parse(bytes, "ck"); });
+  EXPECT_NE(msg.find("tensor t has 65 dimensions (at most 64)"), std::string::npos) << msg;
+}
+
 TEST(Safetensors, PythonReadsTheFormat) {
   // An independent reader: Python's struct + json (+ numpy for the values),
   // following the published format; the safetensors package, when present, too.

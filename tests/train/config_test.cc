@@ -94,6 +94,21 @@ TEST(Config, ErrorsNameKeyValueAndPlace) {
   EXPECT_TRUE(contains(test::message_of<ConfigError>([&] { c.load_toml_file("/no/such.toml"); }), "/no/such.toml"));
 }
 
+// Found by fuzz/toml_config.cc: TOML's nan and inf passed every range check
+// (comparisons with NaN are false), so optim.lr = nan trained on NaN, and an
+// infinite or huge timeout overflowed its conversion to nanoseconds.
+TEST(Config, NonFiniteAndHugeDurationsAreRefused) {
+  Config c(braid_schema());
+  std::string msg = test::message_of<ConfigError>([&] { c.load_toml("[optim]\nlr = nan\n", "f.toml"); });
+  EXPECT_TRUE(contains(msg, "f.toml:2:6: optim.lr = nan is not a finite number")) << msg;
+  msg = test::message_of<ConfigError>([&] { c.set("parallel.timeout_s=inf"); });
+  EXPECT_TRUE(contains(msg, "parallel.timeout_s = inf is not a finite number")) << msg;
+  msg = test::message_of<ConfigError>([&] { c.set("parallel.timeout_s=1e300"); });
+  EXPECT_TRUE(contains(msg, "parallel.timeout_s = 1e+300 is outside [0.1, 32000000]")) << msg;
+  c.load_json(nlohmann::json{{"optim", {{"lr", 0.5}}}}, "s.json");
+  EXPECT_EQ(c.get_float("optim.lr"), 0.5);
+}
+
 TEST(Config, EnvironmentOverridesFileButNotSet) {
   Config c(braid_schema());
   c.load_toml("[train]\nthreads = 2\nseed = 1\n", "f.toml");

@@ -44,6 +44,7 @@ Decoded decode(std::string_view payload) {
   size_t pos = 1;
   while (pos < payload.size()) {
     if (payload.size() - pos < 4) fail<PeerError>("store: truncated field header at byte {}", pos);
+    if (d.fields.size() == kMaxFields) fail<PeerError>("store: frame with more than {} fields", kMaxFields);
     uint32_t n = get_u32(payload.data() + pos);
     pos += 4;
     if (payload.size() - pos < n) {

@@ -44,6 +44,10 @@ inline constexpr uint8_t kAuthRejected = 0;
 // config hashes, small enough that a stray or hostile peer cannot make the
 // server allocate gigabytes.
 inline constexpr uint32_t kDefaultMaxFrame = 16u << 20;
+// Most fields one frame may carry: an empty field costs 4 bytes on the wire
+// but a std::string (32 bytes) decoded, so the count is bounded apart from
+// the frame's size. A wait for every rank's key is the largest legitimate.
+inline constexpr size_t kMaxFields = size_t{1} << 16;
 
 // The MAC a client sends for `nonce`; `domain` separates uses of one token
 // ("braid-store", "braid-tcp").
@@ -54,7 +58,7 @@ Sha256 auth_mac(std::string_view token, std::string_view domain,
 std::string encode(uint8_t head, const std::vector<std::string>& fields);
 
 // Splits a payload into its leading byte and fields; throws PeerError on a
-// malformed payload.
+// malformed payload or one of more than kMaxFields fields.
 struct Decoded {
   uint8_t head = 0;
   std::vector<std::string> fields;

@@ -2,7 +2,6 @@
 
 #include <asio.hpp>
 #include <atomic>
-#include <charconv>
 #include <cstring>
 #include <list>
 #include <optional>
@@ -14,6 +13,7 @@
 #include "braid/base/log.h"
 #include "braid/base/thread_name.h"
 #include "braid/comm/store/protocol.h"
+#include "braid/comm/store/requests.h"
 
 namespace braid::comm {
 
@@ -33,20 +33,13 @@ struct Waiter {
   bool done = false;
 };
 
-std::optional<int64_t> parse_i64(std::string_view s) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 }  // namespace
 
 struct StoreServer::Impl {
   StoreServerOptions opts;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::unordered_map<std::string, std::string> kv;
+  store::KeyValues kv;
   std::list<std::shared_ptr<Waiter>> waiters;
   std::atomic<int64_t> rejected{0};
   int port = 0;
@@ -55,12 +48,6 @@ struct StoreServer::Impl {
 
   void accept();
   void notify_waiters();
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> out;
-    for (const auto& k : keys)
-      if (!kv.contains(k)) out.push_back(k);
-    return out;
-  }
 };
 
 namespace {
@@ -146,84 +133,26 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void handle() {
-    store::Decoded req;
+    store::Outcome out;
     try {
-      req = store::decode(body_);
+      out = store::apply(server_.kv, store::decode(body_));
     } catch (const PeerError& e) {
       return reject(e.what());
     }
-    auto& f = req.fields;
-    auto& kv = server_.kv;
-    auto need = [&](size_t n) {
-      if (f.size() < n) {
-        reject(fmt::format("op {} with {} fields, needs {}", req.head, f.size(), n));
-        return false;
-      }
-      return true;
-    };
-    switch (static_cast<Op>(req.head)) {
-      case Op::kSet:
-        if (!need(2)) return;
-        kv[f[0]] = f[1];
-        server_.notify_waiters();
-        return respond(Status::kOk, {});
-      case Op::kGet: {
-        if (!need(1)) return;
-        auto it = kv.find(f[0]);
-        if (it == kv.end()) return respond(Status::kNotFound, {});
-        return respond(Status::kOk, {it->second});
-      }
-      case Op::kAdd: {
-        if (!need(2)) return;
-        auto delta = parse_i64(f[1]);
-        int64_t current = 0;
-        auto it = kv.find(f[0]);
-        if (it != kv.end()) {
-          auto parsed = parse_i64(it->second);
-          if (!parsed) return respond(Status::kError, {fmt::format("key '{}' is not a counter", f[0])});
-          current = *parsed;
-        }
-        if (!delta) return respond(Status::kError, {"add: delta is not an integer"});
-        kv[f[0]] = std::to_string(current + *delta);
-        server_.notify_waiters();
-        return respond(Status::kOk, {kv[f[0]]});
-      }
-      case Op::kCompareSet: {
-        if (!need(3)) return;
-        auto it = kv.find(f[0]);
-        // Missing key matches an empty `expected` (the PyTorch store's rule).
-        bool match = it == kv.end() ? f[1].empty() : it->second == f[1];
-        if (match) {
-          kv[f[0]] = f[2];
-          server_.notify_waiters();
-          return respond(Status::kOk, {f[2]});
-        }
-        return respond(Status::kOk, {it == kv.end() ? std::string() : it->second});
-      }
-      case Op::kDelete: {
-        if (!need(1)) return;
-        bool erased = kv.erase(f[0]) > 0;
-        return respond(Status::kOk, {erased ? "1" : "0"});
-      }
-      case Op::kPing:
-        return respond(Status::kOk, {});
-      case Op::kWait:
-        if (!need(1)) return;
-        return wait(f);
+    if (out.changed) server_.notify_waiters();
+    switch (out.kind) {
+      case store::Outcome::Kind::respond: return respond(out.status, out.fields);
+      case store::Outcome::Kind::reject: return reject(out.why);
+      case store::Outcome::Kind::wait: return wait(std::move(out.fields), out.wait_ms);
     }
-    reject(fmt::format("unknown op {}", req.head));
   }
 
-  void wait(std::vector<std::string>& f) {
-    auto ms = parse_i64(f[0]);
-    if (!ms || *ms < 0) return respond(Status::kError, {"wait: bad timeout"});
-    std::vector<std::string> keys(f.begin() + 1, f.end());
-    if (server_.missing(keys).empty()) return respond(Status::kOk, {});
+  void wait(std::vector<std::string> keys, int64_t ms) {
     auto w = std::make_shared<Waiter>();
     w->session = shared_from_this();
     w->keys = std::move(keys);
     w->timer = std::make_unique<asio::steady_timer>(server_.io);
-    w->timer->expires_after(std::chrono::milliseconds(*ms));
+    w->timer->expires_after(std::chrono::milliseconds(ms));
     server_.waiters.push_back(w);
     auto* server = &server_;
     w->timer->async_wait([server, w](asio::error_code ec) {
@@ -231,7 +160,7 @@ class Session : public std::enable_shared_from_this<Session> {
       w->done = true;
       server->waiters.remove(w);
       auto session = std::move(w->session);
-      session->respond(Status::kTimeout, server->missing(w->keys));
+      session->respond(Status::kTimeout, server->kv.missing(w->keys));
     });
   }
 
@@ -289,7 +218,7 @@ void StoreServer::Impl::accept() {
 void StoreServer::Impl::notify_waiters() {
   for (auto it = waiters.begin(); it != waiters.end();) {
     auto w = *it;
-    if (!missing(w->keys).empty()) {
+    if (!kv.missing(w->keys).empty()) {
       ++it;
       continue;
     }
@@ -305,6 +234,7 @@ StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Im
   if (options.token.empty()) fail<ConfigError>("store server: empty token (set BRAID_TOKEN)");
   impl_->opts = std::move(options);
   auto& o = impl_->opts;
+  impl_->kv.max_bytes = o.max_bytes;
   try {
     tcp::resolver resolver(impl_->io);
     auto endpoints = resolver.resolve(o.host, std::to_string(o.port));

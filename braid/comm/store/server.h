@@ -22,6 +22,8 @@ struct StoreServerOptions {
   std::string token{};
   // Largest frame payload accepted (bytes).
   uint32_t max_frame = 16u << 20;
+  // Bound on the keys and values held (bytes); a write past it is refused.
+  uint64_t max_bytes = uint64_t{1} << 30;
   // A client that has not authenticated within this time is dropped.
   std::chrono::milliseconds auth_timeout{10000};
 };

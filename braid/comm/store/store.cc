@@ -177,7 +177,10 @@ int64_t Store::add(std::string_view key, int64_t delta, Deadline d) {
                           fmt::format("add '{}'", key));
   int64_t v = 0;
   if (r.fields.empty()) fail<PeerError>("store: add '{}' returned no value", key);
-  std::from_chars(r.fields[0].data(), r.fields[0].data() + r.fields[0].size(), v);
+  const std::string& f = r.fields[0];
+  auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+  if (ec != std::errc() || end != f.data() + f.size())
+    fail<PeerError>("store: add '{}' returned '{}', not an integer", key, f.substr(0, 64));
   return v;
 }
 

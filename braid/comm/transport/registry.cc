@@ -19,11 +19,12 @@ std::unique_ptr<Transport> make_transport(std::string_view name, Store* store,
     return make_tcp_transport(*need_store(), {.rank = o.rank, .size = o.size, .host = o.host,
                                               .token = o.token, .prefix = o.prefix,
                                               .connect_timeout = o.connect_timeout,
-                                              .streams = o.tcp_streams});
+                                              .streams = o.tcp_streams, .max_message = o.max_message});
   }
   if (name == "shm") {
     return make_shm_transport(*need_store(), {.rank = o.rank, .size = o.size, .prefix = o.prefix,
                                               .ring_bytes = o.shm_ring_bytes,
+                                              .max_message = o.max_message,
                                               .connect_timeout = o.connect_timeout});
   }
   if (name == "mpi") return make_mpi_transport(o.connect_timeout);

@@ -24,6 +24,7 @@ struct TransportOptions {
   std::string host = "127.0.0.1";  // tcp: address to listen on and advertise
   int tcp_streams = 1;              // tcp: connections per peer (BRAID_TCP_STREAMS)
   size_t shm_ring_bytes = size_t{4} << 20;
+  size_t max_message = kDefaultMaxMessage;  // tcp, shm: bound on a peer's early messages (transport.h)
   std::chrono::milliseconds connect_timeout{60000};
 };
 

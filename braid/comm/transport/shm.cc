@@ -155,7 +155,7 @@ std::unique_ptr<Transport> make_shm_transport(Store& store, const ShmOptions& o)
         maps[p], lower ? low_to_high : high_to_low, lower ? high_to_low : low_to_high,
         o.ring_bytes, o.spin, p, pids[p], peer_reads_us ? o.pull_min : 0);
   }
-  return std::make_unique<StreamTransport>("shm", o.rank, o.size, std::move(channels));
+  return std::make_unique<StreamTransport>("shm", o.rank, o.size, std::move(channels), o.max_message);
 }
 
 }  // namespace braid::comm

@@ -39,6 +39,8 @@ struct ShmOptions {
   // cross-memory attach (process_vm_readv), one copy instead of two, where
   // the ranks may read each other's memory (checked at start-up). 0: never.
   size_t pull_min = size_t{256} << 10;
+  // Bound on what a peer's early messages may make us buffer (transport.h).
+  size_t max_message = kDefaultMaxMessage;
   std::chrono::milliseconds connect_timeout{60000};
 };
 

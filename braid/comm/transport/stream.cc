@@ -187,14 +187,17 @@ void Channel::pull(std::span<std::byte>, uint64_t) {
 }
 
 StreamTransport::StreamTransport(std::string name, int rank, int size,
-                                 std::vector<std::unique_ptr<Channel>> channels)
+                                 std::vector<std::unique_ptr<Channel>> channels, size_t max_message)
     : name_(std::move(name)), rank_(rank), size_(size) {
   BRAID_CHECK_EQ(channels.size(), static_cast<size_t>(size));
+  BRAID_CHECK_GT(max_message, stream_detail::kEarlyEntryCost);
   peers_.resize(size);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     BRAID_CHECK(channels[p] != nullptr, "no channel to rank {}", p);
     auto peer = std::make_shared<Peer>();
+    peer->name = name_;
+    peer->max_message = max_message;
     peer->me = rank;
     peer->rank = p;
     peer->ch = std::move(channels[p]);

@@ -16,6 +16,11 @@
 //
 // A broken channel fails every pending and later operation with that peer
 // with a PeerError naming both ranks; operations with other peers go on.
+//
+// The peer's bytes are not trusted to size allocations: an early message is
+// buffered only while the peer's early bytes stay within `max_message`
+// (transport.h, kDefaultMaxMessage); a message that does not fit its posted
+// receive is read through a fixed scratch buffer and dropped.
 #pragma once
 
 #include <memory>
@@ -31,7 +36,8 @@ class StreamTransport : public Transport {
  public:
   // channels[peer] for every peer != rank (channels[rank] is null).
   StreamTransport(std::string name, int rank, int size,
-                  std::vector<std::unique_ptr<Channel>> channels);
+                  std::vector<std::unique_ptr<Channel>> channels,
+                  size_t max_message = kDefaultMaxMessage);
   // Flushes queued sends (up to a few seconds), closes, joins the threads.
   ~StreamTransport() override;
 

@@ -36,6 +36,13 @@ constexpr auto kPollFor = std::chrono::microseconds(100);
 constexpr auto kStandAside = std::chrono::milliseconds(5);
 // How long the background reader blocks in one wait_readable() call.
 constexpr auto kReaderNap = std::chrono::milliseconds(1000);
+// A payload that does not fit its posted receive is read through a scratch
+// buffer this large and dropped, so its header never sizes an allocation.
+constexpr size_t kDiscardChunk = size_t{64} << 10;
+// What an early message costs besides its payload (its queue entry and
+// bookkeeping, bytes), charged against the peer's bound so that a stream of
+// empty or pulled messages under fresh tags is bounded too.
+constexpr uint64_t kEarlyEntryCost = 128;
 
 inline int64_t now_ns() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
 
@@ -84,6 +91,7 @@ struct Unexpected {
   Header pull{};  // pull.remote != 0: nothing was copied, the payload is still with the sender
   bool complete = false;
   std::optional<PostedRecv> waiter;  // a recv that claimed it while it was still arriving
+  uint64_t charged = 0;              // its share of the peer's early_bytes
 };
 
 // The message being read from a channel, possibly over many partial reads by
@@ -92,12 +100,15 @@ struct Incoming {
   Header header;
   size_t header_got = 0;
   bool in_body = false;
-  std::span<std::byte> body;  // where the payload goes
-  size_t body_got = 0;
+  std::span<std::byte> body;  // where the payload goes (unused while discarding)
+  uint64_t body_got = 0;
   // The payload's owner: a posted receive, or a message nobody asked for yet.
   std::optional<PostedRecv> target;
   std::shared_ptr<Unexpected> unexpected;
-  std::unique_ptr<std::byte[]> discard;  // payload of a size mismatch, read and dropped
+  // The payload does not fit the posted receive: it is read into `scratch`
+  // (kDiscardChunk bytes, allocated on first use) and dropped.
+  bool discarding = false;
+  std::unique_ptr<std::byte[]> scratch;
 };
 
 }  // namespace braid::comm::stream_detail
@@ -111,8 +122,11 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   using Unexpected = stream_detail::Unexpected;
   using Incoming = stream_detail::Incoming;
 
+  std::string name;  // the transport's ("tcp", "shm"), for messages
   int me = 0, rank = 0;
   std::unique_ptr<Channel> ch;
+  // Bound on `early_bytes` (transport.h, kDefaultMaxMessage).
+  uint64_t max_message = kDefaultMaxMessage;
 
   std::mutex send_mu;
   std::condition_variable send_cv;
@@ -125,6 +139,9 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   std::unordered_map<uint64_t, std::deque<PostedRecv>> posted;
   std::unordered_map<uint64_t, std::deque<std::shared_ptr<Unexpected>>> unexpected;
   std::atomic<bool> reader_done{false};  // set under recv_mu
+  // Bytes charged for early messages that no receive has claimed yet (under
+  // recv_mu): payloads plus kEarlyEntryCost each.
+  uint64_t early_bytes = 0;
 
   // The reader role: whoever holds it reads the channel into `in`. The
   // background reader takes it when nobody else reads; threads waiting for a
@@ -186,6 +203,13 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   void start_body();
 
   void start_pull(const Header& h);
+
+  // An early message with `payload` bytes to buffer is about to be kept:
+  // PeerError when it would take the peer past max_message, else adds and
+  // returns its cost. Caller holds recv_mu.
+  uint64_t charge_early(const Header& h, uint64_t payload);
+  // Where the next payload bytes go: the body, or scratch while discarding.
+  std::span<std::byte> body_window();
 
   void finish_body();
 

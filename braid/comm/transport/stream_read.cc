@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "braid/base/copy_bytes.h"
+#include "braid/comm/history.h"
 #include "braid/comm/transport/stream_peer.h"
 
 namespace braid::comm {
@@ -57,13 +58,13 @@ bool StreamTransport::Peer::drain() {
         in.header_got += n;
         if (in.header_got == sizeof(Header)) start_body();
       } else {
-        size_t n = ch->try_read(in.body.subspan(in.body_got));
+        size_t n = ch->try_read(body_window());
         if (n == Channel::kClosed) {
-          fail<PeerError>("rank {} hung up after {} of {} bytes", rank, in.body_got, in.body.size());
+          fail<PeerError>("rank {} hung up after {} of {} bytes", rank, in.body_got, in.header.size);
         }
         if (n == 0) return true;
         in.body_got += n;
-        if (in.body_got == in.body.size()) finish_body();
+        if (in.body_got == in.header.size) finish_body();
       }
     }
   } catch (const std::exception& e) {
@@ -88,15 +89,14 @@ void StreamTransport::Peer::start_body() {
   in.target = pop_oldest(posted, h.tag);
   if (in.target) {
     l.unlock();
-    if (in.target->buf.size() == h.size) {
-      in.body = in.target->buf;  // straight into the user's buffer
-    } else {
-      in.discard = std::make_unique_for_overwrite<std::byte[]>(h.size);
-      in.body = {in.discard.get(), h.size};
-    }
+    // Straight into the user's buffer; one of another size is read and dropped.
+    in.discarding = in.target->buf.size() != h.size;
+    if (!in.discarding) in.body = in.target->buf;
   } else {
+    const uint64_t cost = charge_early(h, h.size);
     auto u = std::make_shared<Unexpected>();
     u->size = h.size;
+    u->charged = cost;
     u->data = std::make_unique_for_overwrite<std::byte[]>(h.size);
     unexpected[h.tag].push_back(u);
     l.unlock();
@@ -116,11 +116,35 @@ void StreamTransport::Peer::start_pull(const Header& h) {
     take_pull(*r, h);
     return;
   }
+  const uint64_t cost = charge_early(h, 0);  // the payload stays with the sender
   auto u = std::make_shared<Unexpected>();
   u->size = h.size;
   u->pull = h;
   u->complete = true;
+  u->charged = cost;
   unexpected[h.tag].push_back(std::move(u));
+}
+
+uint64_t StreamTransport::Peer::charge_early(const Header& h, uint64_t payload) {
+  if (payload > max_message) {
+    fail<PeerError>("{} frame from rank {} (tag {}): length {} exceeds the {} limit on a message that arrives "
+                    "before its receive (parallel.max_message_mib)", name, rank, h.tag, human_bytes(h.size),
+                    human_bytes(max_message));
+  }
+  const uint64_t cost = payload + kEarlyEntryCost;  // no overflow: payload <= max_message
+  if (cost > max_message || early_bytes > max_message - cost) {
+    fail<PeerError>("{} frame from rank {} (tag {}): {} more would pass the {} limit, with {} from rank {} already "
+                    "waiting for their receives (parallel.max_message_mib)", name, rank, h.tag,
+                    human_bytes(h.size), human_bytes(max_message), human_bytes(early_bytes), rank);
+  }
+  early_bytes += cost;
+  return cost;
+}
+
+std::span<std::byte> StreamTransport::Peer::body_window() {
+  if (!in.discarding) return in.body.subspan(in.body_got);
+  if (!in.scratch) in.scratch = std::make_unique_for_overwrite<std::byte[]>(kDiscardChunk);
+  return {in.scratch.get(), static_cast<size_t>(std::min<uint64_t>(kDiscardChunk, in.header.size - in.body_got))};
 }
 
 void StreamTransport::Peer::finish_body() {
@@ -130,8 +154,8 @@ void StreamTransport::Peer::finish_body() {
   if (in.target) {
     PostedRecv r = std::move(*in.target);
     in.target.reset();
-    if (in.discard) {
-      in.discard.reset();
+    if (in.discarding) {
+      in.discarding = false;
       r.work.complete(size_mismatch(me, rank, tag, in.header.size, r.buf.size()));
     } else {
       r.work.complete();
@@ -253,6 +277,7 @@ Work StreamTransport::Peer::recv(uint64_t tag, std::span<std::byte> buf) {
   std::unique_lock l(recv_mu);
   if (auto found = pop_oldest(unexpected, tag)) {
     auto u = *found;
+    early_bytes -= u->charged;  // claimed: its bytes are this receive's now
     if (!u->complete) {
       u->waiter = r;
       return r.work;

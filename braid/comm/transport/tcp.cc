@@ -166,7 +166,7 @@ std::unique_ptr<Transport> make_tcp_transport(Store& store, const TcpOptions& o)
   std::vector<std::unique_ptr<Channel>> channels(o.size);
   for (int p = 0; p < o.rank; ++p) channels[p] = peer_channel(std::move(lower[p]));
   for (int p = o.rank + 1; p < o.size; ++p) channels[p] = peer_channel(std::move(higher[p]));
-  return std::make_unique<StreamTransport>("tcp", o.rank, o.size, std::move(channels));
+  return std::make_unique<StreamTransport>("tcp", o.rank, o.size, std::move(channels), o.max_message);
 }
 
 }  // namespace braid::comm

@@ -38,6 +38,8 @@ struct TcpOptions {
   // every rank must use the same number. More than 1 helps only where one
   // flow cannot fill the link (docs/communication.md, "Several streams").
   int streams = 1;
+  // Bound on what a peer's early messages may make us buffer (transport.h).
+  size_t max_message = kDefaultMaxMessage;
 };
 
 std::unique_ptr<Transport> make_tcp_transport(Store& store, const TcpOptions& options);

@@ -19,6 +19,16 @@
 
 namespace braid::comm {
 
+// Default bound (bytes) on what a stream transport (tcp, shm) buffers for one
+// peer: messages that arrive before their receive is posted are copied into
+// memory the transport allocates, so the peer's frame header, not the
+// receiver, would decide the allocation. A message larger than this, or early
+// messages from one peer adding up to more, fail the connection with a
+// PeerError naming the peer. Messages whose receive is already posted go
+// straight into its buffer and are not limited. Set per job with
+// parallel.max_message_mib.
+inline constexpr size_t kDefaultMaxMessage = size_t{1} << 30;
+
 class Transport {
  public:
   virtual ~Transport() = default;
