@@ -110,6 +110,33 @@ Graph eliminate_dead_code(const Graph& g) {
   return r.finish();
 }
 
+Graph elide_copies(const Graph& g) {
+  std::vector<int> readers(g.values().size(), 0);
+  for (const Node& n : g.nodes()) {
+    for (int v : n.inputs) {
+      if (v >= 0) ++readers[static_cast<size_t>(v)];
+    }
+  }
+  for (const auto& [name, v] : g.outputs()) ++readers[static_cast<size_t>(v)];
+  for (const auto& [in, v] : g.updates()) ++readers[static_cast<size_t>(v)];
+  Rebuild r(g);
+  for (const Node& n : g.nodes()) {
+    if (n.op->name == "clone") {
+      const int v = n.inputs.at(0);
+      const Value& val = g.value(v);
+      const bool fresh = val.kind == ValueKind::result &&
+                         (g.nodes()[static_cast<size_t>(val.producer)].op->effect == op::Effect::pure ||
+                          g.nodes()[static_cast<size_t>(val.producer)].op->effect == op::Effect::random);
+      if (fresh && readers[static_cast<size_t>(v)] == 1) {
+        r.replace(n.outputs[0], v);
+        continue;
+      }
+    }
+    r.copy_node(n);
+  }
+  return r.finish();
+}
+
 Graph eliminate_common_subexpressions(const Graph& g) {
   Rebuild r(g);
   // Key: op, attributes and the inputs after earlier replacements.
@@ -188,6 +215,7 @@ Graph simplify(const Graph& graph, std::vector<PassReport>* report) {
   const std::pair<const char*, std::function<Graph(const Graph&)>> passes[] = {
       {"constant folding", [](const Graph& g) { return fold_constants(g); }},
       {"common subexpressions", eliminate_common_subexpressions},
+      {"copies", elide_copies},
       {"dead code", eliminate_dead_code},
   };
   Graph g = eliminate_dead_code(graph);

@@ -23,10 +23,14 @@
 namespace braid::graph {
 
 Graph eliminate_dead_code(const Graph& graph);
+// A clone of a fresh result that nothing else reads is that result: the
+// clone goes (the autograd engine clones a gradient it cannot prove it owns,
+// and during capture it never can).
+Graph elide_copies(const Graph& graph);
 Graph eliminate_common_subexpressions(const Graph& graph);
 Graph fold_constants(const Graph& graph, int64_t max_elements = 4096);
 
-// The three above until nothing changes, with each pass's effect.
+// The passes above until nothing changes, with each pass's effect.
 struct PassReport {
   std::string pass;
   size_t nodes_before = 0, nodes_after = 0;

@@ -64,6 +64,22 @@ TEST(Passes, TwoClonesThatAreEachWrittenInPlaceStayTwo) {
   EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, 2}));
 }
 
+TEST(Passes, AClonedFreshResultNobodyElseReadsIsNotCopied) {
+  Graph g;
+  const int x = g.add_input("x", {{3}, DType::f32});
+  const int e = node_out(g, "exp", {x});
+  const int c = node_out(g, "clone", {e});
+  g.add_output("y", node_out(g, "accumulate_", {c, x}));
+  const int kept = node_out(g, "clone", {x});  // an input: its copy stays
+  g.add_output("z", kept);
+  const Graph d = elide_copies(g);
+  EXPECT_EQ(d.nodes().size(), g.nodes().size() - 1);
+  const Tensor in = Tensor::from_vector<float>({0.5f, -1, 2}, {3});
+  const std::vector<Tensor> want = run(g, {in}), got = run(d, {in});
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>());
+  EXPECT_EQ(in.to_vector<float>(), (std::vector<float>{0.5f, -1, 2}));  // the input was never written
+}
+
 TEST(Passes, ConstantsFoldUpToTheSizeLimit) {
   Graph g;
   const int x = g.add_input("x", {{2}, DType::f32});
@@ -115,7 +131,8 @@ TEST(Passes, EveryPassPreservesRandomGraphsBitForBit) {
     for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = static_cast<float>(gen.uniform_f64()) - 0.5f;
     const std::vector<Tensor> want = run(g, {a, b});
     std::vector<PassReport> report;
-    for (const Graph& p : {eliminate_dead_code(g), eliminate_common_subexpressions(g), fold_constants(g), simplify(g, &report)}) {
+    for (const Graph& p : {eliminate_dead_code(g), eliminate_common_subexpressions(g), fold_constants(g),
+                           elide_copies(g), simplify(g, &report)}) {
       const std::vector<Tensor> got = run(p, {a, b});
       for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>()) << seed;
       EXPECT_LE(p.nodes().size(), g.nodes().size());
