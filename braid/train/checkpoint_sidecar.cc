@@ -25,7 +25,8 @@ class Checker {
   const json& object(const json& parent, const std::string& key, const std::string& field, bool required) const {
     static const json kEmpty = json::object();
     const auto it = parent.find(key);
-    if (it == parent.end()) {
+    // An optional object written as null (a run's config when it had none) is absent.
+    if (it == parent.end() || (!required && it->is_null())) {
       if (required) fail<IoError>("checkpoint sidecar {} is malformed: it lacks {}", path_, field);
       return kEmpty;
     }

@@ -25,8 +25,11 @@ class Netns:
         # here, and stop() removes them.
         p = self._bash(f"netns_up {self.n} 1gbit || exit 1; trap - EXIT")
         if p.returncode != 0:
+            # Where namespaces exist but cannot be wired (a chroot whose root
+            # is not a mount point refuses `mount --make-rslave /`), the row
+            # cannot run here: skipped with the reason, as netns_ready's are.
             self.stop()
-            raise RuntimeError(f"namespace setup failed: {p.stdout}{p.stderr}")
+            return f"namespace setup failed: {(p.stdout + p.stderr).strip()}"
         self.up = True
         return None
 
