@@ -108,10 +108,14 @@ nlohmann::json parse_checkpoint_sidecar(std::string_view text, const std::string
   const json& rng = c.object(side, "rng", "rng", true);
   for (const char* k : {"seed", "stream", "offset"})
     c.unsigned_integer(rng, k, std::string("rng.") + k, std::numeric_limits<uint64_t>::max());
-  const json& opt = c.object(side, "optimizer", "optimizer", true);
-  c.string(opt, "name", "optimizer.name");
-  c.integer(opt, "steps", "optimizer.steps", false, 0);
-  c.integer(opt, "num_params", "optimizer.num_params", false, 0);
+  // A checkpoint of the model alone (a shard, a consolidated model) has a
+  // null optimizer; otherwise it is an object with these fields.
+  if (const auto o = side.find("optimizer"); o == side.end() || !o->is_null()) {
+    const json& opt = c.object(side, "optimizer", "optimizer", true);
+    c.string(opt, "name", "optimizer.name");
+    c.integer(opt, "steps", "optimizer.steps", false, 0);
+    c.integer(opt, "num_params", "optimizer.num_params", false, 0);
+  }
   const json& config = c.object(side, "config", "config", false);
   for (const auto& [section, keys] : config.items()) c.object(config, section, "config." + section, true);
   c.integer(c.object(config, "parallel", "config.parallel", false), "data", "config.parallel.data", false);
