@@ -1,6 +1,4 @@
-# The short fuzz runs (labels `fuzz` and, for now, `slow`: a random run of
-# fuzz.ps_protocol found undefined behaviour in a JSON number conversion in
-# check-fresh, not yet fixed, so they stay out of the default suite until it is): each harness
+# The short fuzz runs (label `fuzz`, part of the default suite): each harness
 # for a few seconds from its seed corpus (fuzz/run-short). The harnesses need
 # clang, libFuzzer's runtime and clang's OpenMP (scripts/setup installs
 # clang-14, libclang-rt-14-dev and libomp-14-dev); when they are here the main
@@ -37,5 +35,5 @@ else()
 endif()
 foreach(h ${BRAID_FUZZ_HARNESSES})
   add_test(NAME fuzz.${h} COMMAND ${PROJECT_SOURCE_DIR}/fuzz/run-short ${BRAID_FUZZ_BUILD} ${h})
-  set_tests_properties(fuzz.${h} PROPERTIES LABELS "fuzz;slow" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  set_tests_properties(fuzz.${h} PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77 TIMEOUT 120)
 endforeach()

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "braid/base/json_number.h"
+
 namespace braid::comm {
 
 namespace {
@@ -178,7 +180,7 @@ std::vector<std::optional<Position>> Arrivals::survey(uint64_t seq, Duration win
         pos.asked = record_of(j->at("asked"));
         pos.current = record_of(j->at("current"));
         pos.last_done = record_of(j->at("last_done"));
-        pos.queued = j->at("queued").get<uint64_t>();
+        pos.queued = json_integer<uint64_t>(j->at("queued"));
         out[peer] = std::move(pos);
         continue;
       }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "braid/base/json_number.h"
+
 namespace braid::comm {
 
 std::string_view name(OpState s) {
@@ -59,9 +61,9 @@ nlohmann::json to_json(const OpRecord& r) {
 OpRecord op_record_from_json(const nlohmann::json& j) {
   try {
     OpRecord r;
-    r.seq = j.at("seq").get<uint64_t>();
+    r.seq = json_integer<uint64_t>(j.at("seq"));
     r.op = j.at("op").get<std::string>();
-    r.bytes = j.at("bytes").get<uint64_t>();
+    r.bytes = json_integer<uint64_t>(j.at("bytes"));
     r.args = j.value("args", "");
     r.algorithm = j.value("algorithm", "");
     r.state = parse_state(j.at("state").get<std::string>());

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "braid/base/json_number.h"
 #include "braid/base/rank_files.h"
 
 namespace braid::comm {
@@ -45,10 +46,10 @@ std::vector<CommStory> history_stories(const std::vector<nlohmann::json>& dumps)
   try {
     for (const auto& d : dumps) {
       for (const auto& c : d.at("communicators")) {
-        CommStory& s = by_id[c.at("id").get<uint32_t>()];
-        s.id = c.at("id").get<uint32_t>();
-        s.size = c.at("size").get<int>();
-        const int r = c.at("rank").get<int>();
+        CommStory& s = by_id[json_integer<uint32_t>(c.at("id"))];
+        s.id = json_integer<uint32_t>(c.at("id"));
+        s.size = json_integer<int>(c.at("size"));
+        const int r = json_integer<int>(c.at("rank"));
         if (r < 0 || r >= s.size) fail<IoError>("history dump: group rank {} outside size {}", r, s.size);
         s.ops.resize(s.size);
         for (const auto& op : c.at("ops")) s.ops[r].push_back(op_record_from_json(op));

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "braid/base/atomic_file.h"
+#include "braid/base/json_number.h"
 
 namespace braid::graph {
 
@@ -39,7 +40,7 @@ op::Attrs attrs_from(const json& j) {
   for (const json& kv : j) {
     const std::string key = kv.at(0).get<std::string>();
     const json& v = kv.at(1);
-    if (v.is_number_integer()) attrs.set(key, v.get<int64_t>());
+    if (v.is_number_integer()) attrs.set(key, json_integer<int64_t>(v));
     else if (v.is_number_float()) attrs.set(key, v.get<double>());
     else if (v.is_array()) attrs.set(key, v.get<std::vector<int64_t>>());
     else if (v.is_string()) attrs.set(key, v.get<std::string>());
@@ -116,12 +117,12 @@ Graph from_json(const json& j) {
                            name(g.value(out).meta.dtype), to_string(g.value(out).meta.shape), out);
         }
       }
-      g.mutable_nodes()[static_cast<size_t>(index)].rank = n.value("rank", 0);
+      g.mutable_nodes()[static_cast<size_t>(index)].rank = json_integer_or(n, "rank", 0);
       ++next_node;
     }
   }
-  for (const json& o : j.at("outputs")) g.add_output(o.at(0).get<std::string>(), o.at(1).get<int>());
-  for (const json& u : j.at("updates")) g.add_update(u.at(0).get<int>(), u.at(1).get<int>());
+  for (const json& o : j.at("outputs")) g.add_output(o.at(0).get<std::string>(), json_integer<int>(o.at(1)));
+  for (const json& u : j.at("updates")) g.add_update(json_integer<int>(u.at(0)), json_integer<int>(u.at(1)));
   g.validate();
   return g;
 }

@@ -1,5 +1,4 @@
 #include "braid/graph/step.h"
-#include <cstdlib>
 
 #include "braid/autograd/engine.h"
 #include "braid/graph/capture.h"
@@ -56,7 +55,7 @@ TrainingStep::TrainingStep(nn::Module& model, optim::Optimizer& optimizer, LossF
     : optimizer_(optimizer) {
   if (optimizer.steps() == 0) eager_step(model, optimizer, loss, x, y);
   graph_ = record_step(model, optimizer, loss, x, y, &bindings_);
-  if (simplify && !std::getenv("NOSIMP")) graph_ = graph::simplify(graph_);
+  if (simplify) graph_ = graph::simplify(graph_);
   executor_ = std::make_unique<Executor>(graph_);
   x_ = graph_.input_index("x");
   y_ = graph_.input_index("y");

@@ -1,6 +1,7 @@
 #include "braid/optim/optimizer.h"
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::optim {
 
@@ -77,8 +78,8 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   if (j.at("name").get<std::string>() != name()) {
     fail<ValueError>("optimizer state is for '{}', this optimizer is '{}'", j.at("name").get<std::string>(), name());
   }
-  if (j.at("num_params").get<size_t>() != params_.size()) {
-    fail<ValueError>("optimizer state has {} parameters, this optimizer has {}", j.at("num_params").get<size_t>(),
+  if (json_integer<size_t>(j.at("num_params")) != params_.size()) {
+    fail<ValueError>("optimizer state has {} parameters, this optimizer has {}", json_integer<size_t>(j.at("num_params")),
                      params_.size());
   }
   std::vector<std::map<std::string, Tensor>> bufs(params_.size());
@@ -101,7 +102,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   }
   buffers_ = std::move(bufs);
   lr_ = j.at("lr").get<double>();
-  steps_ = j.at("steps").get<int64_t>();
+  steps_ = json_integer<int64_t>(j.at("steps"));
   set_hyper_parameters(j.value("hyper", nlohmann::json::object()));
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::parallel {
 
@@ -26,8 +27,8 @@ ShardSpecs shard_specs_from_json(const nlohmann::json& j) {
   if (!j.is_object()) fail<ValueError>("shard specs: expected an object, got {}", j.dump());
   for (auto it = j.begin(); it != j.end(); ++it) {
     const nlohmann::json& v = it.value();
-    specs[it.key()] = {.dim = v.at("dim").get<int>(), .full_shape = v.at("full_shape").get<Shape>(),
-                       .offset = v.at("offset").get<int64_t>(), .blocks = v.value("blocks", 1)};
+    specs[it.key()] = {.dim = json_integer<int>(v.at("dim")), .full_shape = v.at("full_shape").get<Shape>(),
+                       .offset = json_integer<int64_t>(v.at("offset")), .blocks = json_integer_or(v, "blocks", 1)};
   }
   return specs;
 }

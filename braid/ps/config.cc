@@ -1,6 +1,7 @@
 #include "braid/ps/config.h"
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::ps {
 
@@ -47,10 +48,10 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
   try {
     PsConfig c;
     c.consistency = parse_consistency(j.at("consistency").get<std::string>());
-    c.staleness = j.at("staleness").get<int64_t>();
-    c.softsync_n = j.at("softsync_n").get<int64_t>();
-    c.backup_workers = j.at("backup_workers").get<int64_t>();
-    c.barrier = j.at("barrier").get<int64_t>();
+    c.staleness = json_integer<int64_t>(j.at("staleness"));
+    c.softsync_n = json_integer<int64_t>(j.at("softsync_n"));
+    c.backup_workers = json_integer<int64_t>(j.at("backup_workers"));
+    c.barrier = json_integer<int64_t>(j.at("barrier"));
     const auto& u = j.at("updater");
     c.updater = {.name = u.at("name").get<std::string>(),
                  .momentum = u.at("momentum").get<double>(),
@@ -59,9 +60,9 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
                  .eps = u.at("eps").get<double>(),
                  .weight_decay = u.at("weight_decay").get<double>()};
     c.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
-    c.checkpoint_every = j.at("checkpoint_every").get<int64_t>();
+    c.checkpoint_every = json_integer<int64_t>(j.at("checkpoint_every"));
     c.resume = j.at("resume").get<bool>();
-    c.seed = j.at("seed").get<uint64_t>();
+    c.seed = json_integer<uint64_t>(j.at("seed"));
     c.timeout_s = j.at("timeout_s").get<double>();
     c.codec = comm::codec::CodecOptions::from_json(j.value("codec", nlohmann::json::object()));
     return c;

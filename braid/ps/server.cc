@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "braid/base/json_number.h"
 #include "braid/base/log.h"
 #include "braid/base/thread_name.h"
 #include "braid/ps/keyspace.h"
@@ -38,7 +39,7 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
   try {
     j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
     text = j.at("config").dump();
-    total = j.at("dense_total").get<int64_t>();
+    total = json_integer<int64_t>(j.at("dense_total"));
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(fmt::format("{}: worker {} sent a malformed hello: {}", who(), worker, e.what()));
   }
@@ -136,7 +137,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       double init_std = 0;
       try {
         const auto j = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));
-        dim = j.at("dim").get<int64_t>();
+        dim = json_integer<int64_t>(j.at("dim"));
         init_std = j.at("init_std").get<double>();
       } catch (const nlohmann::json::exception& e) {
         throw ValueError(fmt::format("{}: worker {} sent a malformed define_table: {}", who(), worker, e.what()));

@@ -8,6 +8,7 @@
 
 #include "braid/base/error.h"
 #include "braid/base/hash.h"
+#include "braid/base/json_number.h"
 #include "braid/base/rng.h"
 #include "braid/base/safetensors.h"
 
@@ -234,7 +235,7 @@ ShardFile read_shard_file(const std::string& path) {
     const std::string p = "table." + it.key();
     SparseTable t;
     try {
-      t.dim = it.value().at("dim").get<int64_t>();
+      t.dim = json_integer<int64_t>(it.value().at("dim"));
       t.init_std = it.value().at("init_std").get<double>();
     } catch (const nlohmann::json::exception& e) {
       fail<IoError>("ps checkpoint {}: table {} is malformed: {}", path, id, e.what());

@@ -8,6 +8,7 @@
 #include "braid/base/atomic_file.h"
 #include "braid/base/digest.h"
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 #include "braid/base/safetensors.h"
 #include "braid/train/checkpoint_sidecar.h"
 
@@ -137,9 +138,9 @@ nlohmann::json read_checkpoint_sidecar(const std::string& stem) {
   const auto want = side.find("sidecar_crc32");
   if (want == side.end() || !want->is_number_unsigned())
     fail<IoError>("checkpoint sidecar {} has no sidecar_crc32: altered, or written by an older braid", path);
-  if (const uint32_t got = sidecar_crc(side); got != want->get<uint32_t>())
+  if (const uint32_t got = sidecar_crc(side); got != json_integer<uint32_t>(*want))
     fail<IoError>("checkpoint sidecar {} does not match its own crc32 ({:08x}, recorded {:08x}): altered", path, got,
-                  want->get<uint32_t>());
+                  json_integer<uint32_t>(*want));
   return side;
 }
 
@@ -148,20 +149,20 @@ Checkpoint load_checkpoint(const std::string& stem) {
   const nlohmann::json side = read_checkpoint_sidecar(stem);
   Checkpoint c;
   // The fields' presence and types were checked by parse_checkpoint_sidecar.
-  const uint32_t want = side.at("tensors_crc32").get<uint32_t>();
+  const uint32_t want = json_integer<uint32_t>(side.at("tensors_crc32"));
   if (!fs::exists(st_path)) fail<IoError>("checkpoint {} is missing (its sidecar {} exists)", st_path, side_path);
   if (const uint32_t got = file_crc(st_path); got != want) {
     fail<IoError>("checkpoint {} does not match its sidecar (crc32 {:08x}, sidecar says {:08x}): truncated or altered",
                   st_path, got, want);
   }
-  c.step = side.at("step").get<int64_t>();
+  c.step = json_integer<int64_t>(side.at("step"));
   if (const auto named = stem_step(stem); named && *named != c.step)
     fail<IoError>("checkpoint sidecar {} says step {} but its name says {}: renamed or altered", side_path, c.step,
                   *named);
-  c.epoch = side.at("epoch").get<int64_t>();
-  c.batch = side.at("batch").get<int64_t>();
+  c.epoch = json_integer<int64_t>(side.at("epoch"));
+  c.batch = json_integer<int64_t>(side.at("batch"));
   const auto& r = side.at("rng");
-  c.rng = {r.at("seed").get<uint64_t>(), r.at("stream").get<uint64_t>(), r.at("offset").get<uint64_t>()};
+  c.rng = {json_integer<uint64_t>(r.at("seed")), json_integer<uint64_t>(r.at("stream")), json_integer<uint64_t>(r.at("offset"))};
   c.optimizer.scalars = side.at("optimizer");
   c.config = side.value("config", nlohmann::json::object());
   c.extra = side.value("extra", nlohmann::json::object());

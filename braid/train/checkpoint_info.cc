@@ -6,6 +6,7 @@
 #include <set>
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 #include "braid/parallel/shard_spec.h"
 #include "braid/train/checkpoint_shards.h"
 
@@ -35,7 +36,7 @@ int64_t degree_in(const std::string& mesh, const char* axis) {
 // configured degree.
 int64_t data_world(const Checkpoint& c, const std::string& mesh) {
   if (const auto z = c.extra.find("zero"); z != c.extra.end() && z->contains("data_world")) {
-    return z->at("data_world").get<int64_t>();
+    return json_integer<int64_t>(z->at("data_world"));
   }
   if (const int64_t n = degree_in(mesh, "data"); n > 0) return n;
   return std::max<int64_t>(0, c.config.value("parallel", nlohmann::json::object()).value("data", int64_t{0}));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::train {
 
@@ -14,9 +15,9 @@ nlohmann::json to_json(const Report& r) {
 
 Report report_from_json(const nlohmann::json& j) {
   try {
-    return {.member = j.at("member").get<int>(),
-            .round = j.at("round").get<int64_t>(),
-            .examples = j.at("examples").get<int64_t>(),
+    return {.member = json_integer<int>(j.at("member")),
+            .round = json_integer<int64_t>(j.at("round")),
+            .examples = json_integer<int64_t>(j.at("examples")),
             .score = j.at("score").get<double>(),
             .hyper = j.at("hyper").get<Hyper>(),
             .checkpoint = j.at("checkpoint").get<std::string>()};

@@ -144,6 +144,28 @@ TEST(HostilePsRequests, BspPushesFarAheadAreBoundedAndHugeClocksRefused) {
   EXPECT_NE(refusal([&] { f.server.expected_bytes(1, h); }).find("pushed clock 9223372036854775807"), std::string::npos);
 }
 
+// Integers in the hello's JSON were read with nlohmann's get<int64_t>(), which
+// casts a number such as 1e300 to an integer: undefined behaviour (found by
+// fuzz/ps_protocol.cc). Every integer a worker sends is now checked.
+TEST(HostilePsRequests, FloatWhereAnIntegerBelongsIsRefused) {
+  Fixture f;
+  const nlohmann::json total = {{"config", PsConfig().to_json()}, {"dense_total", 1e300}};
+  EXPECT_NE(refusal([&] { f.request(0, {.op = Op::hello}, text(total.dump())); }).find("malformed hello"),
+            std::string::npos);
+  nlohmann::json config = PsConfig().to_json();
+  config["staleness"] = -1e300;
+  const nlohmann::json stale = {{"config", config}, {"dense_total", 8}};
+  EXPECT_NE(test::message_of<ConfigError>([&] { f.request(0, {.op = Op::hello}, text(stale.dump())); })
+                .find("expected an integer"),
+            std::string::npos);
+  Fixture g;
+  g.hello(8);
+  const std::string table = nlohmann::json{{"dim", 1e300}, {"init_std", 0.1}}.dump();
+  EXPECT_NE(refusal([&] { g.request(0, {.op = Op::define_table, .table = 1}, text(table)); })
+                .find("malformed define_table"),
+            std::string::npos);
+}
+
 // A timeout of 1e300 s was converted to nanoseconds: a float-to-integer
 // overflow, undefined behaviour.
 TEST(HostilePsRequests, TimeoutBeyondAYearIsAConfigError) {

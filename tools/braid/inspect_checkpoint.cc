@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "braid/base/json_number.h"
 #include "braid/train/checkpoint_info.h"
 #include "tools/braid/commands.h"
 
@@ -106,7 +107,7 @@ void consolidate(const Args& a) {
               a.consolidate.c_str(), static_cast<long long>(c.step),
               shards > 0 ? fmt::format("merged from {} shards", shards).c_str() : "whole-model checkpoint",
               c.model.size(), static_cast<long long>(elements), c.optimizer.tensors.size(),
-              bytes_text(static_cast<int64_t>(wrote.at("bytes").get<uint64_t>())).c_str());
+              bytes_text(static_cast<int64_t>(json_integer<uint64_t>(wrote.at("bytes")))).c_str());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "braid/base/json_number.h"
 #include "braid/base/thread_pool.h"
 #include "braid/comm/env.h"
 #include "braid/train/callbacks_console.h"
@@ -41,7 +42,7 @@ train::HyperSpace search_space(const train::Config& c) {
 std::string lineage_text(const nlohmann::json& rounds) {
   std::string out;
   for (const auto& r : rounds) {
-    if (r.value("exploit", false)) out += fmt::format(" r{}<-{}", r["round"].get<int64_t>(), r["source"].get<int>());
+    if (r.value("exploit", false)) out += fmt::format(" r{}<-{}", json_integer<int64_t>(r["round"]), json_integer<int>(r["source"]));
   }
   return out.empty() ? " (own line)" : out;
 }
@@ -55,7 +56,7 @@ void print_population(const std::vector<nlohmann::json>& finals) {
     const auto& f = finals[i];
     const auto& h = f["hyper"];
     auto field = [&](const char* k) { return h.contains(k) ? fmt::format("{:.4g}", h[k].get<double>()) : "-"; };
-    std::printf("%6d %10.4f %8.4f %9s %9s %9s %6s %s\n", f["member"].get<int>(), f["validation"].get<double>(),
+    std::printf("%6d %10.4f %8.4f %9s %9s %9s %6s %s\n", json_integer<int>(f["member"]), f["validation"].get<double>(),
                 f["test"].get<double>(), field("lr").c_str(), field("momentum").c_str(), field("weight_decay").c_str(),
                 field("batch_size").c_str(), lineage_text(f["rounds"]).c_str());
     if (f["validation"].get<double>() > finals[static_cast<size_t>(best)]["validation"].get<double>()) {
@@ -63,7 +64,7 @@ void print_population(const std::vector<nlohmann::json>& finals) {
     }
   }
   const auto& b = finals[static_cast<size_t>(best)];
-  std::printf("pbt: best member by validation: %d, test top-1 %.4f\n", b["member"].get<int>(), b["test"].get<double>());
+  std::printf("pbt: best member by validation: %d, test top-1 %.4f\n", json_integer<int>(b["member"]), b["test"].get<double>());
 }
 
 }  // namespace

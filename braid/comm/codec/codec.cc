@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::comm::codec {
 
@@ -19,17 +20,17 @@ CodecOptions CodecOptions::from_json(const nlohmann::json& j) {
   CodecOptions o;
   if (!j.is_object()) return o;
   o.name = j.value("name", o.name);
-  o.qsgd_levels = j.value("qsgd_levels", o.qsgd_levels);
-  o.qsgd_chunk = j.value("qsgd_chunk", o.qsgd_chunk);
-  o.onebit_chunk = j.value("onebit_chunk", o.onebit_chunk);
+  o.qsgd_levels = json_integer_or(j, "qsgd_levels", o.qsgd_levels);
+  o.qsgd_chunk = json_integer_or(j, "qsgd_chunk", o.qsgd_chunk);
+  o.onebit_chunk = json_integer_or(j, "onebit_chunk", o.onebit_chunk);
   o.topk_ratio = j.value("topk_ratio", o.topk_ratio);
-  o.powersgd_rank = j.value("powersgd_rank", o.powersgd_rank);
+  o.powersgd_rank = json_integer_or(j, "powersgd_rank", o.powersgd_rank);
   o.powersgd_min_rate = j.value("powersgd_min_rate", o.powersgd_min_rate);
   o.powersgd_epsilon = j.value("powersgd_epsilon", o.powersgd_epsilon);
-  o.warmup_steps = j.value("warmup_steps", o.warmup_steps);
-  o.min_elements = j.value("min_elements", o.min_elements);
+  o.warmup_steps = json_integer_or(j, "warmup_steps", o.warmup_steps);
+  o.min_elements = json_integer_or(j, "min_elements", o.min_elements);
   o.error_feedback = j.value("error_feedback", o.error_feedback);
-  o.seed = j.value("seed", o.seed);
+  o.seed = json_integer_or(j, "seed", o.seed);
   return o;
 }
 

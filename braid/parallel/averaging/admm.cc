@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::parallel::averaging {
 
@@ -133,7 +133,7 @@ void Admm::finish() {
 
 void Admm::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;
-  steps_ = state.at("steps").get<int64_t>();
+  steps_ = json_integer<int64_t>(state.at("steps"));
   if (ready_ && !z_on_servers_) {  // the checkpoint's z, loaded on every worker
     params_.pack_values(flat_);
     z_.assign(values(flat_).begin(), values(flat_).end());

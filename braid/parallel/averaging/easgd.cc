@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 #include "braid/parallel/agreement.h"
 
 namespace braid::parallel::averaging {
@@ -102,7 +102,7 @@ void Easgd::finish() {
 void Easgd::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;
   // The checkpoint holds the center, loaded on every worker: each restarts from it.
-  steps_ = state.at("steps").get<int64_t>();
+  steps_ = json_integer<int64_t>(state.at("steps"));
   if (ready_ && !center_on_servers_) {
     params_.pack_values(flat_);
     center_.assign(values(flat_).begin(), values(flat_).end());

@@ -7,6 +7,7 @@
 
 #include "braid/autograd/node.h"
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 #include "braid/base/log.h"
 
 namespace braid::parallel::averaging {
@@ -118,7 +119,7 @@ void ModelAveraging::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;  // a checkpoint of another plan: count from 0
   // The checkpoint holds the replicas' mean, loaded on every rank: replicas
   // are equal again, and BMUF's blocks restart from it with no momentum.
-  steps_ = last_average_ = state.at("steps").get<int64_t>();
+  steps_ = last_average_ = json_integer<int64_t>(state.at("steps"));
   if (o_.bmuf && ready_) {
     params_.pack_values(flat_);
     global_model_.assign(values(flat_).begin(), values(flat_).end());

@@ -8,6 +8,7 @@
 #include "braid/autograd/node.h"
 #include "braid/base/deadline.h"
 #include "braid/base/digest.h"
+#include "braid/base/json_number.h"
 #include "braid/base/log.h"
 #include "braid/parallel/skeleton/partition.h"
 
@@ -314,13 +315,13 @@ void SkeletonPartition::load_state_dict(const nlohmann::json& state) {
 }
 
 void SkeletonPartition::apply_pending() {
-  const int64_t entries = pending_.at("entries").get<int64_t>();
+  const int64_t entries = json_integer<int64_t>(pending_.at("entries"));
   if (entries != flat_.entries()) {
     fail<ConfigError>("the checkpoint's skeleton partition covers {} entries, this model has {}", entries, flat_.entries());
   }
-  round_ = pending_.at("round").get<int64_t>();
+  round_ = json_integer<int64_t>(pending_.at("round"));
   // A checkpoint holds the merged model (model_state), now on every rank.
-  steps_ = last_merge_ = pending_.at("steps").get<int64_t>();
+  steps_ = last_merge_ = json_integer<int64_t>(pending_.at("steps"));
   use_skeleton(mask_from_hex(pending_.at("skeleton").get<std::string>(), flat_.entries()));
   pending_ = nullptr;
 }
