@@ -5,11 +5,16 @@
 // allocator bytes in use during a step. The graph is simplified by the passes
 // before it runs.
 //
-//   build/bin/graph_step_bench [ROUNDS=7] [STEPS_PER_ROUND=10]
+//   build/bin/graph_step_bench [ROUNDS=7] [STEPS_PER_ROUND=10] [MODEL]
+//
+// Peaks count what a step allocates beyond the model and the optimizer's
+// state: gradients and activations on both sides (eager's gradients from the
+// step before are dropped before each round's baseline).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "braid/base/thread_pool.h"
 #include "braid/graph/memory.h"
@@ -66,6 +71,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
+  const std::string only = argc > 3 ? argv[3] : "";
   const ModelCase models[] = {
       {"mlp", {64, 1, 28, 28}, 10, false},
       {"cnn", {64, 1, 28, 28}, 10, false},
@@ -74,6 +80,7 @@ int main(int argc, char** argv) {
   std::printf("%-17s %10s %10s %7s %12s %12s %7s\n", "model", "eager ms", "graph ms", "ratio", "eager peak", "graph peak",
               "ratio");
   for (const ModelCase& m : models) {
+    if (!only.empty() && only != m.name) continue;
     auto eager_model = build(m), graph_model = build(m);
     optim::SGD eager_opt(eager_model->parameters(), {.lr = 0.01, .momentum = 0.9});
     optim::SGD graph_opt(graph_model->parameters(), {.lr = 0.01, .momentum = 0.9});
@@ -86,7 +93,10 @@ int main(int argc, char** argv) {
       eager_opt.step();
     };
     auto [x1, y1] = batch(m, 1);
-    for (int w = 0; w < 2; ++w) {  // warm the allocator's cache and the autotuner
+    // Warm the allocator's cache and let the kernel autotuner settle: it
+    // times every candidate kernel of a shape several times (on the pool and on
+    // one thread) before choosing, and eager and graph steps share its choice.
+    for (int w = 0; w < 30; ++w) {
       eager_step(x1, y1);
       step.run(x1, y1);
     }
@@ -94,6 +104,7 @@ int main(int argc, char** argv) {
     size_t eager_peak = 0, graph_peak = 0;
     for (int r = 0; r < rounds; ++r) {
       for (bool graph_side : {r % 2 == 1, r % 2 == 0}) {
+        eager_opt.zero_grad(true);
         CachingAllocator::host().reset_peak();
         const size_t base = CachingAllocator::host().stats().bytes_in_use;
         const auto t0 = std::chrono::steady_clock::now();

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "braid/autograd/node.h"
+#include "braid/graph/fuse.h"
+#include "braid/graph/rebuild.h"
 
 namespace braid::graph {
 
@@ -13,79 +15,6 @@ namespace {
 bool removable(const Node& n) {
   return n.op->effect == op::Effect::pure || n.op->effect == op::Effect::view;
 }
-
-// Values whose memory a later in-place node writes (directly or through a
-// view): two such values are never the same value, however they were made,
-// and such a value is never a constant.
-std::vector<bool> written_later(const Graph& g) {
-  std::vector<int> root(g.values().size());
-  for (size_t v = 0; v < root.size(); ++v) root[v] = static_cast<int>(v);
-  std::vector<bool> written(g.values().size(), false);
-  for (const Node& n : g.nodes()) {
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
-      if (n.op->effect == op::Effect::view && i == 0) root[static_cast<size_t>(n.outputs[i])] = root[static_cast<size_t>(n.inputs.at(0))];
-      if (n.op->effect == op::Effect::inplace) {
-        const int r = root[static_cast<size_t>(n.inputs.at(static_cast<size_t>(n.op->mutates[i])))];
-        written[static_cast<size_t>(r)] = true;
-        root[static_cast<size_t>(n.outputs[i])] = r;
-      }
-    }
-  }
-  for (size_t v = 0; v < root.size(); ++v) written[v] = written[static_cast<size_t>(root[v])];
-  return written;
-}
-
-bool writes_later(const Node& n, const std::vector<bool>& written) {
-  return std::any_of(n.outputs.begin(), n.outputs.end(), [&](int v) { return written[static_cast<size_t>(v)]; });
-}
-
-// Copies `g` keeping the nodes `keep` says, with every read of value v
-// redirected to substitute(v) (an earlier value, or a new constant made by
-// `constant`). Inputs keep their order; constants and results are renumbered.
-class Rebuild {
- public:
-  explicit Rebuild(const Graph& g) : g_(g), map_(g.values().size(), -1) {
-    for (int id : g.inputs()) map_[static_cast<size_t>(id)] = out_.add_input(g.value(id).name, g.value(id).meta);
-  }
-
-  // The new id of old value v (constants are copied on first use).
-  int value(int v) {
-    if (v < 0) return -1;
-    if (auto it = replaced_.find(v); it != replaced_.end()) return value(it->second);
-    if (auto it = new_constants_.find(v); it != new_constants_.end()) {
-      int& m = map_[static_cast<size_t>(v)];
-      if (m < 0) m = out_.add_constant(it->second, g_.value(v).name);
-      return m;
-    }
-    int& m = map_[static_cast<size_t>(v)];
-    if (m < 0 && g_.value(v).kind == ValueKind::constant) m = out_.add_constant(g_.constants().at(v), g_.value(v).name);
-    if (m < 0) fail<Error>("graph pass: value %{} is read before it is made", v);
-    return m;
-  }
-  void replace(int old_value, int by_old_value) { replaced_[old_value] = by_old_value; }
-  void make_constant(int old_value, Tensor t) { new_constants_[old_value] = std::move(t); }
-  void copy_node(const Node& n) {
-    std::vector<int> in;
-    for (int v : n.inputs) in.push_back(value(v));
-    const int index = out_.add_node(*n.op, n.attrs, in);
-    out_.mutable_nodes()[static_cast<size_t>(index)].rank = n.rank;
-    const Node& made = out_.nodes()[static_cast<size_t>(index)];
-    for (size_t i = 0; i < n.outputs.size(); ++i) map_[static_cast<size_t>(n.outputs[i])] = made.outputs[i];
-  }
-  Graph finish() {
-    for (const auto& [name, v] : g_.outputs()) out_.add_output(name, value(v));
-    for (const auto& [in, v] : g_.updates()) out_.add_update(value(in), value(v));
-    out_.validate();
-    return std::move(out_);
-  }
-
- private:
-  const Graph& g_;
-  Graph out_;
-  std::vector<int> map_;
-  std::map<int, int> replaced_;
-  std::map<int, Tensor> new_constants_;
-};
 
 }  // namespace
 
@@ -111,26 +40,65 @@ Graph eliminate_dead_code(const Graph& g) {
 }
 
 Graph elide_copies(const Graph& g) {
-  std::vector<int> readers(g.values().size(), 0);
-  for (const Node& n : g.nodes()) {
-    for (int v : n.inputs) {
-      if (v >= 0) ++readers[static_cast<size_t>(v)];
+  const std::vector<int> readers = graph::readers(g);
+  // Per value: the nodes that read it, in order; whether an output or an update keeps it.
+  std::vector<std::vector<size_t>> read_by(g.values().size());
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    for (int v : g.nodes()[k].inputs) {
+      if (v >= 0) read_by[static_cast<size_t>(v)].push_back(k);
     }
   }
-  for (const auto& [name, v] : g.outputs()) ++readers[static_cast<size_t>(v)];
-  for (const auto& [in, v] : g.updates()) ++readers[static_cast<size_t>(v)];
+  std::vector<bool> kept(g.values().size(), false);
+  for (const auto& [name, v] : g.outputs()) kept[static_cast<size_t>(v)] = true;
+  for (const auto& [in, v] : g.updates()) kept[static_cast<size_t>(v)] = true;
+  // A clone whose only reader writes it in place, at node m: the source can
+  // be written instead when every other reader of the source runs before m
+  // and none of them is a view (which would see the write later).
+  auto written_after_last_read = [&](size_t clone, int copy, int source) {
+    if (readers[static_cast<size_t>(copy)] != 1 || read_by[static_cast<size_t>(copy)].size() != 1) return false;
+    const size_t m = read_by[static_cast<size_t>(copy)][0];
+    const Node& w = g.nodes()[m];
+    if (w.op->effect != op::Effect::inplace || w.inputs.at(static_cast<size_t>(w.op->mutates.at(0))) != copy) return false;
+    if (kept[static_cast<size_t>(source)]) return false;
+    for (size_t k : read_by[static_cast<size_t>(source)]) {
+      if (k == clone) continue;
+      if (k >= m || g.nodes()[k].op->effect == op::Effect::view || g.nodes()[k].op->effect == op::Effect::inplace) return false;
+    }
+    return true;
+  };
   Rebuild r(g);
-  for (const Node& n : g.nodes()) {
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    const Node& n = g.nodes()[k];
     if (n.op->name == "clone") {
       const int v = n.inputs.at(0);
       const Value& val = g.value(v);
       const bool fresh = val.kind == ValueKind::result &&
                          (g.nodes()[static_cast<size_t>(val.producer)].op->effect == op::Effect::pure ||
                           g.nodes()[static_cast<size_t>(val.producer)].op->effect == op::Effect::random);
-      if (fresh && readers[static_cast<size_t>(v)] == 1) {
+      if (fresh && (readers[static_cast<size_t>(v)] == 1 || written_after_last_read(k, n.outputs[0], v))) {
         r.replace(n.outputs[0], v);
         continue;
       }
+    }
+    r.copy_node(n);
+  }
+  return r.finish();
+}
+
+Graph elide_identity_views(const Graph& g) {
+  Rebuild r(g);
+  for (const Node& n : g.nodes()) {
+    const bool reshape = n.op->name == "reshape" || n.op->name == "squeeze" || n.op->name == "unsqueeze";
+    bool identity = false;
+    if (reshape) identity = g.value(n.outputs[0]).meta == g.value(n.inputs[0]).meta;
+    if (n.op->name == "permute") {
+      const auto& dims = n.attrs.ints("dims");
+      identity = true;
+      for (size_t i = 0; i < dims.size(); ++i) identity = identity && dims[i] == static_cast<int64_t>(i);
+    }
+    if (identity) {
+      r.replace(n.outputs[0], n.inputs[0]);
+      continue;
     }
     r.copy_node(n);
   }
@@ -216,6 +184,8 @@ Graph simplify(const Graph& graph, std::vector<PassReport>* report) {
       {"constant folding", [](const Graph& g) { return fold_constants(g); }},
       {"common subexpressions", eliminate_common_subexpressions},
       {"copies", elide_copies},
+      {"identity views", elide_identity_views},
+      {"fusion", fuse},
       {"dead code", eliminate_dead_code},
   };
   Graph g = eliminate_dead_code(graph);

@@ -5,6 +5,7 @@
 
 #include "braid/base/rng.h"
 #include "braid/graph/executor.h"
+#include "braid/graph/fuse.h"
 #include "braid/graph/memory.h"
 #include "braid/graph/passes.h"
 
@@ -80,6 +81,84 @@ TEST(Passes, AClonedFreshResultNobodyElseReadsIsNotCopied) {
   EXPECT_EQ(in.to_vector<float>(), (std::vector<float>{0.5f, -1, 2}));  // the input was never written
 }
 
+TEST(Passes, ACloneWrittenAfterTheSourcesLastReadWritesTheSource) {
+  Graph g;
+  const int x = g.add_input("x", {{3}, DType::f32});
+  const int e = node_out(g, "exp", {x});
+  const int c = node_out(g, "clone", {e});
+  const int early = node_out(g, "neg", {e});  // reads e before the write
+  g.add_output("y", node_out(g, "accumulate_", {c, x}));
+  g.add_output("n", early);
+  const Graph d = elide_copies(g);
+  EXPECT_EQ(d.nodes().size(), g.nodes().size() - 1);
+  // A reader after the write keeps the copy.
+  Graph h;
+  const int hx = h.add_input("x", {{3}, DType::f32});
+  const int he = node_out(h, "exp", {hx});
+  const int hc = node_out(h, "clone", {he});
+  h.add_output("y", node_out(h, "accumulate_", {hc, hx}));
+  h.add_output("n", node_out(h, "neg", {he}));
+  EXPECT_EQ(elide_copies(h).nodes().size(), h.nodes().size());
+  const Tensor in = Tensor::from_vector<float>({0.5f, -1, 2}, {3});
+  for (const Graph* k : {&g, &h}) {
+    const std::vector<Tensor> want = run(*k, {in}), got = run(elide_copies(*k), {in});
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>());
+  }
+}
+
+TEST(Fuse, CopyAndAccumulateBecomeOneAdd) {
+  Graph g;
+  const int x = g.add_input("x", {{4}, DType::f32}), y = g.add_input("y", {{4}, DType::f32});
+  const int c = node_out(g, "clone", {x});
+  g.add_output("s", node_out(g, "accumulate_", {c, y}));
+  const Graph f = fuse(g);
+  ASSERT_EQ(f.nodes().size(), 1u);
+  EXPECT_EQ(f.nodes()[0].op->name, "add");
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {4}), b = Tensor::from_vector<float>({0.5f, 0.25f, -3, 8}, {4});
+  EXPECT_EQ(run(f, {a, b})[0].to_vector<float>(), run(g, {a, b})[0].to_vector<float>());
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(Fuse, SliceGradientsTilingADimensionBecomeOneConcat) {
+  Graph g;
+  const int q = g.add_input("q", {{1, 2}, DType::f32}), k = g.add_input("k", {{2, 2}, DType::f32});
+  auto back = [&](int v, int64_t start, int64_t end) {
+    return node_out(g, "slice_backward", {v},
+                    {{"dim", int64_t{0}}, {"start", start}, {"end", end}, {"step", int64_t{1}}, {"shape", Shape{3, 2}}});
+  };
+  g.add_output("g", node_out(g, "accumulate_", {back(k, 1, 3), back(q, 0, 1)}));
+  const Graph f = fuse(g);
+  ASSERT_EQ(f.nodes().size(), 1u);
+  EXPECT_EQ(f.nodes()[0].op->name, "concat");
+  const Tensor a = Tensor::from_vector<float>({1, 2}, {1, 2}), b = Tensor::from_vector<float>({3, 4, 5, 6}, {2, 2});
+  EXPECT_EQ(run(f, {a, b})[0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  // Slices that leave a gap (a row of zeros) are not a concat.
+  Graph h;
+  const int hq = h.add_input("q", {{1, 2}, DType::f32});
+  const op::Attrs at{{"dim", int64_t{0}}, {"step", int64_t{1}}, {"shape", Shape{3, 2}}};
+  op::Attrs first = at, last = at;
+  first.set("start", int64_t{0});
+  first.set("end", int64_t{1});
+  last.set("start", int64_t{2});
+  last.set("end", int64_t{3});
+  h.add_output("g", node_out(h, "accumulate_", {node_out(h, "slice_backward", {hq}, first),
+                                               node_out(h, "slice_backward", {hq}, last)}));
+  EXPECT_EQ(fuse(h).nodes().size(), h.nodes().size());
+}
+
+TEST(Passes, IdentityViewsGo) {
+  Graph g;
+  const int x = g.add_input("x", {{2, 3}, DType::f32});
+  const int r = node_out(g, "reshape", {x}, {{"shape", Shape{2, 3}}});
+  const int p = node_out(g, "permute", {r}, {{"dims", Shape{0, 1}}});
+  const int t = node_out(g, "permute", {p}, {{"dims", Shape{1, 0}}});
+  g.add_output("y", node_out(g, "neg", {t}));
+  const Graph e = elide_identity_views(g);
+  EXPECT_EQ(e.nodes().size(), 2u);
+  const Tensor in = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(run(e, {in})[0].to_vector<float>(), run(g, {in})[0].to_vector<float>());
+}
+
 TEST(Passes, ConstantsFoldUpToTheSizeLimit) {
   Graph g;
   const int x = g.add_input("x", {{2}, DType::f32});
@@ -104,9 +183,27 @@ Graph random_graph(uint64_t seed) {
   const char* binary[] = {"add", "sub", "mul", "maximum"};
   for (int i = 0; i < 24; ++i) {
     auto pick = [&] { return pool[gen.next_u64() % pool.size()]; };
-    const uint64_t kind = gen.next_u64() % 4;
+    const uint64_t kind = gen.next_u64() % 7;
     int v;
-    if (kind == 0) {
+    if (kind == 4) {  // a gradient summed into a copy (copies, fusion)
+      const int x = pick();
+      v = node_out(g, "accumulate_", {node_out(g, "clone", {x}), node_out(g, "neg", {x})});
+    } else if (kind == 5) {  // reshapes and a permute that change nothing
+      const int x = pick();
+      const Shape& shape = g.value(x).meta.shape;
+      v = node_out(g, "abs", {node_out(g, "reshape", {x}, {{"shape", shape}})});
+      if (shape.size() == 2) v = node_out(g, "permute", {v}, {{"dims", Shape{0, 1}}});
+    } else if (kind == 6) {  // slice gradients that tile rows 0..3 of a [3, 4] value (fusion)
+      int x = pick();
+      if (g.value(x).meta.shape != Shape{3, 4}) x = pool[0];
+      auto piece = [&](int64_t start, int64_t end) {
+        const op::Attrs at{{"dim", int64_t{0}}, {"start", start}, {"end", end}, {"step", int64_t{1}}};
+        op::Attrs back = at;
+        back.set("shape", Shape{3, 4});
+        return node_out(g, "slice_backward", {node_out(g, "exp", {node_out(g, "slice", {x}, at)})}, back);
+      };
+      v = node_out(g, "accumulate_", {node_out(g, "accumulate_", {piece(1, 2), piece(0, 1)}), piece(2, 3)});
+    } else if (kind == 0) {
       v = node_out(g, unary[gen.next_u64() % 3], {pick()});
     } else if (kind == 1) {
       v = node_out(g, "mul_scalar", {pick()}, {{"alpha", (gen.next_u64() % 2) ? 0.5 : -0.75}});
@@ -124,20 +221,25 @@ Graph random_graph(uint64_t seed) {
 
 TEST(Passes, EveryPassPreservesRandomGraphsBitForBit) {
   Generator gen(9);
+  size_t fused = 0, views = 0;  // nodes the fusion and identity-view passes removed, over all seeds
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     const Graph g = random_graph(seed);
+    fused += g.nodes().size() - fuse(g).nodes().size();
+    views += g.nodes().size() - elide_identity_views(g).nodes().size();
     Tensor a = Tensor::empty({3, 4}), b = Tensor::empty({4});
     for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = static_cast<float>(gen.uniform_f64()) - 0.5f;
     for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = static_cast<float>(gen.uniform_f64()) - 0.5f;
     const std::vector<Tensor> want = run(g, {a, b});
     std::vector<PassReport> report;
     for (const Graph& p : {eliminate_dead_code(g), eliminate_common_subexpressions(g), fold_constants(g),
-                           elide_copies(g), simplify(g, &report)}) {
+                           elide_copies(g), elide_identity_views(g), fuse(g), simplify(g, &report)}) {
       const std::vector<Tensor> got = run(p, {a, b});
       for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>()) << seed;
       EXPECT_LE(p.nodes().size(), g.nodes().size());
     }
   }
+  EXPECT_GT(fused, 0u);
+  EXPECT_GT(views, 0u);
 }
 
 TEST(Memory, AChainKeepsTwoBuffersAliveAndAViewCostsNothing) {
