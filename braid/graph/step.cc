@@ -1,10 +1,13 @@
 #include "braid/graph/step.h"
 
+#include <algorithm>
+
 #include "braid/autograd/engine.h"
 #include "braid/graph/capture.h"
 #include "braid/graph/executor.h"
 #include "braid/graph/partition.h"
 #include "braid/graph/passes.h"
+#include "braid/parallel/pipeline/partition.h"
 
 namespace braid::graph {
 
@@ -46,6 +49,44 @@ Graph record(nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Te
 Graph record_step(nn::Module& model, optim::Optimizer& opt, const LossFn& loss_fn, const Tensor& x, const Tensor& y,
                   std::vector<Tensor>* bindings) {
   return record(model, opt, x, y, bindings, [&] { return eager_step(model, opt, loss_fn, x, y); });
+}
+
+// The nodes capture left unplaced (rank -1: the autograd engine's gradient
+// sums and copies) go where the gradient that completes them was made: each
+// value's origin is the newest placed node it derives from, and an unplaced
+// node takes its newest origin's rank. A copy then moves to the rank of its
+// readers when they agree (the sum it starts is made there).
+void place_engine_ops(Graph& g, int fallback) {
+  std::vector<int> origin(g.values().size(), -1);
+  std::vector<bool> unplaced(g.nodes().size(), false);
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    Node& n = g.mutable_nodes()[k];
+    int newest = -1;
+    for (int v : n.inputs) {
+      if (v >= 0) newest = std::max(newest, origin[static_cast<size_t>(v)]);
+    }
+    if (n.rank < 0) {
+      unplaced[k] = true;
+      n.rank = newest >= 0 ? g.nodes()[static_cast<size_t>(newest)].rank : fallback;
+    } else {
+      newest = static_cast<int>(k);
+    }
+    for (int v : n.outputs) origin[static_cast<size_t>(v)] = newest;
+  }
+  std::vector<std::vector<int>> reader_ranks(g.values().size());
+  for (const Node& n : g.nodes()) {
+    for (int v : n.inputs) {
+      if (v >= 0) reader_ranks[static_cast<size_t>(v)].push_back(n.rank);
+    }
+  }
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    Node& n = g.mutable_nodes()[k];
+    const auto& ranks = reader_ranks[static_cast<size_t>(n.outputs[0])];
+    if (unplaced[k] && n.op->name == "clone" && !ranks.empty() &&
+        std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks[0]; })) {
+      n.rank = ranks[0];
+    }
+  }
 }
 
 }  // namespace
@@ -100,6 +141,18 @@ Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer,
   return record_step(model, optimizer, loss, x, y, nullptr);
 }
 
+std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks) {
+  const std::vector<int> starts =
+      parallel::pipeline::balanced_starts(parallel::pipeline::parameter_costs(model), ranks);
+  std::vector<int> stages(model.children().size(), 0);
+  for (size_t layer = 0; layer < stages.size(); ++layer) {
+    for (size_t s = 0; s < starts.size(); ++s) {
+      if (static_cast<int>(layer) >= starts[s]) stages[layer] = static_cast<int>(s);
+    }
+  }
+  return stages;
+}
+
 Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss_fn, const Tensor& x,
                           const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings) {
   const auto& layers = model.children();
@@ -115,10 +168,16 @@ Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, Lo
     }
     op::Placement last(stages.back());
     Tensor loss = loss_fn(h, y);
-    backward(loss);
+    {
+      // Backward ops take their forward's rank; what the engine adds between
+      // them (gradient sums, copies) is left unplaced here (place_engine_ops).
+      op::Placement unplaced(-1);
+      backward(loss);
+    }
     optimizer.step();
     return loss;
   });
+  place_engine_ops(g, stages.back());
   place_state_updates(g);
   return g;
 }

@@ -56,6 +56,11 @@ class TrainingStep {
 Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
                                  DType x_dtype, const Shape& y_shape, DType y_dtype);
 
+// The rank of each layer when a sequential model is cut into `ranks`
+// pipeline stages as the pipeline plan cuts it by default (contiguous runs
+// of layers balanced by parameter count, parallel/pipeline/partition.h).
+std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks);
+
 // One step of a sequential model with layer i placed on rank stages[i] (the
 // loss and the optimizer's scalars with the last stage; each backward op with
 // its forward; each state update with the state's first reader), for

@@ -282,6 +282,7 @@ ModelAndBatch model_and_batch(const Config& c) {
   const Datasets ds = load_datasets(c);
   ModelAndBatch m;
   m.example = ds.train->spec();
+  m.train = ds.train;
   Generator init_gen(static_cast<uint64_t>(c.get_int("train.seed")), /*stream=*/0);
   m.model = build_model(c, {.input_shape = m.example.input_shape, .classes = ds.classes}, init_gen);
   m.batch = c.get_int("train.batch_size");

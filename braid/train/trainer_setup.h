@@ -35,6 +35,7 @@ struct TrainingRun {
 // captures a step of.
 struct ModelAndBatch {
   std::shared_ptr<nn::Module> model;
+  std::shared_ptr<const data::Dataset> train;  // the training set, opened
   data::ExampleSpec example;
   int64_t batch = 0;
   nn::LossFn loss;

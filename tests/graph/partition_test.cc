@@ -20,23 +20,6 @@ std::unique_ptr<optim::Optimizer> sgd(const nn::Module& model) {
   return std::make_unique<optim::SGD>(model.parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
 }
 
-// Layers in `ranks` contiguous stages of about equal parameter count.
-std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks) {
-  std::vector<int64_t> sizes;
-  int64_t total = 0;
-  for (const auto& [name, layer] : model.children()) {
-    sizes.push_back(std::max<int64_t>(layer->num_parameters(), 1));
-    total += sizes.back();
-  }
-  std::vector<int> stages;
-  int64_t done = 0;
-  for (int64_t s : sizes) {
-    stages.push_back(static_cast<int>(std::min<int64_t>(ranks - 1, done * ranks / total)));
-    done += s;
-  }
-  return stages;
-}
-
 void check(const ModelCase& m, int ranks, bool by_work) {
   SCOPED_TRACE(std::string(m.name) + " on " + std::to_string(ranks) + (by_work ? " ranks by work" : " stages"));
   constexpr int kSteps = 4;

@@ -3,7 +3,8 @@
 // nothing is computed — simplifies it (dead code, common subexpressions,
 // constant folding) and prints its size before and after each pass, its
 // planned memory and its Work-Depth figures; --text prints the graph, --json
-// and --dot write it.
+// and --dot write it. --ranks and --run place, cut and run it across ranks
+// (graph_partition.cc).
 #include <cstdio>
 #include <map>
 
@@ -17,6 +18,7 @@
 #include "braid/graph/work_depth.h"
 #include "braid/train/trainer_setup.h"
 #include "tools/braid/commands.h"
+#include "tools/braid/graph_command.h"
 
 namespace braid::cli {
 
@@ -30,6 +32,7 @@ void add_graph(CLI::App& app) {
     std::string dot;
     bool raw = false;
     std::vector<int> processors{1, 2, 8, 64};
+    GraphPartitionArgs partition;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("config", args->config, "TOML config file (examples/configs/*.toml)")->required();
@@ -39,8 +42,20 @@ void add_graph(CLI::App& app) {
   cmd->add_option("--dot", args->dot, "write the graph for Graphviz to this file (dot -Tsvg FILE -o step.svg)");
   cmd->add_flag("--no-passes", args->raw, "keep the graph as captured");
   cmd->add_option("--processors", args->processors, "p for Brent's bound T_p <= W/p + D")->delimiter(',');
+  cmd->add_option("--ranks", args->partition.ranks,
+                  "place the step on N ranks and cut it into one graph per rank (with --run: the job's size)");
+  cmd->add_option("--place", args->partition.place, "with --ranks: 'stages' (the pipeline plan's cut) or 'work'");
+  cmd->add_option("--run", args->partition.run,
+                  "run the partitioned step for STEPS steps on the training data (braid launch -n N -- braid graph ...)");
+  cmd->add_option("--print-every", args->partition.print_every, "with --run: print the loss every K steps")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args] {
     const train::Config config = train::load_config(args->config, args->sets);
+    if (args->partition.ranks > 0 || args->partition.run > 0) {
+      args->partition.dot = args->dot;
+      graph_partition(config, args->partition);
+      return;
+    }
     train::ModelAndBatch m = train::model_and_batch(config);
     auto optimizer = train::make_optimizer(config, m.model->parameters());
     Shape x_shape{m.batch}, y_shape{m.batch};
