@@ -12,6 +12,10 @@ constexpr const char* kRankColours[] = {"#cfe2f3", "#fce5cd", "#d9ead3", "#ead1d
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";  // dot's line break
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -35,7 +39,7 @@ std::string to_dot(const Graph& g) {
   for (size_t k = 0; k < g.nodes().size(); ++k) {
     const Node& n = g.nodes()[k];
     const std::string attrs = n.attrs.to_string();
-    const std::string label = n.op->name + (attrs.empty() || attrs.size() > 40 ? "" : "\\n" + attrs);
+    const std::string label = n.op->name + (attrs.empty() || attrs.size() > 40 ? "" : "\n" + attrs);
     const char* colour = kRankColours[static_cast<size_t>(n.rank) % std::size(kRankColours)];
     out += fmt::format("  n{} [shape=box, style=filled, fillcolor=\"{}\", label={}];\n", k, colour, quoted(label));
   }

@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <map>
 
-#include "braid/base/atomic_file.h"
-
 #include "braid/graph/dot.h"
 #include "braid/graph/memory.h"
 #include "braid/graph/passes.h"
@@ -29,7 +27,7 @@ void add_graph(CLI::App& app) {
     std::vector<std::string> sets;
     bool text = false;
     std::string json;
-    std::string dot;
+    std::string dot, svg;
     bool raw = false;
     std::vector<int> processors{1, 2, 8, 64};
     GraphPartitionArgs partition;
@@ -40,6 +38,7 @@ void add_graph(CLI::App& app) {
   cmd->add_flag("--text", args->text, "print the graph, one line per node");
   cmd->add_option("--json", args->json, "write the graph as JSON to this file");
   cmd->add_option("--dot", args->dot, "write the graph for Graphviz to this file (dot -Tsvg FILE -o step.svg)");
+  cmd->add_option("--svg", args->svg, "draw the graph as SVG with Graphviz's dot (Debian: graphviz)");
   cmd->add_flag("--no-passes", args->raw, "keep the graph as captured");
   cmd->add_option("--processors", args->processors, "p for Brent's bound T_p <= W/p + D")->delimiter(',');
   cmd->add_option("--ranks", args->partition.ranks,
@@ -53,6 +52,7 @@ void add_graph(CLI::App& app) {
     const train::Config config = train::load_config(args->config, args->sets);
     if (args->partition.ranks > 0 || args->partition.run > 0) {
       args->partition.dot = args->dot;
+      args->partition.svg = args->svg;
       graph_partition(config, args->partition);
       return;
     }
@@ -85,10 +85,7 @@ void add_graph(CLI::App& app) {
       graph::save(g, args->json);
       std::printf("graph written to %s\n", args->json.c_str());
     }
-    if (!args->dot.empty()) {
-      write_file_atomic(args->dot, graph::to_dot(g));
-      std::printf("dot written to %s\n", args->dot.c_str());
-    }
+    if (!args->dot.empty() || !args->svg.empty()) write_graph_picture(graph::to_dot(g), args->dot, args->svg);
   });
 }
 

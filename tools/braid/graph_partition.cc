@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "braid/base/atomic_file.h"
 #include "braid/base/error.h"
 #include "braid/base/thread_pool.h"
 #include "braid/graph/dot.h"
@@ -79,10 +78,7 @@ void graph_partition(const train::Config& config, const GraphPartitionArgs& args
       std::printf("%6d %7zu %12.4g %7d %7d %12lld\n", p.rank, p.graph.nodes().size(), graph::work_depth(p.graph).work,
                   p.sends, p.recvs, static_cast<long long>(p.bytes_sent));
     }
-    if (!args.dot.empty()) {
-      write_file_atomic(args.dot, graph::to_dot(g));
-      std::printf("dot written to %s (ranks coloured, cross-rank edges red)\n", args.dot.c_str());
-    }
+    if (!args.dot.empty() || !args.svg.empty()) write_graph_picture(graph::to_dot(g), args.dot, args.svg);
   }
   if (args.run == 0) return;
 
