@@ -51,8 +51,8 @@ std::string to_dot(const Graph& g) {
   for (size_t k = 0; k < g.nodes().size(); ++k) {
     for (int v : g.nodes()[k].inputs) {
       if (v < 0) continue;
-      const bool crosses = g.value(v).kind == ValueKind::result &&
-                           g.nodes()[static_cast<size_t>(g.value(v).producer)].rank != g.nodes()[k].rank;
+      const Node* p = g.producer(v);
+      const bool crosses = p != nullptr && p->rank != g.nodes()[k].rank;
       out += fmt::format("  {} -> n{} [label={}{}];\n", source(v), k, quoted(edge_label(g.value(v))),
                          crosses ? ", color=\"#cc0000\", penwidth=2" : "");
     }

@@ -8,18 +8,13 @@ namespace braid::graph {
 
 namespace {
 
-const Node* producer(const Graph& g, int v) {
-  const Value& val = g.value(v);
-  return val.kind == ValueKind::result ? &g.nodes()[static_cast<size_t>(val.producer)] : nullptr;
-}
-
 bool is(const Node* n, std::string_view name) { return n != nullptr && n->op->name == name; }
 
 // The slice_backward nodes an accumulate_ chain ending at `v` adds up, or
 // false when the chain holds anything else (or a value read elsewhere).
 bool slice_leaves(const Graph& g, int v, const std::vector<int>& readers, int rank, std::vector<const Node*>& chain,
                   std::vector<const Node*>& leaves) {
-  const Node* p = producer(g, v);
+  const Node* p = g.producer(v);
   if (p == nullptr || p->rank != rank) return false;
   if (is(p, "slice_backward")) {
     if (p->attrs.i("step") != 1) return false;
@@ -77,15 +72,16 @@ Graph fuse(const Graph& g) {
       Fused f{&op::find("concat"), {}, {}};
       f.attrs.set("dim", leaves.front()->attrs.i("dim"));
       for (const Node* s : leaves) f.inputs.push_back(s->inputs[0]);
+      // The chain's end (node k) is in `chain` too: the rebuild below puts
+      // the concat in its place, since it looks at `fused` before `gone`.
       for (const Node* c : chain) gone[index(c)] = true;
       for (const Node* s : leaves) gone[index(s)] = true;
-      gone[k] = false;
       fused[k] = std::move(f);
       continue;
     }
     // Copy + accumulate.
     const int copy = n.inputs[0], src = n.inputs[1];
-    const Node* c = producer(g, copy);
+    const Node* c = g.producer(copy);
     if (is(c, "clone") && c->rank == n.rank && readers[static_cast<size_t>(copy)] == 1 &&
         g.value(copy).meta == g.value(src).meta && !gone[index(c)]) {
       gone[index(c)] = true;

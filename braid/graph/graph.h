@@ -58,6 +58,11 @@ class Graph {
   const std::map<int, int>& updates() const { return updates_; }
   const std::map<int, Tensor>& constants() const { return constants_; }
   const Value& value(int id) const { return values_.at(static_cast<size_t>(id)); }
+  // The node that makes value `id`; null for an input or a constant.
+  const Node* producer(int id) const {
+    const Value& v = value(id);
+    return v.kind == ValueKind::result ? &nodes_[static_cast<size_t>(v.producer)] : nullptr;
+  }
   // The input's position among inputs(), by name; -1 when there is none.
   int input_index(const std::string& name) const;
 

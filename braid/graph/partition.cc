@@ -134,7 +134,7 @@ std::vector<RankGraph> partition(const Graph& g, int ranks) {
   // from the second run on: refuse it.
   const std::vector<int> root = roots(g);
   for (const auto& [input, v] : g.updates()) {
-    const int owner = g.nodes()[static_cast<size_t>(g.value(v).producer)].rank;
+    const int owner = g.producer(v)->rank;
     for (const Node& n : g.nodes()) {
       for (int u : n.inputs) {
         if (u >= 0 && root[static_cast<size_t>(u)] == input && n.rank != owner) {
@@ -190,7 +190,7 @@ std::vector<RankGraph> partition(const Graph& g, int ranks) {
       }
     }
   }
-  auto owner = [&](int v) { return g.value(v).kind == ValueKind::result ? g.nodes()[static_cast<size_t>(g.value(v).producer)].rank : 0; };
+  auto owner = [&](int v) { return g.producer(v) ? g.producer(v)->rank : 0; };
   for (const auto& [name, v] : g.outputs()) {
     const int r = owner(v);
     parts[static_cast<size_t>(r)].graph.add_output(name, local(r, v));

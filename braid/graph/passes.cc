@@ -41,16 +41,14 @@ Graph eliminate_dead_code(const Graph& g) {
 
 Graph elide_copies(const Graph& g) {
   const std::vector<int> readers = graph::readers(g);
-  // Per value: the nodes that read it, in order; whether an output or an update keeps it.
+  // Per value: the nodes that read it, in order (readers also counts the
+  // graph's outputs and updates that keep it).
   std::vector<std::vector<size_t>> read_by(g.values().size());
   for (size_t k = 0; k < g.nodes().size(); ++k) {
     for (int v : g.nodes()[k].inputs) {
       if (v >= 0) read_by[static_cast<size_t>(v)].push_back(k);
     }
   }
-  std::vector<bool> kept(g.values().size(), false);
-  for (const auto& [name, v] : g.outputs()) kept[static_cast<size_t>(v)] = true;
-  for (const auto& [in, v] : g.updates()) kept[static_cast<size_t>(v)] = true;
   // A clone whose only reader writes it in place, at node m: the source can
   // be written instead when every other reader of the source runs before m
   // and none of them is a view (which would see the write later).
@@ -59,7 +57,9 @@ Graph elide_copies(const Graph& g) {
     const size_t m = read_by[static_cast<size_t>(copy)][0];
     const Node& w = g.nodes()[m];
     if (w.op->effect != op::Effect::inplace || w.inputs.at(static_cast<size_t>(w.op->mutates.at(0))) != copy) return false;
-    if (kept[static_cast<size_t>(source)]) return false;
+    if (readers[static_cast<size_t>(source)] != static_cast<int>(read_by[static_cast<size_t>(source)].size())) {
+      return false;  // an output or an update keeps the source
+    }
     for (size_t k : read_by[static_cast<size_t>(source)]) {
       if (k == clone) continue;
       if (k >= m || g.nodes()[k].op->effect == op::Effect::view || g.nodes()[k].op->effect == op::Effect::inplace) return false;
@@ -71,10 +71,8 @@ Graph elide_copies(const Graph& g) {
     const Node& n = g.nodes()[k];
     if (n.op->name == "clone") {
       const int v = n.inputs.at(0);
-      const Value& val = g.value(v);
-      const bool fresh = val.kind == ValueKind::result &&
-                         (g.nodes()[static_cast<size_t>(val.producer)].op->effect == op::Effect::pure ||
-                          g.nodes()[static_cast<size_t>(val.producer)].op->effect == op::Effect::random);
+      const Node* p = g.producer(v);
+      const bool fresh = p != nullptr && (p->op->effect == op::Effect::pure || p->op->effect == op::Effect::random);
       if (fresh && (readers[static_cast<size_t>(v)] == 1 || written_after_last_read(k, n.outputs[0], v))) {
         r.replace(n.outputs[0], v);
         continue;

@@ -81,11 +81,9 @@ void place_engine_ops(Graph& g, int fallback) {
   }
   for (size_t k = 0; k < g.nodes().size(); ++k) {
     Node& n = g.mutable_nodes()[k];
+    if (!unplaced[k] || n.op->name != "clone") continue;
     const auto& ranks = reader_ranks[static_cast<size_t>(n.outputs[0])];
-    if (unplaced[k] && n.op->name == "clone" && !ranks.empty() &&
-        std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks[0]; })) {
-      n.rank = ranks[0];
-    }
+    if (!ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [&](int r) { return r == ranks[0]; })) n.rank = ranks[0];
   }
 }
 
