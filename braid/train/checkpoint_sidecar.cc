@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::train {
 
@@ -42,16 +44,15 @@ class Checker {
       if (required) fail<IoError>("checkpoint sidecar {} is malformed: it lacks {}", path_, field);
       return;
     }
-    // nlohmann keeps non-negative integers as unsigned: above int64's range they fail here.
-    const bool fits = it->is_number_integer() && (!it->is_number_unsigned() || it->get<uint64_t>() <= uint64_t(hi));
-    if (!fits || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
-      bad(field, fmt::format("an integer in [{}, {}]", lo, hi), *it);
+    const std::optional<int64_t> v = json_integer_if<int64_t>(*it);
+    if (!v || *v < lo || *v > hi) bad(field, fmt::format("an integer in [{}, {}]", lo, hi), *it);
   }
 
   void unsigned_integer(const json& parent, const std::string& key, const std::string& field, uint64_t hi) const {
     const auto it = parent.find(key);
     if (it == parent.end()) fail<IoError>("checkpoint sidecar {} is malformed: it lacks {}", path_, field);
-    if (!it->is_number_unsigned() || it->get<uint64_t>() > hi) bad(field, fmt::format("an integer in [0, {}]", hi), *it);
+    const std::optional<uint64_t> v = json_integer_if<uint64_t>(*it);
+    if (!v || *v > hi) bad(field, fmt::format("an integer in [0, {}]", hi), *it);
   }
 
   void string(const json& parent, const std::string& key, const std::string& field) const {
@@ -80,9 +81,9 @@ class Checker {
     if (!shape->is_array() || shape->size() > 64) bad(field + ".full_shape", "an array of at most 64 sizes", *shape);
     int64_t n = 1;
     for (const json& d : *shape) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(kMaxElements))
-        bad(field + ".full_shape", "sizes in [0, 2^40]", *shape);
-      const auto size = d.get<int64_t>();
+      const std::optional<int64_t> dim_size = json_integer_if<int64_t>(d);
+      if (!dim_size || *dim_size < 0 || *dim_size > kMaxElements) bad(field + ".full_shape", "sizes in [0, 2^40]", *shape);
+      const int64_t size = *dim_size;
       if (size != 0 && n > kMaxElements / size) bad(field + ".full_shape", "a shape of at most 2^40 elements", *shape);
       n *= size;
     }
