@@ -25,16 +25,21 @@ def _ended(job, t0):
     return end - t0, codes
 
 
+def _signal_in_training(job, rank, sig):
+    """Once every rank trains, sends `sig` to `rank` and waits for every
+    launcher to end (_ended); whatever happens, nothing of the job outlives it."""
+    try:
+        _training(job)
+        return _ended(job, job.signal_rank(rank, sig))
+    finally:
+        job.kill()
+
+
 def kill_per_rank(ctx, name, victim, n=3):
     """kill -9 of one rank of n, each under its own launcher (as on n hosts):
     only its own launcher sees it die; the others must notice through braid."""
     job = Job(ctx.braid, ctx.workdir, name).per_rank(n, train(ctx, f"{ctx.workdir}/{name}", 100000))
-    try:
-        _training(job)
-        t0 = job.signal_rank(victim, signal.SIGKILL)
-        seconds, codes = _ended(job, t0)
-    finally:
-        job.kill()
+    seconds, codes = _signal_in_training(job, victim, signal.SIGKILL)
     said = [culprit_in(l.text(), victim, f"node {r}", job) for r, l in enumerate(job.launchers) if r != victim]
     return Result(name, f"kill -9 of rank {victim} ({n} ranks, a launcher each)", TIMEOUT, seconds,
                   f"ended, exit codes {codes}", said[0])
@@ -53,12 +58,7 @@ def server_kill(ctx):
     name = "server_kill"
     prog = train(ctx, f"{ctx.workdir}/{name}", 100000, parallel__strategy="ps", ps__consistency="bsp")
     job = Job(ctx.braid, ctx.workdir, name).one_launcher(["--servers", "1", "--workers", "2"], prog)
-    try:
-        _training(job)
-        t0 = job.signal_rank(0, signal.SIGKILL)
-        seconds, codes = _ended(job, t0)
-    finally:
-        job.kill()
+    seconds, codes = _signal_in_training(job, 0, signal.SIGKILL)
     said = re.search(r"braid launch: (server rank 0 failed first: killed by signal 9[^;]*)", job.text())
     if not said:
         raise RowFailed("the launcher did not name server rank 0", job)
@@ -71,12 +71,7 @@ def sigstop(ctx):
     time out; the launcher then stops the group, the stopped rank included."""
     name = "sigstop"
     job = Job(ctx.braid, ctx.workdir, name).one_launcher(["-n", "3"], train(ctx, f"{ctx.workdir}/{name}", 100000))
-    try:
-        _training(job)
-        t0 = job.signal_rank(1, signal.SIGSTOP)
-        seconds, codes = _ended(job, t0)
-    finally:
-        job.kill()
+    seconds, codes = _signal_in_training(job, 1, signal.SIGSTOP)
     return Result(name, "SIGSTOP of rank 1 (3 ranks, one launcher)", TIMEOUT, seconds,
                   f"ended, exit code {codes[0]}", culprit_in(job.text(), 1, name, job))
 
