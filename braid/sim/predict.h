@@ -1,0 +1,60 @@
+// A config's step time on a described cluster: the plan `braid train` would
+// run (plan_spec.h), its step profile from the op table (step_profile.h), the
+// tasks of a few steps (plan_model.h) played by the simulator (engine.h).
+//
+//   sim::OpTable table;
+//   sim::Predictor predictor(table);
+//   sim::Prediction p = predictor.predict(config, {.cluster = cluster, .servers = 0});
+//   p.step, p.compute, p.exposed_comm, p.waits
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/sim/cluster.h"
+#include "braid/sim/op_table.h"
+#include "braid/sim/plan_spec.h"
+#include "braid/sim/step_profile.h"
+
+namespace braid::sim {
+
+struct PredictOptions {
+  Cluster cluster{};  // cluster.ranks is the job's world size, servers included
+  int servers = 0;    // parameter servers (parallel.strategy = ps)
+  int steps = 4;      // steps played; the prediction is their mean
+  // Compute of every rank and step takes exp(N(0, jitter^2) - jitter^2 / 2)
+  // times as long (a lognormal with mean 1): stragglers drawn at random.
+  double jitter = 0;
+  uint64_t seed = 1;
+  bool trace = false;  // keep the simulated timeline (Prediction::trace)
+};
+
+struct Prediction {
+  PlanSpec plan;
+  double step = 0;          // seconds per step (mean over the workers)
+  double samples_per_s = 0; // examples of the whole job per second
+  // Per step, mean over the workers: the training stream busy, waiting on
+  // communication, waiting on other ranks (pipeline bubbles, stragglers).
+  double compute = 0, exposed_comm = 0, waits = 0;
+  double profile_step = 0;  // one replica's forward + backward + update at the plan's micro-batch, alone
+  int64_t tasks = 0;
+  double wall = 0;          // seconds the simulation took
+  nlohmann::json trace{};   // Chrome trace-event JSON (PredictOptions::trace)
+  nlohmann::json to_json() const;
+};
+
+class Predictor {
+ public:
+  explicit Predictor(OpTable& table) : table_(table) {}
+  Prediction predict(const train::Config& config, const PredictOptions& options);
+
+ private:
+  const StepProfile& profile(const train::Config& config, int64_t batch, int threads);
+  OpTable& table_;
+  std::map<std::string, StepProfile> profiles_;  // by model config, batch and threads
+};
+
+}  // namespace braid::sim

@@ -1,0 +1,95 @@
+// `braid sim --validate`: the predicted plan run for real on this machine,
+// under `braid launch` (processes over shared memory or loopback TCP, as
+// parallel.transport says), and its measured step time set beside the
+// prediction. Steps are timed by the trainer itself (metrics.jsonl's step_ms
+// over each train.log_every window); the first window (warm-up: the kernel
+// autotuner, the buckets' first fill) is left out, the median of the rest is a
+// run's figure, and the median over --reps runs is compared.
+// Runs across network namespaces with shaped links: bench/sim/validate.py.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/base/error.h"
+#include "tools/braid/commands.h"
+#include "tools/braid/sim_command.h"
+
+namespace braid::cli {
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One real run; the median step_ms of its windows after the first, in seconds.
+double run_once(const SimArgs& args, const sim::PlanSpec& plan, const std::string& dir, int rep) {
+  const int log_every = std::max(1, args.validate_steps / 6);
+  const std::string exe = self_exe();
+  std::string cmd = quote(exe) + " launch";
+  if (plan.servers > 0) {
+    cmd += fmt::format(" --servers {} --workers {}", plan.servers, plan.workers());
+  } else {
+    cmd += fmt::format(" -n {}", plan.world);
+  }
+  cmd += " -- " + quote(exe) + " train " + quote(args.config);
+  std::vector<std::string> sets = args.sets;
+  sets.insert(sets.end(), {fmt::format("train.max_steps={}", args.validate_steps), fmt::format("train.log_every={}", log_every),
+                           "train.out_dir=" + dir, "train.eval_every=0", "train.checkpoint_every=0"});
+  for (const auto& s : sets) cmd += " --set " + quote(s);
+  const std::string log = dir + "/launch.log";
+  std::filesystem::create_directories(dir);
+  const int rc = std::system((cmd + " > " + quote(log) + " 2>&1").c_str());
+  if (rc != 0) fail<Error>("braid sim --validate: run {} failed (exit {}); its output is in {}", rep, rc, log);
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<double> windows;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step_ms") && j["step_ms"].is_number()) windows.push_back(j["step_ms"].get<double>());
+  }
+  if (windows.size() < 2) {
+    fail<Error>("braid sim --validate: run {} logged {} step-time windows in {}/metrics.jsonl (need 2: more "
+                "--validate-steps)", rep, windows.size(), dir);
+  }
+  windows.erase(windows.begin());
+  return median(windows) / 1e3;
+}
+
+}  // namespace
+
+double sim_validate(const SimArgs& args, const sim::Prediction& predicted) {
+  if (predicted.plan.world > 1 && args.predict.cluster.hosts() > 1) {
+    std::printf("note: --validate runs every rank on this one machine; the prediction is for %d hosts\n",
+                args.predict.cluster.hosts());
+  }
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            fmt::format("braid-sim-validate-{}", static_cast<long>(::getpid()))).string();
+  std::vector<double> runs;
+  for (int rep = 0; rep < args.reps; ++rep) {
+    runs.push_back(run_once(args, predicted.plan, fmt::format("{}/run{}", base, rep), rep));
+    std::printf("  run %d: %.3f ms per step\n", rep + 1, runs.back() * 1e3);
+    std::fflush(stdout);
+  }
+  std::filesystem::remove_all(base);
+  const double measured = median(runs);
+  std::printf("predicted %.3f ms, measured %.3f ms (median of %d runs of %d steps): error %+.1f %%\n",
+              predicted.step * 1e3, measured * 1e3, args.reps, args.validate_steps,
+              100 * (predicted.step - measured) / measured);
+  return measured;
+}
+
+}  // namespace braid::cli
