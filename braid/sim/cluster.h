@@ -22,6 +22,9 @@ struct Cluster {
   double cores_per_host = 2;  // compute of a host's ranks is shared out over these cores
   comm::LinkCost intra = comm::default_link_cost("shm");  // alpha s/message, beta s/byte, gamma s/byte reduced
   comm::LinkCost inter = comm::default_link_cost("tcp");  // between hosts, per host interface
+  // A group inside one host all-reduces through shared memory, as braid's
+  // communicator does by default over the shm transport.
+  bool shared_memory = false;
   // Per rank: how much longer its compute takes (1 = as measured); empty = all 1.
   std::vector<double> slowdown{};
 

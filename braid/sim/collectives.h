@@ -24,7 +24,8 @@ struct CollectiveArgs {
 };
 
 // The algorithm braid's communicator would pick for `bytes` over `group` on
-// this cluster (comm::choose_allreduce with the group's host count).
+// this cluster: shared memory for a group inside one host when the cluster
+// says so, else comm::choose_allreduce with the group's host count.
 comm::Algorithm choose_allreduce(const Cluster& cluster, const std::vector<int>& group, double bytes);
 
 std::vector<TaskId> allreduce(Simulator& sim, const CollectiveArgs& args,

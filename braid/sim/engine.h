@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,16 +64,21 @@ struct SimResult {
 class Simulator {
  public:
   explicit Simulator(Cluster cluster);
+  ~Simulator();
+  Simulator(Simulator&&) noexcept;
+  Simulator& operator=(Simulator&&) noexcept;
 
   TaskId compute(int rank, double seconds, std::vector<TaskId> after, Label label, int stream = 0,
                  double threads = 1);
   TaskId transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label);
   TaskId join(std::vector<TaskId> after, Label label = {"join", ""});
 
-  // Plays every task. LogicError naming a task that never became ready (a
-  // dependency cycle) otherwise.
+  // Plays every task (again, from time 0, when called twice). A dependency
+  // names an earlier task and a stream runs its tasks in the order they were
+  // added, so the graph cannot hold a cycle: every task runs.
   SimResult run();
 
+  // After run(); IndexError for an id that was never returned.
   const TaskTimes& times(TaskId id) const;
   const Cluster& cluster() const { return cluster_; }
   int64_t size() const;
@@ -85,7 +91,7 @@ class Simulator {
  private:
   struct Impl;
   Cluster cluster_;
-  // (implementation state: tasks, dependency lists, per-stream queues)
+  std::unique_ptr<Impl> impl_;  // tasks, dependency lists, labels, times (engine_impl.h)
 };
 
 }  // namespace braid::sim

@@ -60,8 +60,8 @@ class Builder {
     for (int s = 0; s < plan.pipeline; ++s) {
       if (last_[static_cast<size_t>(s)] < 0) fail<ValueError>("braid sim: pipeline stage {} has no layer", s);
     }
-    // Every rank's last task so far on its training stream: the next step
-    // starts after it.
+    // What each rank's training thread last waited for (its last compute,
+    // or a collective it blocks on): its next op starts after it.
     tail_.assign(static_cast<size_t>(plan.world), -1);
   }
 
@@ -160,6 +160,7 @@ class Builder {
         break;
     }
     for (const auto& [bytes, what] : reduces) prev = tensor_allreduce(d, p, bytes, prev, what);
+    for (int t = 0; t < plan_.tensor; ++t) tail_[static_cast<size_t>(rank(d, t, p))] = prev[static_cast<size_t>(t)];
   }
 
   // One step of the data x tensor x pipeline mesh.
@@ -193,18 +194,14 @@ class Builder {
                                           : (p + 1 < P ? bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(op.microbatch)]
                                                        : std::vector<TaskId>{0});
           if (needed.empty()) break;
-          const bool first_op = next[static_cast<size_t>(p)] == 0;
-          stage_op(p, op, fwd_sent, bwd_sent, grads_done, first_op);
+          stage_op(p, op, fwd_sent, bwd_sent, grads_done);
           ++next[static_cast<size_t>(p)];
           progress = true;
         }
       }
     }
-    for (int p = 0; p < P; ++p) {
-      if (next[static_cast<size_t>(p)] != order[static_cast<size_t>(p)].size()) {
-        fail<LogicError>("braid sim: the schedule of stage {} cannot proceed", p);
-      }
-    }
+    // Every schedule above can always proceed; a stage left behind is a bug here.
+    for (int p = 0; p < P; ++p) BRAID_CHECK_EQ(next[static_cast<size_t>(p)], order[static_cast<size_t>(p)].size());
     std::vector<TaskId> ends(static_cast<size_t>(plan_.workers()), -1);
     for (int p = 0; p < P; ++p) {
       for (int t = 0; t < T; ++t) finish_stage(p, t, grads_done, ends);
@@ -214,16 +211,17 @@ class Builder {
 
   void stage_op(int p, const StageOp& op, std::vector<std::vector<std::vector<TaskId>>>& fwd_sent,
                 std::vector<std::vector<std::vector<TaskId>>>& bwd_sent,
-                std::vector<std::vector<TaskId>>& grads_done, bool first_op) {
+                std::vector<std::vector<TaskId>>& grads_done) {
     const int T = plan_.tensor, m = op.microbatch;
     const int a = first_[static_cast<size_t>(p)], b = last_[static_cast<size_t>(p)];
     for (int d = 0; d < plan_.data; ++d) {
       std::vector<TaskId> prev(static_cast<size_t>(T), -1);
       for (int t = 0; t < T; ++t) {
-        // The step starts after this rank's previous step (and anything that
-        // ended it, such as local SGD's averaging).
+        // After what the rank's training thread last waited for: its previous
+        // op's compute or collective (the previous step's, and anything that
+        // ended it, such as local SGD's averaging, for the step's first op).
         std::vector<TaskId> deps;
-        if (first_op && tail_[static_cast<size_t>(rank(d, t, p))] >= 0) deps.push_back(tail_[static_cast<size_t>(rank(d, t, p))]);
+        if (tail_[static_cast<size_t>(rank(d, t, p))] >= 0) deps.push_back(tail_[static_cast<size_t>(rank(d, t, p))]);
         if (op.forward && p > 0) deps.push_back(fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
         if (!op.forward && p + 1 < plan_.pipeline) {
           deps.push_back(bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);

@@ -22,9 +22,9 @@ namespace braid::sim {
 struct StepModelInputs {
   // The step of one replica at the plan's micro-batch size (batch /
   // microbatches), per layer; tensor-parallel shares are taken from it.
-  StepProfile profile;
+  StepProfile profile{};
   // Which layers the tensor-parallel rewrite splits (empty when tensor = 1).
-  std::vector<int> tensor_roles;  // parallel::tensor_parallel::LayerRole per layer
+  std::vector<int> tensor_roles{};  // parallel::tensor_parallel::LayerRole per layer
   CodecCost codec{};              // per bucket (plan.codec != none)
   // Per rank and step, compute takes this much longer (1: as measured);
   // empty: none. Drawn by the caller (stragglers).

@@ -81,6 +81,7 @@ void add_sim(CLI::App& app) {
     c.cores_per_host = o->cores;
     const std::string transport = config.get_string("parallel.transport");
     c.intra = comm::default_link_cost(transport == "auto" ? "shm" : transport);
+    c.shared_memory = transport == "auto" || transport == "shm" || transport == "inproc";
     c.inter = comm::default_link_cost("tcp");
     if (!o->host_link.empty()) c.intra = sim::parse_link(o->host_link, c.intra);
     if (!o->link.empty()) c.inter = sim::parse_link(o->link, c.inter);
