@@ -186,6 +186,14 @@ double OpTable::seconds(const op::OpDef& op, const op::Attrs& attrs, std::span<c
   return s;
 }
 
+double OpTable::figure(const std::string& key, const std::function<double()>& measure) {
+  if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+  const double s = measure();
+  entries_.emplace(key, s);
+  ++measured_;
+  return s;
+}
+
 void OpTable::save() const {
   if (measured_ == 0) return;
   const json j{{"version", kVersion},

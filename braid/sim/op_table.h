@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -39,6 +40,10 @@ class OpTable {
   // measured first if the table lacks it. `outputs` are the call's outputs'
   // metas (for ops whose kernel writes into a given output; may be empty).
   double seconds(const op::OpDef& op, const op::Attrs& attrs, std::span<const op::TensorMeta> inputs, int threads);
+
+  // Any other measured figure kept beside the ops (a model's whole eager
+  // step): the stored value under `key`, else measure() stored there.
+  double figure(const std::string& key, const std::function<double()>& measure);
 
   // Writes the table if anything was measured since it was read.
   void save() const;

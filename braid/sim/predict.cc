@@ -4,7 +4,10 @@
 #include <cmath>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "braid/base/error.h"
+#include "braid/base/hash.h"
 #include "braid/nn/sequential.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/tensor_parallel/rewrite.h"
@@ -55,17 +58,27 @@ nlohmann::json Prediction::to_json() const {
   return {{"plan", plan.describe()},   {"step_s", step},
           {"samples_per_s", samples_per_s}, {"compute_s", compute},
           {"exposed_comm_s", exposed_comm}, {"waits_s", waits},
-          {"profile_step_s", profile_step}, {"tasks", tasks},
+          {"profile_step_s", profile_step}, {"calibration", calibration}, {"tasks", tasks},
           {"world", plan.world},       {"strategy", plan.strategy}};
 }
 
-const StepProfile& Predictor::profile(const train::Config& config, int64_t batch, int threads) {
+const Predictor::Profiled& Predictor::profile(const train::Config& config, int64_t batch, int threads,
+                                               bool calibrate) {
   const nlohmann::json j = config.to_json();
-  const std::string key = j.at("model").dump() + "|" + j.at("optim").dump() + "|" + j.at("data").dump() + "|" +
-                          std::to_string(batch) + "|" + std::to_string(threads);
+  const std::string model = j.at("model").dump() + "|" + j.at("optim").dump() + "|" + j.at("data").dump() + "|" +
+                            config.get_string("train.precision");
+  const std::string key = fmt::format("{}|b{}|t{}|{}", model, batch, threads, calibrate);
   auto it = profiles_.find(key);
-  if (it == profiles_.end()) it = profiles_.emplace(key, profile_step(config, table_, batch, threads)).first;
-  return it->second;
+  if (it != profiles_.end()) return it->second;
+  Profiled p{.profile = profile_step(config, table_, batch, threads)};
+  if (calibrate) {
+    const double sum = p.profile.forward + p.profile.backward + p.profile.update;
+    const double eager = table_.figure(fmt::format("eager_step|{:016x}|b{}|t{}", fnv1a(model), batch, threads),
+                                       [&] { return measure_eager_step(config, batch, threads); });
+    if (sum > 0) p.calibration = eager / sum;
+    scale_to(p.profile, eager);
+  }
+  return profiles_.emplace(key, std::move(p)).first->second;
 }
 
 Prediction Predictor::predict(const train::Config& config, const PredictOptions& o) {
@@ -77,8 +90,10 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
   const PlanSpec& plan = out.plan;
   const int64_t micro = plan.batch / plan.microbatches;
 
-  StepModelInputs in{.profile = profile(config, micro, plan.threads)};
+  const Profiled& profiled = profile(config, micro, plan.threads, o.calibrate);
+  StepModelInputs in{.profile = profiled.profile};
   out.profile_step = in.profile.forward + in.profile.backward + in.profile.update;
+  out.calibration = profiled.calibration;
   if (plan.tensor > 1 || plan.pipeline > 1) {
     auto model = std::dynamic_pointer_cast<nn::Sequential>(train::model_and_batch(config).model);
     if (!model) fail<ConfigError>("braid sim: tensor and pipeline parallelism need a sequential model");

@@ -30,6 +30,10 @@ struct PredictOptions {
   double jitter = 0;
   uint64_t seed = 1;
   bool trace = false;  // keep the simulated timeline (Prediction::trace)
+  // Scale the op table's sum to one measured eager step of the model at the
+  // plan's (micro-)batch and threads (scale_to in step_profile.h; measured once
+  // and kept in the op table).
+  bool calibrate = true;
 };
 
 struct Prediction {
@@ -40,6 +44,7 @@ struct Prediction {
   // communication, waiting on other ranks (pipeline bubbles, stragglers).
   double compute = 0, exposed_comm = 0, waits = 0;
   double profile_step = 0;  // one replica's forward + backward + update at the plan's micro-batch, alone
+  double calibration = 1;   // measured eager step / the op table's sum (1 without calibration)
   int64_t tasks = 0;
   double wall = 0;          // seconds the simulation took
   nlohmann::json trace{};   // Chrome trace-event JSON (PredictOptions::trace)
@@ -52,9 +57,13 @@ class Predictor {
   Prediction predict(const train::Config& config, const PredictOptions& options);
 
  private:
-  const StepProfile& profile(const train::Config& config, int64_t batch, int threads);
+  struct Profiled {
+    StepProfile profile;
+    double calibration = 1;
+  };
+  const Profiled& profile(const train::Config& config, int64_t batch, int threads, bool calibrate);
   OpTable& table_;
-  std::map<std::string, StepProfile> profiles_;  // by model config, batch and threads
+  std::map<std::string, Profiled> profiles_;  // by model config, batch, threads and calibration
 };
 
 }  // namespace braid::sim

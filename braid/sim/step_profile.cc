@@ -248,6 +248,21 @@ StepProfile profile_step(const train::Config& config, OpTable& table, int64_t ba
   return p;
 }
 
+void scale_to(StepProfile& p, double step) {
+  const double sum = p.forward + p.backward + p.update;
+  if (!(sum > 0) || !(step > 0)) return;
+  const double f = step / sum;
+  for (LayerProfile& l : p.layers) {
+    l.forward *= f;
+    l.backward *= f;
+    l.update *= f;
+  }
+  for (GradientReady& g : p.gradients) g.ready *= f;
+  p.forward *= f;
+  p.backward *= f;
+  p.update *= f;
+}
+
 double measure_eager_step(const train::Config& config, int64_t batch, int threads, int steps) {
   train::ModelAndBatch m = train::model_and_batch(config);
   if (batch <= 0) batch = m.batch;

@@ -49,6 +49,14 @@ struct StepProfile {
 // config's train.batch_size) with `threads` intra-op threads.
 StepProfile profile_step(const train::Config& config, OpTable& table, int64_t batch = 0, int threads = 1);
 
+// The profile scaled so that forward + backward + update is `step` seconds
+// (every layer's times and the gradients' ready times by one factor): the op
+// table times each op alone, with its operands in cache and without the
+// autograd engine's bookkeeping, and the whole step runs slower than that sum
+// by a factor that depends on the model and the batch (docs/sim.md,
+// "Calibration").
+void scale_to(StepProfile& profile, double step);
+
 // The measured seconds of that step (forward, backward, update) run eagerly in
 // this process: median of `steps` after warm-up; for checking the profile.
 double measure_eager_step(const train::Config& config, int64_t batch, int threads, int steps = 10);

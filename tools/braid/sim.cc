@@ -68,6 +68,8 @@ void add_sim(CLI::App& app) {
   cmd->add_option("--json", o->json, "write the prediction (and --validate's measurement) as JSON to this file");
   cmd->add_option("--op-table", o->op_table, "the op cost table (default ~/.cache/braid/op_times.json)");
   cmd->add_flag("--refresh", o->refresh, "measure every op again instead of reading the table");
+  cmd->add_flag("!--no-calibrate", o->args.predict.calibrate,
+                "use the op table's sum as it is, not scaled to one measured eager step of the model");
   cmd->add_flag("--sweep", o->sweep, "rank other plans for the same model and world by predicted samples/s");
   cmd->add_flag("--validate", o->validate, "run the job here (braid launch) and print predicted vs measured");
   cmd->add_option("--validate-steps", o->args.validate_steps, "steps of each real run")->check(CLI::PositiveNumber);
@@ -95,7 +97,8 @@ void add_sim(CLI::App& app) {
     std::printf("plan: %s\n", p.plan.describe().c_str());
     std::printf("cluster: %s\n", c.describe().c_str());
     std::printf("op table: %s (%zu entries, %zu measured now)\n", table.path().c_str(), table.size(), table.measured());
-    std::printf("one replica's step alone: %s\n", ms(p.profile_step).c_str());
+    std::printf("one replica's step alone: %s (the op table's sum x %.2f, from one measured eager step)\n",
+                ms(p.profile_step).c_str(), p.calibration);
     std::printf("predicted step: %s = compute %s + exposed communication %s + waits %s; %.0f samples/s "
                 "(%lld tasks simulated in %.2f s)\n",
                 ms(p.step).c_str(), ms(p.compute).c_str(), ms(p.exposed_comm).c_str(), ms(p.waits).c_str(),
