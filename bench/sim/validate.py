@@ -89,48 +89,52 @@ def netns_run(braid, ns, config, sets, steps, port):
     for i in reversed(range(NETNS_HOSTS)):
         cmd = ["ip", "netns", "exec", ns.host(i), "env", "BRAID_TOKEN=simval", f"BRAID_HOST={ns.ip(i)}",
                "BRAID_TRANSPORT=tcp", braid, "launch", "-n", "1", "--nnodes", str(NETNS_HOSTS), "--node-rank", str(i),
-               "--master-addr", ns.ip(0), "--master-port", str(port), "--"] + train + [
-                   "--set", f"train.out_dir={tmp}/h{i}"]
+               "--master-addr", ns.ip(0), "--master-port", str(port), "--"] + train + ["--set", f"train.out_dir={tmp}/run"]
         procs.append(subprocess.Popen(cmd, stdout=open(f"{tmp}/h{i}.log", "w"), stderr=subprocess.STDOUT))
     for p in procs:
         p.wait(timeout=1800)
     if any(p.returncode for p in procs):
         raise RuntimeError(f"netns run failed; logs in {tmp}")
-    return median_step(f"{tmp}/h0/metrics.jsonl")
+    return median_step(f"{tmp}/run/metrics.jsonl")
 
 
 def validate(a, results):
     braid = os.path.join(a.build, "bin", "braid")
     ns = None
     rows = []
-    for name, config, world, servers, sets, where in PLANS:
-        if a.plans and not any(s in name for s in a.plans.split(",")):
-            continue
-        if where == "local":
-            out, _ = sim(braid, config, world, servers, sets,
-                         ["--validate", "--reps", str(a.reps), "--validate-steps", str(a.steps)])
-            predicted, measured = out["prediction"]["step_s"], out["measured_step_s"]
-        else:
-            if ns is None:
-                sys.path.insert(0, os.path.join(ROOT, "bench", "aggregation"))
-                from zoo import Netns  # the namespaces' set-up, shared with the aggregation bench
-                ns = Netns(a.rate)
-                ns.start()
-            # The link as TCP sees a tbf of --rate (docs in bench/netns/README.md: 0.956 of it).
-            bits = float(a.rate.rstrip("gbitmk")) * {"g": 1e9, "m": 1e6}[a.rate.rstrip("bit")[-1]]
-            link = f"{0.956 * bits / 8 / 1e6:.1f}MB/s,60us"
-            out, _ = sim(braid, config, world, servers, sets + ["parallel.transport=tcp"],
-                         ["--hosts", str(NETNS_HOSTS), "--cores", str(os.cpu_count() / NETNS_HOSTS), "--link", link])
-            predicted = out["prediction"]["step_s"]
-            runs = [netns_run(braid, ns, config, sets, a.steps, 29500 + i) for i in range(a.reps)]
-            measured = statistics.median(runs)
-        err = (predicted - measured) / measured
-        rows.append({"plan": name, "where": where, "predicted_ms": predicted * 1e3, "measured_ms": measured * 1e3,
-                     "error": err, "sim_plan": out["prediction"]["plan"]})
-        print(f"{name:42s} predicted {predicted * 1e3:8.3f} ms  measured {measured * 1e3:8.3f} ms  "
-              f"error {100 * err:+6.1f} %", flush=True)
-    if ns is not None:
-        ns.stop()
+    try:
+        for name, config, world, servers, sets, where in PLANS:
+            if a.plans and not any(s in name for s in a.plans.split(",")):
+                continue
+            if where == "local":
+                out, _ = sim(braid, config, world, servers, sets,
+                             ["--validate", "--reps", str(a.reps), "--validate-steps", str(a.steps)])
+                predicted, measured = out["prediction"]["step_s"], out["measured_step_s"]
+            else:
+                if ns is None:
+                    sys.path.insert(0, os.path.join(ROOT, "bench", "aggregation"))
+                    from zoo import Netns  # the namespaces' set-up, shared with the aggregation bench
+                    ns = Netns(a.rate)
+                    ns.start()
+                # The link as TCP sees a tbf of --rate: 0.956 of it (bench/netns/README.md).
+                unit = {"g": 1e9, "m": 1e6}[a.rate.lower().rstrip("bit")[-1]]
+                bits = float(a.rate.lower().rstrip("bit")[:-1]) * unit
+                link = f"{0.956 * bits / 8 / 1e6:.1f}MB/s,60us"
+                # One rank per namespace, one thread each; the namespaces share this machine's cores.
+                sets = sets + ["train.threads=1"]
+                out, _ = sim(braid, config, world, servers, sets + ["parallel.transport=tcp"],
+                             ["--hosts", str(NETNS_HOSTS), "--cores", str(os.cpu_count() / NETNS_HOSTS), "--link", link])
+                predicted = out["prediction"]["step_s"]
+                runs = [netns_run(braid, ns, config, sets, a.steps, 29500 + i) for i in range(a.reps)]
+                measured = statistics.median(runs)
+            err = (predicted - measured) / measured
+            rows.append({"plan": name, "where": where, "predicted_ms": predicted * 1e3, "measured_ms": measured * 1e3,
+                         "error": err, "sim_plan": out["prediction"]["plan"]})
+            print(f"{name:42s} predicted {predicted * 1e3:8.3f} ms  measured {measured * 1e3:8.3f} ms  "
+                  f"error {100 * err:+6.1f} %", flush=True)
+    finally:
+        if ns is not None:
+            ns.stop()
     results["validate"] = rows
     within = sum(abs(r["error"]) <= 0.15 for r in rows)
     print(f"\n{within} of {len(rows)} predictions within 15 % of the measurement")

@@ -190,8 +190,10 @@ std::vector<After> hierarchical_allreduce(Moves& m, std::vector<After> in) {
   return out;
 }
 
-// shared_memory.cc, as memory copies at the in-host bandwidth (a message
-// from a rank to itself: alpha stands for the arena's synchronisation):
+// shared_memory.cc, as memory copies at the in-host bandwidth made by each
+// rank's own communication thread (compute on args.stream, so the copies
+// share the host's cores with the training threads, as they do; alpha
+// stands for the arena's synchronisation):
 // each rank copies its n bytes into its slot; once all have, each reduces
 // its 1/p of the vector over the p-1 other slots ((p-1)/p n gamma); once
 // all have, each copies the n bytes of the result out. One chunk: braid
@@ -204,8 +206,13 @@ std::vector<After> shared_memory_allreduce(Moves& m, std::vector<After> at) {
                      m.args().name, hosts);
   }
   const std::string in = m.name("copy in"), reduce = m.name("reduce"), out = m.name("copy out");
+  const comm::LinkCost& link = m.sim().cluster().intra;
+  const double copy = link.alpha + m.bytes() * link.beta;
+  auto copy_task = [&](int i, std::vector<TaskId> after, const std::string& name) {
+    return m.sim().compute(m.group()[static_cast<size_t>(i)], copy, std::move(after), {"comm", name}, m.args().stream);
+  };
   After copied;
-  for (int i = 0; i < p; ++i) copied.push_back(m.send(i, i, m.bytes(), at[i], in));
+  for (int i = 0; i < p; ++i) copied.push_back(copy_task(i, {m.done(at[i])}, in));
   const TaskId all_in = m.sim().join(copied, {"join", in});
   After reduced;
   for (int i = 0; i < p; ++i) {
@@ -213,7 +220,7 @@ std::vector<After> shared_memory_allreduce(Moves& m, std::vector<After> at) {
     reduced.insert(reduced.end(), mine.begin(), mine.end());
   }
   const TaskId all_reduced = m.sim().join(reduced, {"join", reduce});
-  for (int i = 0; i < p; ++i) at[i] = {m.send(i, i, m.bytes(), {all_reduced}, out)};
+  for (int i = 0; i < p; ++i) at[i] = {copy_task(i, {all_reduced}, out)};
   return at;
 }
 
