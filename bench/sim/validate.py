@@ -109,7 +109,7 @@ def validate(a, results):
             if where == "local":
                 out, _ = sim(braid, config, world, servers, sets,
                              ["--validate", "--reps", str(a.reps), "--validate-steps", str(a.steps)])
-                predicted, measured = out["prediction"]["step_s"], out["measured_step_s"]
+                predicted, measured = out["validated_prediction_s"], out["measured_step_s"]
             else:
                 if ns is None:
                     sys.path.insert(0, os.path.join(ROOT, "bench", "aggregation"))

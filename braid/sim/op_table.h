@@ -42,8 +42,9 @@ class OpTable {
   double seconds(const op::OpDef& op, const op::Attrs& attrs, std::span<const op::TensorMeta> inputs, int threads);
 
   // Any other measured figure kept beside the ops (a model's whole eager
-  // step): the stored value under `key`, else measure() stored there.
-  double figure(const std::string& key, const std::function<double()>& measure);
+  // step): the stored value under `key`, else (or with `again`) measure()
+  // stored there.
+  double figure(const std::string& key, const std::function<double()>& measure, bool again = false);
 
   // Writes the table if anything was measured since it was read.
   void save() const;

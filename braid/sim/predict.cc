@@ -62,19 +62,26 @@ nlohmann::json Prediction::to_json() const {
           {"world", plan.world},       {"strategy", plan.strategy}};
 }
 
-const Predictor::Profiled& Predictor::profile(const train::Config& config, int64_t batch, int threads,
-                                               bool calibrate) {
+const Predictor::Profiled& Predictor::profile(const train::Config& config, int64_t batch, int threads, int corun,
+                                               const PredictOptions& o) {
+  const bool calibrate = o.calibrate, again = o.recalibrate;
+  if (!o.measure_step) corun = 1;
   const nlohmann::json j = config.to_json();
   const std::string model = j.at("model").dump() + "|" + j.at("optim").dump() + "|" + j.at("data").dump() + "|" +
                             config.get_string("train.precision");
-  const std::string key = fmt::format("{}|b{}|t{}|{}", model, batch, threads, calibrate);
+  const std::string key = fmt::format("{}|b{}|t{}|{}|{}", model, batch, threads, calibrate, corun);
   auto it = profiles_.find(key);
-  if (it != profiles_.end()) return it->second;
+  if (it != profiles_.end() && !again) return it->second;
+  if (it != profiles_.end()) profiles_.erase(it);
   Profiled p{.profile = profile_step(config, table_, batch, threads)};
   if (calibrate) {
     const double sum = p.profile.forward + p.profile.backward + p.profile.update;
-    const double eager = table_.figure(fmt::format("eager_step|{:016x}|b{}|t{}", fnv1a(model), batch, threads),
-                                       [&] { return measure_eager_step(config, batch, threads); });
+    const double eager = table_.figure(
+        fmt::format("eager_step|{:016x}|b{}|t{}|x{}", fnv1a(model), batch, threads, corun),
+        [&] {
+          return corun > 1 ? o.measure_step(config, batch, threads, corun) : measure_eager_step(config, batch, threads);
+        },
+        again);
     if (sum > 0) p.calibration = eager / sum;
     scale_to(p.profile, eager);
   }
@@ -90,10 +97,12 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
   const PlanSpec& plan = out.plan;
   const int64_t micro = plan.batch / plan.microbatches;
 
-  const Profiled& profiled = profile(config, micro, plan.threads, o.calibrate);
+  const int corun = std::min(plan.workers(), cluster.ranks_per_host);
+  const Profiled& profiled = profile(config, micro, plan.threads, corun, o);
   StepModelInputs in{.profile = profiled.profile};
   out.profile_step = in.profile.forward + in.profile.backward + in.profile.update;
   out.calibration = profiled.calibration;
+  out.corun = o.calibrate && o.measure_step ? corun : 1;
   if (plan.tensor > 1 || plan.pipeline > 1) {
     auto model = std::dynamic_pointer_cast<nn::Sequential>(train::model_and_batch(config).model);
     if (!model) fail<ConfigError>("braid sim: tensor and pipeline parallelism need a sequential model");

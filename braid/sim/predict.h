@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -34,6 +35,15 @@ struct PredictOptions {
   // plan's (micro-)batch and threads (scale_to in step_profile.h; measured once
   // and kept in the op table).
   bool calibrate = true;
+  // Measure that eager step now even if the table has it (a machine whose
+  // speed drifts: --validate measures it beside each real run).
+  bool recalibrate = false;
+  // When the cluster is this machine: how the eager step is measured with
+  // `corun` copies computing at once (the workers that share a host; the
+  // caller starts them, e.g. as processes under braid launch), since ranks
+  // that compute side by side slow each other down (memory bandwidth, shared
+  // caches). Null: measured alone in this process.
+  std::function<double(const train::Config&, int64_t batch, int threads, int corun)> measure_step{};
 };
 
 struct Prediction {
@@ -45,6 +55,7 @@ struct Prediction {
   double compute = 0, exposed_comm = 0, waits = 0;
   double profile_step = 0;  // one replica's forward + backward + update at the plan's micro-batch, alone
   double calibration = 1;   // measured eager step / the op table's sum (1 without calibration)
+  int corun = 1;            // copies of the step that ran side by side in that measurement
   int64_t tasks = 0;
   double wall = 0;          // seconds the simulation took
   nlohmann::json trace{};   // Chrome trace-event JSON (PredictOptions::trace)
@@ -61,7 +72,8 @@ class Predictor {
     StepProfile profile;
     double calibration = 1;
   };
-  const Profiled& profile(const train::Config& config, int64_t batch, int threads, bool calibrate);
+  const Profiled& profile(const train::Config& config, int64_t batch, int threads, int corun,
+                          const PredictOptions& o);
   OpTable& table_;
   std::map<std::string, Profiled> profiles_;  // by model config, batch, threads and calibration
 };

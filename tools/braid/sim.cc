@@ -47,7 +47,10 @@ void add_sim(CLI::App& app) {
     double cores = std::max(1u, std::thread::hardware_concurrency());
     std::string link, host_link, trace, json, op_table;
     std::vector<std::string> stragglers;
-    bool refresh = false, sweep = false, validate = false;
+    bool refresh = false, sweep = false, validate = false, alone = false;
+    std::string measure_step;  // the side-by-side measurement's child (sim_corun.cc)
+    int64_t measure_batch = 0;
+    int measure_threads = 1;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("config", o->args.config, "TOML config file (examples/configs/*.toml)")->required();
@@ -70,6 +73,11 @@ void add_sim(CLI::App& app) {
   cmd->add_flag("--refresh", o->refresh, "measure every op again instead of reading the table");
   cmd->add_flag("!--no-calibrate", o->args.predict.calibrate,
                 "use the op table's sum as it is, not scaled to one measured eager step of the model");
+  cmd->add_flag("--alone", o->alone,
+                "calibrate on one process's eager step even when the plan's workers share this machine");
+  cmd->add_option("--measure-step", o->measure_step)->group("");  // hidden: a side-by-side measurement's rank
+  cmd->add_option("--measure-batch", o->measure_batch)->group("");
+  cmd->add_option("--measure-threads", o->measure_threads)->group("");
   cmd->add_flag("--sweep", o->sweep, "rank other plans for the same model and world by predicted samples/s");
   cmd->add_flag("--validate", o->validate, "run the job here (braid launch) and print predicted vs measured");
   cmd->add_option("--validate-steps", o->args.validate_steps, "steps of each real run")->check(CLI::PositiveNumber);
@@ -77,6 +85,10 @@ void add_sim(CLI::App& app) {
   cmd->callback([o] {
     SimArgs& args = o->args;
     const train::Config config = sim_config(args);
+    if (!o->measure_step.empty()) {
+      sim_measure_step_child(config, o->measure_step, o->measure_batch, o->measure_threads);
+      return;
+    }
     sim::Cluster& c = args.predict.cluster;
     c.ranks = o->world;
     c.ranks_per_host = o->ranks_per_host > 0 ? o->ranks_per_host : (o->world + o->hosts - 1) / o->hosts;
@@ -88,6 +100,9 @@ void add_sim(CLI::App& app) {
     if (!o->host_link.empty()) c.intra = sim::parse_link(o->host_link, c.intra);
     if (!o->link.empty()) c.inter = sim::parse_link(o->link, c.inter);
     for (const auto& s : o->stragglers) add_straggler(c, s);
+    // The cluster is this machine: its workers' compute is measured side by side.
+    const bool here = c.hosts() == 1 && c.cores_per_host == std::max(1u, std::thread::hardware_concurrency());
+    if (here && !o->alone) args.predict.measure_step = corun_measure();
     args.predict.trace = !o->trace.empty();
 
     sim::OpTable table({.path = o->op_table, .refresh = o->refresh});
@@ -97,8 +112,9 @@ void add_sim(CLI::App& app) {
     std::printf("plan: %s\n", p.plan.describe().c_str());
     std::printf("cluster: %s\n", c.describe().c_str());
     std::printf("op table: %s (%zu entries, %zu measured now)\n", table.path().c_str(), table.size(), table.measured());
-    std::printf("one replica's step alone: %s (the op table's sum x %.2f, from one measured eager step)\n",
-                ms(p.profile_step).c_str(), p.calibration);
+    std::printf("one replica's step: %s (the op table's sum x %.2f: scaled to a measured eager step%s)\n",
+                ms(p.profile_step).c_str(), p.calibration,
+                p.corun > 1 ? fmt::format(", {} side by side", p.corun).c_str() : "");
     std::printf("predicted step: %s = compute %s + exposed communication %s + waits %s; %.0f samples/s "
                 "(%lld tasks simulated in %.2f s)\n",
                 ms(p.step).c_str(), ms(p.compute).c_str(), ms(p.exposed_comm).c_str(), ms(p.waits).c_str(),
@@ -114,9 +130,10 @@ void add_sim(CLI::App& app) {
       table.save();
     }
     if (o->validate) {
-      const double measured = sim_validate(args, p);
+      const auto [predicted, measured] = sim_validate(predictor, args, config, p);
+      out["validated_prediction_s"] = predicted;
       out["measured_step_s"] = measured;
-      out["error"] = (p.step - measured) / measured;
+      out["error"] = (predicted - measured) / measured;
     }
     if (!o->json.empty()) write_file_atomic(o->json, out.dump(2));
   });

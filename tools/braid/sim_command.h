@@ -2,6 +2,7 @@
 // validation against real runs (sim_validate.cc).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,17 @@ train::Config sim_config(const SimArgs& args, const std::vector<std::string>& mo
 // prints them; returns the best one's overrides.
 std::vector<std::string> sim_sweep(sim::Predictor& predictor, const SimArgs& args);
 
-// Runs the config under `braid launch` on this machine and prints the
-// predicted and the measured step time; returns the measured seconds.
-double sim_validate(const SimArgs& args, const sim::Prediction& predicted);
+// Runs the config under `braid launch` on this machine --reps times and
+// prints the predicted and the measured step time. With calibration, each
+// run is preceded by a fresh measurement of the eager step the prediction is
+// scaled to (this machine's speed drifts over minutes), and the prediction
+// made again from it. Returns {median prediction, median measurement}.
+std::pair<double, double> sim_validate(sim::Predictor& predictor, const SimArgs& args, const train::Config& config,
+                                       const sim::Prediction& predicted);
+
+// sim_corun.cc: what `--measure-step` runs in each process, and the
+// PredictOptions::measure_step that starts them.
+void sim_measure_step_child(const train::Config& config, const std::string& out, int64_t batch, int threads);
+std::function<double(const train::Config&, int64_t, int, int)> corun_measure();
 
 }  // namespace braid::cli

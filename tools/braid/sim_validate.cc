@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include <unistd.h>
 
@@ -71,25 +72,33 @@ double run_once(const SimArgs& args, const sim::PlanSpec& plan, const std::strin
 
 }  // namespace
 
-double sim_validate(const SimArgs& args, const sim::Prediction& predicted) {
+std::pair<double, double> sim_validate(sim::Predictor& predictor, const SimArgs& args, const train::Config& config,
+                                       const sim::Prediction& predicted) {
   if (predicted.plan.world > 1 && args.predict.cluster.hosts() > 1) {
     std::printf("note: --validate runs every rank on this one machine; the prediction is for %d hosts\n",
                 args.predict.cluster.hosts());
   }
   const std::string base = (std::filesystem::temp_directory_path() /
                             fmt::format("braid-sim-validate-{}", static_cast<long>(::getpid()))).string();
-  std::vector<double> runs;
+  std::vector<double> predictions, runs;
   for (int rep = 0; rep < args.reps; ++rep) {
+    double p = predicted.step;
+    if (args.predict.calibrate) {
+      sim::PredictOptions o = args.predict;
+      o.recalibrate = true;
+      o.trace = false;
+      p = predictor.predict(config, o).step;
+    }
+    predictions.push_back(p);
     runs.push_back(run_once(args, predicted.plan, fmt::format("{}/run{}", base, rep), rep));
-    std::printf("  run %d: %.3f ms per step\n", rep + 1, runs.back() * 1e3);
+    std::printf("  run %d: predicted %.3f ms, measured %.3f ms per step\n", rep + 1, p * 1e3, runs.back() * 1e3);
     std::fflush(stdout);
   }
   std::filesystem::remove_all(base);
-  const double measured = median(runs);
-  std::printf("predicted %.3f ms, measured %.3f ms (median of %d runs of %d steps): error %+.1f %%\n",
-              predicted.step * 1e3, measured * 1e3, args.reps, args.validate_steps,
-              100 * (predicted.step - measured) / measured);
-  return measured;
+  const double p = median(predictions), measured = median(runs);
+  std::printf("predicted %.3f ms, measured %.3f ms (medians of %d runs of %d steps): error %+.1f %%\n", p * 1e3,
+              measured * 1e3, args.reps, args.validate_steps, 100 * (p - measured) / measured);
+  return {p, measured};
 }
 
 }  // namespace braid::cli
