@@ -1,9 +1,9 @@
 #include "braid/sim/cluster.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "braid/base/error.h"
 
@@ -45,8 +45,8 @@ struct Unit {
 };
 
 constexpr Unit kBandwidth[] = {
-    {"bit/s", 1, 8},   {"kbit/s", 1e3, 8}, {"Mbit/s", 1e6, 8},       {"Gbit/s", 1e9, 8},
-    {"B/s", 1},        {"KB/s", 1e3},      {"MB/s", 1e6},            {"GB/s", 1e9},
+    {"bit/s", 1, 8},   {"kbit/s", 1e3, 8},   {"Mbit/s", 1e6, 8},      {"Gbit/s", 1e9, 8},
+    {"B/s", 1},        {"KB/s", 1e3},        {"MB/s", 1e6},           {"GB/s", 1e9},
     {"KiB/s", 1024.0}, {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
 };
 constexpr Unit kLatency[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
@@ -76,7 +76,8 @@ comm::LinkCost parse_link(std::string_view spec, comm::LinkCost base) {
 
     double value = 0;
     const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
-    if (ec != std::errc() || !std::isfinite(value) || value < 0) bad(fmt::format("\"{}\" is not a number and unit", part));
+    if (ec != std::errc() || !std::isfinite(value) || value < 0)
+      bad(fmt::format("\"{}\" is not a number and unit", part));
     const std::string_view unit = trim(part.substr(static_cast<size_t>(end - part.data())));
 
     bool known = false;
@@ -94,7 +95,8 @@ comm::LinkCost parse_link(std::string_view spec, comm::LinkCost base) {
       have_latency = known = true;
     }
     if (!known) {
-      bad(fmt::format("unknown unit \"{}\" (bandwidth: bit/s, kbit/s, Mbit/s, Gbit/s, B/s, KB/s, MB/s, GB/s, KiB/s, "
+      bad(
+          fmt::format("unknown unit \"{}\" (bandwidth: bit/s, kbit/s, Mbit/s, Gbit/s, B/s, KB/s, MB/s, GB/s, KiB/s, "
                       "MiB/s, GiB/s; latency: ns, us, ms, s)",
                       unit));
     }

@@ -1,8 +1,8 @@
 #include "braid/sim/plan_model.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "braid/base/error.h"
 #include "braid/parallel/tensor_parallel/rewrite.h"
@@ -169,8 +169,8 @@ class Builder {
     // sent[p][m][d * T + t]: the transfer carrying micro-batch m's activation
     // out of stage p (forward) or its gradient out of stage p (backward).
     auto grid = [&] {
-      return std::vector<std::vector<std::vector<TaskId>>>(
-          static_cast<size_t>(P), std::vector<std::vector<TaskId>>(static_cast<size_t>(M)));
+      return std::vector<std::vector<std::vector<TaskId>>>(static_cast<size_t>(P),
+                                                           std::vector<std::vector<TaskId>>(static_cast<size_t>(M)));
     };
     auto fwd_sent = grid(), bwd_sent = grid();
     // The end of each layer's backward for the last micro-batch, per (d, t):
@@ -189,10 +189,11 @@ class Builder {
         auto& ops = order[static_cast<size_t>(p)];
         while (next[static_cast<size_t>(p)] < ops.size()) {
           const StageOp op = ops[next[static_cast<size_t>(p)]];
-          const auto& needed = op.forward ? (p > 0 ? fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(op.microbatch)]
-                                                   : std::vector<TaskId>{0})
-                                          : (p + 1 < P ? bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(op.microbatch)]
-                                                       : std::vector<TaskId>{0});
+          const auto& needed =
+              op.forward ? (p > 0 ? fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(op.microbatch)]
+                                  : std::vector<TaskId>{0})
+                         : (p + 1 < P ? bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(op.microbatch)]
+                                      : std::vector<TaskId>{0});
           if (needed.empty()) break;
           stage_op(p, op, fwd_sent, bwd_sent, grads_done);
           ++next[static_cast<size_t>(p)];
@@ -210,8 +211,7 @@ class Builder {
   }
 
   void stage_op(int p, const StageOp& op, std::vector<std::vector<std::vector<TaskId>>>& fwd_sent,
-                std::vector<std::vector<std::vector<TaskId>>>& bwd_sent,
-                std::vector<std::vector<TaskId>>& grads_done) {
+                std::vector<std::vector<std::vector<TaskId>>>& bwd_sent, std::vector<std::vector<TaskId>>& grads_done) {
     const int T = plan_.tensor, m = op.microbatch;
     const int a = first_[static_cast<size_t>(p)], b = last_[static_cast<size_t>(p)];
     for (int d = 0; d < plan_.data; ++d) {
@@ -222,7 +222,8 @@ class Builder {
         // ended it, such as local SGD's averaging, for the step's first op).
         std::vector<TaskId> deps;
         if (tail_[static_cast<size_t>(rank(d, t, p))] >= 0) deps.push_back(tail_[static_cast<size_t>(rank(d, t, p))]);
-        if (op.forward && p > 0) deps.push_back(fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
+        if (op.forward && p > 0)
+          deps.push_back(fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
         if (!op.forward && p + 1 < plan_.pipeline) {
           deps.push_back(bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
         }
@@ -234,7 +235,8 @@ class Builder {
           auto& out = fwd_sent[static_cast<size_t>(p)][static_cast<size_t>(m)];
           for (int t = 0; t < T; ++t) {
             out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p + 1), static_cast<double>(layer(b).output_bytes),
-                                        after(prev[static_cast<size_t>(t)]), {"net", fmt::format("activation m{}", m)}));
+                                        after(prev[static_cast<size_t>(t)]),
+                                        {"net", fmt::format("activation m{}", m)}));
           }
         }
       } else {
@@ -242,13 +244,15 @@ class Builder {
           layer_pass(l, false, m, d, p, prev);
           // The stage's last backward makes the gradients final.
           if (m == (plan_.schedule == "gpipe" ? 0 : plan_.microbatches - 1)) {
-            for (int t = 0; t < T; ++t) grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
+            for (int t = 0; t < T; ++t)
+              grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
           }
         }
         if (p > 0) {
           auto& out = bwd_sent[static_cast<size_t>(p)][static_cast<size_t>(m)];
           for (int t = 0; t < T; ++t) {
-            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p - 1), static_cast<double>(layer(a - 1).output_bytes),
+            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p - 1),
+                                        static_cast<double>(layer(a - 1).output_bytes),
                                         after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)}));
           }
         }
@@ -266,7 +270,10 @@ class Builder {
       // Buckets fill in reverse registration order (bucketed_allreduce.h),
       // layer by layer here: a bucket is ready when its earliest layer's
       // backward is done (or all backward, without overlap).
-      struct Bucket { double bytes = 0; int earliest = 0; };
+      struct Bucket {
+        double bytes = 0;
+        int earliest = 0;
+      };
       std::vector<Bucket> buckets;
       for (int l = b; l >= a; --l) {
         for (const GradientReady& g : in_.profile.gradients) {
@@ -282,8 +289,9 @@ class Builder {
         for (int d = 0; d < D; ++d) {
           const int r = rank(d, t, p);
           args.group.push_back(r);
-          std::vector<TaskId> deps{plan_.overlap ? grads_done[static_cast<size_t>(buckets[k].earliest)][static_cast<size_t>(d * T + t)]
-                                                 : tail_[static_cast<size_t>(r)]};
+          std::vector<TaskId> deps{
+              plan_.overlap ? grads_done[static_cast<size_t>(buckets[k].earliest)][static_cast<size_t>(d * T + t)]
+                            : tail_[static_cast<size_t>(r)]};
           if (done[static_cast<size_t>(d)] >= 0) deps.push_back(done[static_cast<size_t>(d)]);
           ready.push_back(sim_.join(deps));
         }
@@ -341,7 +349,8 @@ class Builder {
     if (coded) {
       const double decodes = c.reduces_encoded ? 1 : D;
       for (size_t i = 0; i < out.size(); ++i) {
-        out[i] = sim_.compute(args.group[i], c.decode * scale * decodes, {out[i]}, {"comm", fmt::format("decode b{}", k)}, 1);
+        out[i] = sim_.compute(args.group[i], c.decode * scale * decodes, {out[i]},
+                              {"comm", fmt::format("decode b{}", k)}, 1);
       }
     }
     return out;
@@ -365,7 +374,8 @@ class Builder {
       for (int l = layers_ - 1; l >= 0; --l) layer_pass(l, false, 0, w, 0, prev);
       backward_end[static_cast<size_t>(w)] = prev[0];
       for (int s = 0; s < S; ++s) {
-        pushes[static_cast<size_t>(s)].push_back(sim_.transfer(r, s, shard, after(prev[0]), {"net", fmt::format("push s{}", step_)}));
+        pushes[static_cast<size_t>(s)].push_back(
+            sim_.transfer(r, s, shard, after(prev[0]), {"net", fmt::format("push s{}", step_)}));
       }
     }
     // The servers' update of a shard: add the pushed gradient, then the
@@ -375,9 +385,11 @@ class Builder {
     for (int s = 0; s < S; ++s) {
       const auto& in = pushes[static_cast<size_t>(s)];
       if (plan_.consistency == "bsp") {
-        const TaskId u = sim_.compute(s, W * shard * gamma + update, in, {"optimizer", fmt::format("update s{}", step_)});
+        const TaskId u =
+            sim_.compute(s, W * shard * gamma + update, in, {"optimizer", fmt::format("update s{}", step_)});
         for (int w = 0; w < W; ++w) {
-          pulls[static_cast<size_t>(w)].push_back(sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
+          pulls[static_cast<size_t>(w)].push_back(
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
         }
       } else {
         // Asynchronous: each push is applied on arrival (a stream per worker,
@@ -385,7 +397,8 @@ class Builder {
         for (int w = 0; w < W; ++w) {
           const TaskId u = sim_.compute(s, shard * gamma + update, {in[static_cast<size_t>(w)]},
                                         {"optimizer", fmt::format("update w{} s{}", w, step_)}, 2 + w);
-          pulls[static_cast<size_t>(w)].push_back(sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
+          pulls[static_cast<size_t>(w)].push_back(
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
         }
       }
     }

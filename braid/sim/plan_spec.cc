@@ -1,8 +1,8 @@
 #include "braid/sim/plan_spec.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "braid/base/error.h"
 
@@ -12,7 +12,8 @@ std::string PlanSpec::describe() const {
   std::string s = strategy;
   if (strategy == "ps") s += fmt::format(" {} ({} servers, {} workers)", consistency, servers, workers());
   s += fmt::format(": data {} x tensor {} x pipeline {}", data, tensor, pipeline);
-  if (pipeline > 1) s += fmt::format(", {} with {} micro-batches{}", schedule, microbatches, recompute ? " (recompute)" : "");
+  if (pipeline > 1)
+    s += fmt::format(", {} with {} micro-batches{}", schedule, microbatches, recompute ? " (recompute)" : "");
   if (data > 1 && (strategy == "allreduce" || strategy == "local_sgd")) {
     s += fmt::format(", {} buckets of {:.0f} KiB {}", comm::name(algorithm), bucket_bytes / 1024,
                      overlap ? "overlapped" : "after backward");
@@ -52,8 +53,10 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
   if (strategy == "none" && workers > 1 && p.data > 1) strategy = "allreduce";
   constexpr const char* kModelled[] = {"none", "allreduce", "ps", "local_sgd"};
   if (std::find(std::begin(kModelled), std::end(kModelled), strategy) == std::end(kModelled)) {
-    fail<ConfigError>("braid sim: parallel.strategy = {} is not modelled (the simulator models none, allreduce, ps "
-                      "and local_sgd)", strategy);
+    fail<ConfigError>(
+        "braid sim: parallel.strategy = {} is not modelled (the simulator models none, allreduce, ps "
+        "and local_sgd)",
+        strategy);
   }
   p.strategy = strategy;
   p.schedule = c.get_string("parallel.schedule");

@@ -120,14 +120,17 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
   if (o.jitter > 0) {
     std::mt19937_64 rng(o.seed);
     std::normal_distribution<double> normal(0, o.jitter);
-    in.jitter.assign(static_cast<size_t>(cluster.ranks), std::vector<double>(static_cast<size_t>(o.steps)));
+    const int played = plan.strategy == "local_sgd" ? std::max(o.steps, plan.local_sgd_period) : o.steps;
+    in.jitter.assign(static_cast<size_t>(cluster.ranks), std::vector<double>(static_cast<size_t>(played)));
     for (auto& rank : in.jitter) {
       for (double& f : rank) f = std::exp(normal(rng) - o.jitter * o.jitter / 2);
     }
   }
 
+  // Local SGD's averaging comes every period steps: play at least one period.
+  const int steps = plan.strategy == "local_sgd" ? std::max(o.steps, plan.local_sgd_period) : o.steps;
   Simulator sim(cluster);
-  const StepMarks marks = add_steps(sim, plan, in, o.steps);
+  const StepMarks marks = add_steps(sim, plan, in, steps);
   const SimResult result = sim.run();
   const int W = plan.workers();
   double end = 0;
@@ -138,7 +141,7 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
     out.exposed_comm += b.exposed_comm;
     out.waits += b.waits;
   }
-  const double per = 1.0 / (W * o.steps);
+  const double per = 1.0 / (W * steps);
   out.step = end * per;
   out.compute *= per;
   out.exposed_comm *= per;

@@ -64,7 +64,8 @@ void add_sim(CLI::App& app) {
   cmd->add_option("--host-link", o->host_link, "inside a host, per rank (default: parallel.transport's figures)");
   cmd->add_option("--steps", o->args.predict.steps, "steps simulated (the prediction is their mean)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--jitter", o->args.predict.jitter, "stragglers at random: every rank-step's compute x lognormal(sigma)");
+  cmd->add_option("--jitter", o->args.predict.jitter,
+                  "stragglers at random: every rank-step's compute x lognormal(sigma)");
   cmd->add_option("--straggler", o->stragglers, "RANK:FACTOR, that rank computes FACTOR times slower (repeatable)");
   cmd->add_option("--seed", o->args.predict.seed, "for --jitter");
   cmd->add_option("--trace", o->trace, "write the simulated timeline (Chrome trace JSON; Perfetto opens it)");
@@ -115,10 +116,11 @@ void add_sim(CLI::App& app) {
     std::printf("one replica's step: %s (the op table's sum x %.2f: scaled to a measured eager step%s)\n",
                 ms(p.profile_step).c_str(), p.calibration,
                 p.corun > 1 ? fmt::format(", {} side by side", p.corun).c_str() : "");
-    std::printf("predicted step: %s = compute %s + exposed communication %s + waits %s; %.0f samples/s "
-                "(%lld tasks simulated in %.2f s)\n",
-                ms(p.step).c_str(), ms(p.compute).c_str(), ms(p.exposed_comm).c_str(), ms(p.waits).c_str(),
-                p.samples_per_s, static_cast<long long>(p.tasks), p.wall);
+    std::printf(
+        "predicted step: %s = compute %s + exposed communication %s + waits %s; %.0f samples/s "
+        "(%lld tasks simulated in %.2f s)\n",
+        ms(p.step).c_str(), ms(p.compute).c_str(), ms(p.exposed_comm).c_str(), ms(p.waits).c_str(), p.samples_per_s,
+        static_cast<long long>(p.tasks), p.wall);
     if (!o->trace.empty()) {
       write_file_atomic(o->trace, p.trace.dump());
       std::printf("simulated timeline written to %s\n", o->trace.c_str());

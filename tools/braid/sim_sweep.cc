@@ -1,7 +1,10 @@
 // `braid sim --sweep`: the same model on the same ranks under other plans —
 // mesh degrees (data x tensor x pipeline), pipeline schedules and
 // micro-batches, bucket sizes and overlap, codecs, parameter servers, local
-// SGD — each predicted, ranked by samples/s of the whole job. Plans the
+// SGD — each predicted, ranked by samples/s of the whole job. Plans whose
+// updates differ from synchronous SGD's (local SGD, asynchronous servers) are
+// marked "(other updates)": they may need more steps to the same accuracy,
+// which a step-time prediction does not see. Plans the
 // model cannot take (a tensor degree its layers do not divide, more stages
 // than layers) are counted and left out.
 #include <algorithm>
@@ -13,6 +16,8 @@
 namespace braid::cli {
 
 namespace {
+
+constexpr int kMaxPsRanks = 64;
 
 struct Candidate {
   std::string label;
@@ -28,7 +33,8 @@ std::vector<Candidate> candidates(int world, int64_t batch) {
       if (world % (t * p) != 0) continue;
       const int d = world / (t * p);
       std::vector<std::string> mesh{fmt::format("parallel.tensor={}", t), fmt::format("parallel.pipeline={}", p),
-                                    "parallel.data=0", d > 1 ? "parallel.strategy=allreduce" : "parallel.strategy=none"};
+                                    "parallel.data=0",
+                                    d > 1 ? "parallel.strategy=allreduce" : "parallel.strategy=none"};
       std::vector<std::vector<std::string>> schedules{{}};
       if (p > 1) {
         schedules.clear();
@@ -44,7 +50,8 @@ std::vector<Candidate> candidates(int world, int64_t batch) {
         syncs.clear();
         for (int kb : {256, 1024, 4096}) syncs.push_back({fmt::format("parallel.bucket_kb={}", kb)});
         syncs.push_back({"parallel.overlap=false"});
-        for (const char* codec : {"fp16", "topk", "powersgd"}) syncs.push_back({fmt::format("parallel.codec={}", codec)});
+        for (const char* codec : {"fp16", "topk", "powersgd"})
+          syncs.push_back({fmt::format("parallel.codec={}", codec)});
       }
       for (const auto& s : schedules) {
         for (const auto& g : syncs) {
@@ -61,14 +68,21 @@ std::vector<Candidate> candidates(int world, int64_t batch) {
     }
   }
   if (world > 1) {
-    out.push_back({"local_sgd period 8", {"parallel.strategy=local_sgd", "local_sgd.period=8", "local_sgd.warmup=0"}, 0});
+    out.push_back({"local_sgd period 8 (other updates)",
+                   {"parallel.strategy=local_sgd", "local_sgd.period=8", "local_sgd.warmup=0"},
+                   0});
   }
   // Parameter servers: one for every 8 ranks (at least one), the rest workers.
+  // Past kMaxPsRanks they are left out: every worker exchanges with every
+  // server, and S x W messages sharing host interfaces make the flow-level
+  // simulation slow (256 ranks: about a minute).
   const int servers = std::max(1, world / 8);
-  if (world > servers) {
+  if (world > servers && world <= kMaxPsRanks) {
     for (const char* mode : {"bsp", "asp"}) {
-      out.push_back({fmt::format("ps {} ({} servers)", mode, servers),
-                     {"parallel.strategy=ps", fmt::format("ps.consistency={}", mode)}, servers});
+      const char* other = std::string(mode) == "asp" ? " (other updates)" : "";
+      out.push_back({fmt::format("ps {} ({} servers){}", mode, servers, other),
+                     {"parallel.strategy=ps", fmt::format("ps.consistency={}", mode)},
+                     servers});
     }
   }
   return out;
@@ -97,8 +111,9 @@ std::vector<std::string> sim_sweep(sim::Predictor& predictor, const SimArgs& arg
     }
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.p.samples_per_s > b.p.samples_per_s; });
-  std::printf("\nsweep: %zu plans on %d ranks, ranked by samples/s (%d refused%s%s)\n", rows.size(),
-              args.predict.cluster.ranks, refused, refused ? "; first: " : "", first_refusal.c_str());
+  std::printf("\nsweep: %zu plans on %d ranks, ranked by samples/s (%d refused%s%s)%s\n", rows.size(),
+              args.predict.cluster.ranks, refused, refused ? "; first: " : "", first_refusal.c_str(),
+              args.predict.cluster.ranks > kMaxPsRanks ? "; parameter-server plans not swept past 64 ranks" : "");
   std::printf("%4s  %-62s %12s %10s %10s %10s %10s\n", "rank", "plan", "samples/s", "step ms", "compute", "comm",
               "waits");
   for (size_t i = 0; i < rows.size() && i < 20; ++i) {
