@@ -10,7 +10,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(braid_layers)
-foreach(layer base tensor autograd ops nn optim data comm ps linear parallel graph train)
+foreach(layer ${BRAID_LAYERS})
   if(TARGET braid_${layer})
     list(APPEND braid_layers braid_${layer})
   endif()

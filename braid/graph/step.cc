@@ -111,12 +111,13 @@ Tensor TrainingStep::run(const Tensor& x, const Tensor& y) {
   return loss;
 }
 
-Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
-                                 DType x_dtype, const Shape& y_shape, DType y_dtype) {
-  // Swap every parameter's memory for a meta placeholder while capturing;
-  // put the real memory back afterwards, whatever happens.
-  // The optimizer's state is put back too (a meta step makes meta buffers
-  // and counts a step).
+namespace {
+
+// Runs `capture` with every parameter's memory swapped for a meta
+// placeholder; puts the real memory back afterwards, whatever happens. The
+// optimizer's state is put back too (a meta step makes meta buffers and
+// counts a step).
+Graph capture_on_meta(nn::Module& model, optim::Optimizer& optimizer, const std::function<Graph()>& capture) {
   std::vector<std::pair<Tensor, Tensor>> saved;
   for (const auto& [name, p] : model.named_parameters()) {
     saved.emplace_back(p, p.detach());
@@ -134,9 +135,50 @@ Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer,
       optimizer.load_state_dict(state);
     }
   } restore{saved, optimizer, optimizer.state_dict()};
-  const Tensor x = Tensor::empty(x_shape, x_dtype, Device::meta);
-  const Tensor y = Tensor::empty(y_shape, y_dtype, Device::meta);
-  return record_step(model, optimizer, loss, x, y, nullptr);
+  return capture();
+}
+
+// capture_staged_step's body; `layer_outputs` as capture_staged_step_meta's.
+Graph record_staged(nn::Sequential& model, optim::Optimizer& optimizer, const LossFn& loss_fn, const Tensor& x,
+                    const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings,
+                    std::vector<op::TensorMeta>* layer_outputs) {
+  const auto& layers = model.children();
+  if (stages.size() != layers.size()) {
+    fail<ValueError>("capture_staged_step: {} stages for {} layers", stages.size(), layers.size());
+  }
+  Graph g = record(model, optimizer, x, y, bindings, [&] {
+    optimizer.zero_grad(true);
+    Tensor h = x;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      op::Placement stage(stages[i]);
+      h = (*layers[i].second)(h);
+      if (layer_outputs) layer_outputs->push_back(op::meta_of(h));
+    }
+    op::Placement last(stages.back());
+    Tensor loss = loss_fn(h, y);
+    {
+      // Backward ops take their forward's rank; what the engine adds between
+      // them (gradient sums, copies) is left unplaced here (place_engine_ops).
+      op::Placement unplaced(-1);
+      backward(loss);
+    }
+    optimizer.step();
+    return loss;
+  });
+  place_engine_ops(g, stages.back());
+  place_state_updates(g);
+  return g;
+}
+
+}  // namespace
+
+Graph capture_training_step_meta(nn::Module& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
+                                 DType x_dtype, const Shape& y_shape, DType y_dtype) {
+  return capture_on_meta(model, optimizer, [&] {
+    const Tensor x = Tensor::empty(x_shape, x_dtype, Device::meta);
+    const Tensor y = Tensor::empty(y_shape, y_dtype, Device::meta);
+    return record_step(model, optimizer, loss, x, y, nullptr);
+  });
 }
 
 std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks) {
@@ -153,31 +195,17 @@ std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks) {
 
 Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss_fn, const Tensor& x,
                           const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings) {
-  const auto& layers = model.children();
-  if (stages.size() != layers.size()) {
-    fail<ValueError>("capture_staged_step: {} stages for {} layers", stages.size(), layers.size());
-  }
-  Graph g = record(model, optimizer, x, y, bindings, [&] {
-    optimizer.zero_grad(true);
-    Tensor h = x;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      op::Placement stage(stages[i]);
-      h = (*layers[i].second)(h);
-    }
-    op::Placement last(stages.back());
-    Tensor loss = loss_fn(h, y);
-    {
-      // Backward ops take their forward's rank; what the engine adds between
-      // them (gradient sums, copies) is left unplaced here (place_engine_ops).
-      op::Placement unplaced(-1);
-      backward(loss);
-    }
-    optimizer.step();
-    return loss;
+  return record_staged(model, optimizer, loss_fn, x, y, stages, bindings, nullptr);
+}
+
+Graph capture_staged_step_meta(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
+                               DType x_dtype, const Shape& y_shape, DType y_dtype, const std::vector<int>& stages,
+                               std::vector<op::TensorMeta>* layer_outputs) {
+  return capture_on_meta(model, optimizer, [&] {
+    const Tensor x = Tensor::empty(x_shape, x_dtype, Device::meta);
+    const Tensor y = Tensor::empty(y_shape, y_dtype, Device::meta);
+    return record_staged(model, optimizer, loss, x, y, stages, nullptr, layer_outputs);
   });
-  place_engine_ops(g, stages.back());
-  place_state_updates(g);
-  return g;
 }
 
 }  // namespace braid::graph

@@ -68,4 +68,12 @@ std::vector<int> stages_by_parameters(const nn::Sequential& model, int ranks);
 Graph capture_staged_step(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss, const Tensor& x,
                           const Tensor& y, const std::vector<int>& stages, std::vector<Tensor>* bindings);
 
+// capture_staged_step on the meta device, as capture_training_step_meta
+// captures (nothing is computed, the model and optimizer are left as they
+// were). `layer_outputs`, if given, receives each layer's output's shape and
+// dtype (what a stage boundary sends).
+Graph capture_staged_step_meta(nn::Sequential& model, optim::Optimizer& optimizer, LossFn loss, const Shape& x_shape,
+                               DType x_dtype, const Shape& y_shape, DType y_dtype, const std::vector<int>& stages,
+                               std::vector<op::TensorMeta>* layer_outputs = nullptr);
+
 }  // namespace braid::graph

@@ -67,13 +67,6 @@ void check_ps_options(const LaunchOptions& o) {
                       o.nnodes);
 }
 
-std::string self_exe() {
-  std::array<char, 4096> buf{};
-  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) fail<IoError>("braid launch: readlink /proc/self/exe: {}", std::strerror(errno));
-  return std::string(buf.data(), static_cast<size_t>(n));
-}
-
 // Ranks 0..S-1 run the server program, S..S+W-1 PROGRAM (spec.argv); every
 // rank learns its role and S. Workers may fail without stopping the group.
 void add_ps_ranks(const LaunchOptions& o, GroupSpec& spec) {
@@ -183,6 +176,13 @@ int launch(const LaunchOptions& o) {
 }
 
 }  // namespace
+
+std::string self_exe() {
+  std::array<char, 4096> buf{};
+  ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) fail<IoError>("braid launch: readlink /proc/self/exe: {}", std::strerror(errno));
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
 
 void add_launch(CLI::App& app) {
   auto opts = std::make_shared<LaunchOptions>();

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   braid::cli::add_pbt(app);
   braid::cli::add_linear(app);
   braid::cli::add_graph(app);
+  braid::cli::add_sim(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);

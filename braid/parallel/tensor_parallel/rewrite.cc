@@ -29,48 +29,82 @@ int partner(const nn::Sequential& m, size_t i) {
 
 }  // namespace
 
-Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss) {
-  Sharded out{.loss = loss, .full_output = [](const Tensor& y) { return y; }, .specs = {}, .replicated = {}};
+std::vector<LayerRole> tensor_parallel_roles(const nn::Sequential& model) {
+  std::vector<LayerRole> roles(model.size(), LayerRole::replicated);
   int last_linear = -1;
   for (size_t i = 0; i < model.size(); ++i) {
     if (as_linear(model, i)) last_linear = static_cast<int>(i);
   }
   for (size_t i = 0; i < model.size(); ++i) {
-    const std::string prefix = model.name_of(i) + ".";
-    if (auto* e = dynamic_cast<const nn::TokenPositionEmbedding*>(&model[i])) {
-      auto p = std::make_shared<ParallelTokenPositionEmbedding>(*e, tp);
-      p->add_specs(prefix, out.specs);
-      model.replace(i, p);
-    } else if (auto* b = dynamic_cast<const nn::TransformerBlock*>(&model[i])) {
-      auto p = std::make_shared<ParallelTransformerBlock>(*b, tp);
-      p->add_specs(prefix, out.specs);
-      model.replace(i, p);
-    } else if (auto* l = as_linear(model, i)) {
+    if (dynamic_cast<const nn::TokenPositionEmbedding*>(&model[i])) {
+      roles[i] = LayerRole::embedding;
+    } else if (dynamic_cast<const nn::TransformerBlock*>(&model[i])) {
+      roles[i] = LayerRole::block;
+    } else if (as_linear(model, i)) {
       const int j = static_cast<int>(i) == last_linear ? -1 : partner(model, i);
       if (j >= 0) {
-        auto col = std::make_shared<ColumnParallelLinear>(*l, tp, /*gather_output=*/false);
-        auto row = std::make_shared<RowParallelLinear>(*as_linear(model, static_cast<size_t>(j)), tp);
-        col->add_specs(prefix, out.specs);
-        row->add_specs(model.name_of(static_cast<size_t>(j)) + ".", out.specs);
-        model.replace(i, col);
-        model.replace(static_cast<size_t>(j), row);
+        roles[i] = LayerRole::column;
+        for (size_t k = i + 1; k < static_cast<size_t>(j); ++k) roles[k] = LayerRole::inner;
+        roles[static_cast<size_t>(j)] = LayerRole::row;
         i = static_cast<size_t>(j);
       } else if (static_cast<int>(i) == last_linear && i + 1 == model.size()) {
+        roles[i] = LayerRole::head;
+      }
+    }
+  }
+  return roles;
+}
+
+Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss) {
+  Sharded out{.loss = loss, .full_output = [](const Tensor& y) { return y; }, .specs = {}, .replicated = {}};
+  const std::vector<LayerRole> roles = tensor_parallel_roles(model);
+  for (size_t i = 0; i < model.size(); ++i) {
+    const std::string prefix = model.name_of(i) + ".";
+    switch (roles[i]) {
+      case LayerRole::embedding: {
+        auto p = std::make_shared<ParallelTokenPositionEmbedding>(
+            dynamic_cast<const nn::TokenPositionEmbedding&>(model[i]), tp);
+        p->add_specs(prefix, out.specs);
+        model.replace(i, p);
+        break;
+      }
+      case LayerRole::block: {
+        auto p = std::make_shared<ParallelTransformerBlock>(dynamic_cast<const nn::TransformerBlock&>(model[i]), tp);
+        p->add_specs(prefix, out.specs);
+        model.replace(i, p);
+        break;
+      }
+      case LayerRole::column: {
+        auto col = std::make_shared<ColumnParallelLinear>(*as_linear(model, i), tp, /*gather_output=*/false);
+        col->add_specs(prefix, out.specs);
+        model.replace(i, col);
+        break;
+      }
+      case LayerRole::row: {
+        auto row = std::make_shared<RowParallelLinear>(*as_linear(model, i), tp);
+        row->add_specs(prefix, out.specs);
+        model.replace(i, row);
+        break;
+      }
+      case LayerRole::head: {
         // The head: split over the classes; the loss works on the slices.
-        auto head = std::make_shared<ColumnParallelLinear>(*l, tp, /*gather_output=*/false);
+        const nn::Linear& l = *as_linear(model, i);
+        auto head = std::make_shared<ColumnParallelLinear>(l, tp, /*gather_output=*/false);
         head->add_specs(prefix, out.specs);
-        const int64_t begin = head->offset(), classes = l->weight().size(0);
+        const int64_t begin = head->offset(), classes = l.weight().size(0);
         const std::vector<int64_t> widths = head->widths();
         out.loss = [tp, begin, classes](const Tensor& logits, const Tensor& targets) {
           return vocab_parallel_cross_entropy(logits, targets, begin, classes, tp);
         };
         out.full_output = [tp, widths](const Tensor& y) { return gather_last_dim(y, tp, widths); };
         model.replace(i, head);
-      } else {
-        out.replicated.push_back(model.name_of(i));
+        break;
       }
-    } else if (model[i].num_parameters() > 0) {
-      out.replicated.push_back(model.name_of(i));
+      case LayerRole::inner:
+        break;
+      case LayerRole::replicated:
+        if (model[i].num_parameters() > 0) out.replicated.push_back(model.name_of(i));
+        break;
     }
   }
   return out;

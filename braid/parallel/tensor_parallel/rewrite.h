@@ -34,6 +34,21 @@ struct Sharded {
   std::vector<std::string> replicated;  // names of the layers left whole
 };
 
+// What the rewrite does to each layer of `model`, without doing it (the
+// simulator counts a sharded step's collectives from it).
+enum class LayerRole : uint8_t {
+  replicated,  // left whole (a layer norm, a convolution, an unpaired Linear, a layer without parameters)
+  embedding,   // vocabulary-parallel token table: all-reduce of the output in forward
+  block,       // transformer block: all-reduce after attention and after the MLP in forward, and of the
+               // input gradient of each in backward
+  column,      // column-parallel Linear of a pair: all-reduce of its input gradient in backward
+  inner,       // an elementwise layer between a pair: runs on the slices
+  row,         // row-parallel Linear of a pair: all-reduce of the output in forward
+  head,        // the last Linear split over the classes: the loss all-reduces two values per row in
+               // forward; its input gradient is all-reduced in backward
+};
+std::vector<LayerRole> tensor_parallel_roles(const nn::Sequential& model);
+
 // Every rank of `tp` must rewrite the same model. A split head's loss is the
 // vocabulary-parallel cross-entropy (classification heads; `loss` is kept
 // otherwise). ConfigError for attention heads that the degree does not divide

@@ -1,0 +1,296 @@
+// The event loop of the simulator (engine.h).
+//
+// Messages are flows: each streams through two links (the sender's port and
+// the receiver's, or the two hosts' network interfaces) at
+// min over its links of (link bandwidth / flows on the link). A flow starting
+// or ending changes the rate of the flows on its two links only; those are
+// advanced to now and get a new finish event. Stale events are told apart by
+// a version number (lazy deletion from the heap).
+//
+// A host's running compute tasks all progress at one rate, min(1, cores /
+// threads asked for), so each host keeps a virtual clock that runs at that
+// rate: a task ends when the clock has advanced by its seconds, and only the
+// earliest such end is in the global heap.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <tuple>
+
+#include "braid/base/error.h"
+#include "braid/sim/engine_impl.h"
+
+namespace braid::sim {
+
+namespace {
+
+enum class Ev : uint8_t {
+  done,       // a join or an empty compute task
+  latency,    // a message has waited its latency and starts streaming
+  flow_end,   // ref: flow slot
+  host_end,   // ref: host
+};
+
+struct Event {
+  double time;
+  TaskId task;  // equal times: lower task id first
+  Ev type;
+  int32_t ref;
+  uint32_t version;
+};
+
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return std::tie(a.time, a.task, a.type) > std::tie(b.time, b.task, b.type);
+  }
+};
+
+class Player {
+ public:
+  Player(TaskTable& t, const Cluster& c) : t_(t), c_(c), hosts_(c.hosts()) {
+    const TaskId n = static_cast<TaskId>(t.tasks.size());
+    // Who waits on each task: dependents as one flat list, plus its stream successor.
+    out_begin_.assign(n + 1, 0);
+    for (TaskId d : t.deps) ++out_begin_[d + 1];
+    for (TaskId i = 0; i < n; ++i) out_begin_[i + 1] += out_begin_[i];
+    out_.resize(t.deps.size());
+    std::vector<int64_t> fill(out_begin_.begin(), out_begin_.end() - 1);
+    pending_.assign(n, 0);
+    stream_next_.assign(n, -1);
+    for (TaskId i = 0; i < n; ++i) {
+      for (TaskId d : t.deps_of(i)) out_[fill[d]++] = i;
+      pending_[i] = static_cast<int32_t>(t.deps_of(i).size());
+      if (const TaskId prev = t.tasks[i].stream_prev; prev >= 0) {
+        stream_next_[prev] = i;
+        ++pending_[i];
+      }
+    }
+    links_.resize(2 * c.ranks + 2 * hosts_.size());
+    for (int r = 0; r < c.ranks; ++r) links_[port_out(r)].beta = links_[port_in(r)].beta = c.intra.beta;
+    for (int h = 0; h < c.hosts(); ++h) links_[nic_out(h)].beta = links_[nic_in(h)].beta = c.inter.beta;
+  }
+
+  int64_t run() {
+    std::fill(t_.times.begin(), t_.times.end(), TaskTimes{});
+    for (size_t i = 0; i < t_.tasks.size(); ++i)
+      if (pending_[i] == 0) activate(static_cast<TaskId>(i), 0);
+    int64_t handled = 0;
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      switch (e.type) {
+        case Ev::done: finish(e.task, e.time); break;
+        case Ev::latency: start_flow(e.task, e.time); break;
+        case Ev::flow_end:
+          if (flows_[e.ref].version != e.version) continue;
+          end_flow(e.ref, e.time);
+          break;
+        case Ev::host_end:
+          if (hosts_[e.ref].version != e.version) continue;
+          end_compute(e.ref, e.time);
+          break;
+      }
+      ++handled;
+    }
+    BRAID_CHECK_EQ(finished_, static_cast<int64_t>(t_.tasks.size()));
+    return handled;
+  }
+
+ private:
+  struct Link {
+    double beta = 0;             // s per byte
+    std::vector<int32_t> flows;  // flow slots streaming through it now
+  };
+  struct Flow {
+    TaskId task = -1;
+    double remaining = 0;  // bytes, as of `last`
+    double spb = 0;        // s per byte at the current rate (0: none yet)
+    double last = 0;
+    uint32_t version = 0;  // never reset: a reused slot's old events stay stale
+    int32_t link[2] = {0, 0};
+    int32_t pos[2] = {0, 0};  // index in each link's flows
+  };
+  struct Running {
+    double vend;  // the host's virtual clock when the task is done
+    TaskId task;
+    bool operator>(const Running& o) const { return std::tie(vend, task) > std::tie(o.vend, o.task); }
+  };
+  struct Host {
+    double clock = 0;    // virtual seconds of compute each running task has had since the host was last idle
+    double last = 0;     // real time the clock was last advanced
+    double threads = 0;  // asked for by the running tasks
+    uint32_t version = 0;
+    std::vector<Running> running;  // min-heap on vend
+  };
+
+  // Links: per rank its in-host port out and in, then per host its network interface out and in.
+  int32_t port_out(int rank) const { return 2 * rank; }
+  int32_t port_in(int rank) const { return 2 * rank + 1; }
+  int32_t nic_out(int host) const { return 2 * c_.ranks + 2 * host; }
+  int32_t nic_in(int host) const { return 2 * c_.ranks + 2 * host + 1; }
+
+  const TaskTable::Task& task(TaskId id) const { return t_.tasks[id]; }
+  TaskTimes& times(TaskId id) { return t_.times[id]; }
+  void push(double time, TaskId id, Ev type, int32_t ref = 0, uint32_t version = 0) {
+    events_.push({time, id, type, ref, version});
+  }
+
+  // All of `id`'s dependencies (and its stream predecessor) are done.
+  void activate(TaskId id, double now) {
+    const TaskTable::Task& k = task(id);
+    switch (k.kind) {
+      case TaskKind::join: times(id).start = now; push(now, id, Ev::done); break;
+      case TaskKind::transfer: {
+        const bool local = c_.host_of(k.rank) == c_.host_of(k.peer);
+        push(now + (local ? c_.intra.alpha : c_.inter.alpha), id, Ev::latency);
+        break;
+      }
+      case TaskKind::compute:
+        times(id).start = now;
+        if (k.amount == 0) push(now, id, Ev::done);
+        else start_compute(id, now);
+        break;
+    }
+  }
+
+  void finish(TaskId id, double now) {
+    times(id).end = now;
+    ++finished_;
+    for (int64_t i = out_begin_[id]; i < out_begin_[id + 1]; ++i) {
+      const TaskId d = out_[i];
+      times(d).ready = std::max(times(d).ready, now);
+      if (--pending_[d] == 0) activate(d, now);
+    }
+    if (const TaskId s = stream_next_[id]; s >= 0 && --pending_[s] == 0) {
+      activate(s, now);
+    }
+  }
+
+  // ---- messages ----
+  void start_flow(TaskId id, double now) {
+    times(id).start = now;
+    const TaskTable::Task& k = task(id);
+    if (k.amount == 0) {
+      finish(id, now);
+      return;
+    }
+    int32_t slot;
+    if (free_.empty()) {
+      slot = static_cast<int32_t>(flows_.size());
+      flows_.emplace_back();
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+    }
+    Flow& f = flows_[slot];
+    const int hs = c_.host_of(k.rank), hd = c_.host_of(k.peer);
+    if (hs == hd) {
+      f.link[0] = port_out(k.rank), f.link[1] = port_in(k.peer);
+    } else {
+      f.link[0] = nic_out(hs), f.link[1] = nic_in(hd);
+    }
+    f.task = id, f.remaining = k.amount, f.spb = 0, f.last = now;
+    for (int j = 0; j < 2; ++j) {
+      std::vector<int32_t>& on = links_[f.link[j]].flows;
+      f.pos[j] = static_cast<int32_t>(on.size());
+      on.push_back(slot);
+    }
+    reshare(f.link[0], now);
+    reshare(f.link[1], now);
+  }
+
+  void end_flow(int32_t slot, double now) {
+    Flow& f = flows_[slot];
+    for (int j = 0; j < 2; ++j) {
+      std::vector<int32_t>& on = links_[f.link[j]].flows;
+      const int32_t moved = on.back();
+      on[f.pos[j]] = moved;
+      Flow& m = flows_[moved];
+      m.pos[m.link[0] == f.link[j] ? 0 : 1] = f.pos[j];
+      on.pop_back();
+    }
+    ++f.version;
+    free_.push_back(slot);
+    const TaskId id = f.task;
+    reshare(f.link[0], now);
+    reshare(f.link[1], now);
+    finish(id, now);
+  }
+
+  // The flows on `link` changed in number: give each its new rate.
+  void reshare(int32_t link, double now) {
+    for (int32_t slot : links_[link].flows) {
+      Flow& f = flows_[slot];
+      double spb = 0;
+      for (int32_t l : f.link) {
+        const Link& L = links_[l];
+        spb = std::max(spb, L.beta * static_cast<double>(L.flows.size()));
+      }
+      if (spb == f.spb) continue;
+      if (f.spb > 0) f.remaining = std::max(0.0, f.remaining - (now - f.last) / f.spb);
+      f.last = now;
+      f.spb = spb;
+      push(now + f.remaining * spb, f.task, Ev::flow_end, slot, ++f.version);
+    }
+  }
+
+  // ---- compute ----
+  double rate(const Host& h) const { return h.threads > c_.cores_per_host ? c_.cores_per_host / h.threads : 1.0; }
+
+  void advance(Host& h, double now) {
+    if (h.running.empty()) {
+      h.clock = 0, h.threads = 0;  // rebased while idle: keeps the clock small, and sums exact
+    } else {
+      h.clock += (now - h.last) * rate(h);
+    }
+    h.last = now;
+  }
+
+  void reschedule(int32_t host, double now) {
+    Host& h = hosts_[host];
+    ++h.version;
+    if (h.running.empty()) return;
+    const Running& next = h.running.front();
+    push(now + std::max(0.0, next.vend - h.clock) / rate(h), next.task, Ev::host_end, host, h.version);
+  }
+
+  void start_compute(TaskId id, double now) {
+    const TaskTable::Task& k = task(id);
+    const int32_t host = c_.host_of(k.rank);
+    Host& h = hosts_[host];
+    advance(h, now);
+    h.running.push_back({h.clock + k.amount, id});
+    std::push_heap(h.running.begin(), h.running.end(), std::greater<>());
+    h.threads += k.threads;
+    reschedule(host, now);
+  }
+
+  void end_compute(int32_t host, double now) {
+    Host& h = hosts_[host];
+    advance(h, now);
+    std::pop_heap(h.running.begin(), h.running.end(), std::greater<>());
+    const TaskId id = h.running.back().task;
+    h.running.pop_back();
+    h.threads -= task(id).threads;
+    reschedule(host, now);
+    finish(id, now);
+  }
+
+  TaskTable& t_;
+  const Cluster& c_;
+  std::vector<int64_t> out_begin_;
+  std::vector<TaskId> out_;
+  std::vector<TaskId> stream_next_;
+  std::vector<int32_t> pending_;
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  std::vector<int32_t> free_;
+  std::vector<Host> hosts_;
+  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  int64_t finished_ = 0;
+};
+
+}  // namespace
+
+int64_t play(TaskTable& t, const Cluster& cluster) { return Player(t, cluster).run(); }
+
+}  // namespace braid::sim

@@ -1,0 +1,432 @@
+#include "braid/sim/plan_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "braid/base/error.h"
+#include "braid/parallel/tensor_parallel/rewrite.h"
+#include "braid/sim/collectives.h"
+
+namespace braid::sim {
+
+namespace {
+
+using parallel::tensor_parallel::LayerRole;
+
+// One pipeline stage's work, in the order its schedule runs it.
+struct StageOp {
+  bool forward = true;
+  int microbatch = 0;
+};
+
+std::vector<StageOp> stage_order(const std::string& schedule, int stage, int stages, int microbatches) {
+  std::vector<StageOp> ops;
+  if (schedule == "gpipe") {
+    for (int m = 0; m < microbatches; ++m) ops.push_back({true, m});
+    for (int m = microbatches - 1; m >= 0; --m) ops.push_back({false, m});
+    return ops;
+  }
+  // 1F1B: the warm-up forwards that fill the pipeline below this stage, then
+  // one forward and one backward in turn, then the backwards left.
+  const int warmup = std::min(stages - stage - 1, microbatches);
+  int f = 0, b = 0;
+  for (; f < warmup; ++f) ops.push_back({true, f});
+  while (f < microbatches) {
+    ops.push_back({true, f++});
+    ops.push_back({false, b++});
+  }
+  while (b < microbatches) ops.push_back({false, b++});
+  return ops;
+}
+
+class Builder {
+ public:
+  Builder(Simulator& sim, const PlanSpec& plan, const StepModelInputs& in)
+      : sim_(sim), plan_(plan), in_(in), layers_(static_cast<int>(in.profile.layers.size())) {
+    if (layers_ == 0) fail<ValueError>("braid sim: the step profile has no layers");
+    stage_of_ = in.stage_of_layer.empty() ? std::vector<int>(static_cast<size_t>(layers_), 0) : in.stage_of_layer;
+    if (static_cast<int>(stage_of_.size()) != layers_) {
+      fail<ValueError>("braid sim: {} stage assignments for {} layers", stage_of_.size(), layers_);
+    }
+    first_.assign(static_cast<size_t>(plan.pipeline), layers_);
+    last_.assign(static_cast<size_t>(plan.pipeline), -1);
+    for (int l = 0; l < layers_; ++l) {
+      const int s = stage_of_[static_cast<size_t>(l)];
+      if (s < 0 || s >= plan.pipeline) fail<ValueError>("braid sim: layer {} on stage {} of {}", l, s, plan.pipeline);
+      first_[static_cast<size_t>(s)] = std::min(first_[static_cast<size_t>(s)], l);
+      last_[static_cast<size_t>(s)] = std::max(last_[static_cast<size_t>(s)], l);
+    }
+    for (int s = 0; s < plan.pipeline; ++s) {
+      if (last_[static_cast<size_t>(s)] < 0) fail<ValueError>("braid sim: pipeline stage {} has no layer", s);
+    }
+    // What each rank's training thread last waited for (its last compute,
+    // or a collective it blocks on): its next op starts after it.
+    tail_.assign(static_cast<size_t>(plan.world), -1);
+  }
+
+  StepMarks run(int steps) {
+    StepMarks marks;
+    for (step_ = 0; step_ < steps; ++step_) {
+      if (plan_.strategy == "ps") {
+        marks.steps.push_back(ps_step());
+      } else {
+        marks.steps.push_back(mesh_step());
+      }
+    }
+    return marks;
+  }
+
+ private:
+  int rank(int d, int t, int p) const { return plan_.servers + (p * plan_.data + d) * plan_.tensor + t; }
+  LayerRole role(int layer) const {
+    return in_.tensor_roles.empty() ? LayerRole::replicated
+                                    : static_cast<LayerRole>(in_.tensor_roles[static_cast<size_t>(layer)]);
+  }
+  // The share of a layer's work and weights one tensor rank holds.
+  double share(int layer) const {
+    return plan_.tensor > 1 && role(layer) != LayerRole::replicated ? 1.0 / plan_.tensor : 1.0;
+  }
+  const LayerProfile& layer(int l) const { return in_.profile.layers[static_cast<size_t>(l)]; }
+  double slow(int r) const {
+    double f = sim_.cluster().slowdown_of(r);
+    if (!in_.jitter.empty()) f *= in_.jitter.at(static_cast<size_t>(r)).at(static_cast<size_t>(step_));
+    return f;
+  }
+  // parallel.algorithm, or what the communicator would choose.
+  comm::Algorithm algorithm(const std::vector<int>& group, double bytes) const {
+    return plan_.algorithm != comm::Algorithm::automatic ? plan_.algorithm
+                                                         : choose_allreduce(sim_.cluster(), group, bytes);
+  }
+  std::vector<TaskId> after(TaskId t) const { return t >= 0 ? std::vector<TaskId>{t} : std::vector<TaskId>{}; }
+
+  TaskId compute(int r, double seconds, std::vector<TaskId> deps, const char* category, std::string name) {
+    const TaskId t = sim_.compute(r, seconds * slow(r), std::move(deps), {category, std::move(name)}, 0, plan_.threads);
+    tail_[static_cast<size_t>(r)] = t;
+    return t;
+  }
+
+  // An all-reduce among the tensor ranks of (d, p), each starting at ready[t].
+  std::vector<TaskId> tensor_allreduce(int d, int p, double bytes, const std::vector<TaskId>& ready,
+                                       const std::string& what) {
+    CollectiveArgs a;
+    for (int t = 0; t < plan_.tensor; ++t) a.group.push_back(rank(d, t, p));
+    a.bytes = bytes;
+    a.ready = ready;
+    a.name = fmt::format("tp {} s{}", what, step_);
+    return allreduce(sim_, a, algorithm(a.group, bytes));
+  }
+
+  // Forward (or backward) of one layer on every tensor rank of (d, p): the
+  // compute, then the all-reduces rewrite.h puts there.
+  void layer_pass(int l, bool forward, int m, int d, int p, std::vector<TaskId>& prev) {
+    const LayerProfile& lp = layer(l);
+    const double mine = share(l);
+    for (int t = 0; t < plan_.tensor; ++t) {
+      TaskId& at = prev[static_cast<size_t>(t)];
+      const int r = rank(d, t, p);
+      if (forward) {
+        at = compute(r, lp.forward * mine, after(at), "forward", fmt::format("{} F{}", lp.name, m));
+      } else {
+        // Recomputation runs the layer's forward again just before its backward.
+        const double seconds = lp.backward + (plan_.recompute && plan_.pipeline > 1 ? lp.forward : 0);
+        at = compute(r, seconds * mine, after(at), "backward", fmt::format("{} B{}", lp.name, m));
+      }
+    }
+    if (plan_.tensor == 1) return;
+    const double out = static_cast<double>(lp.output_bytes);
+    const double in = l > 0 ? static_cast<double>(layer(l - 1).output_bytes) : 0;
+    const double rows = static_cast<double>(in_.profile.batch);
+    std::vector<std::pair<double, const char*>> reduces;
+    switch (role(l)) {
+      case LayerRole::embedding:
+        if (forward) reduces = {{out, "embedding"}};
+        break;
+      case LayerRole::block:
+        reduces = {{out, forward ? "attention" : "attention grad"}, {out, forward ? "mlp" : "mlp grad"}};
+        break;
+      case LayerRole::row:
+        if (forward) reduces = {{out, "row"}};
+        break;
+      case LayerRole::column:
+        if (!forward && l > 0) reduces = {{in, "column grad"}};
+        break;
+      case LayerRole::head:
+        // The vocabulary-parallel loss: row maxima, then sums and target logits.
+        if (forward) reduces = {{4 * rows, "loss max"}, {8 * rows, "loss sums"}};
+        if (!forward && l > 0) reduces = {{in, "head grad"}};
+        break;
+      default:
+        break;
+    }
+    for (const auto& [bytes, what] : reduces) prev = tensor_allreduce(d, p, bytes, prev, what);
+    for (int t = 0; t < plan_.tensor; ++t) tail_[static_cast<size_t>(rank(d, t, p))] = prev[static_cast<size_t>(t)];
+  }
+
+  // One step of the data x tensor x pipeline mesh.
+  std::vector<TaskId> mesh_step() {
+    const int P = plan_.pipeline, M = plan_.microbatches, D = plan_.data, T = plan_.tensor;
+    // sent[p][m][d * T + t]: the transfer carrying micro-batch m's activation
+    // out of stage p (forward) or its gradient out of stage p (backward).
+    auto grid = [&] {
+      return std::vector<std::vector<std::vector<TaskId>>>(static_cast<size_t>(P),
+                                                           std::vector<std::vector<TaskId>>(static_cast<size_t>(M)));
+    };
+    auto fwd_sent = grid(), bwd_sent = grid();
+    // The end of each layer's backward for the last micro-batch, per (d, t):
+    // when its gradients are final.
+    std::vector<std::vector<TaskId>> grads_done(static_cast<size_t>(layers_),
+                                                std::vector<TaskId>(static_cast<size_t>(D * T), -1));
+    std::vector<std::vector<StageOp>> order(static_cast<size_t>(P));
+    for (int p = 0; p < P; ++p) order[static_cast<size_t>(p)] = stage_order(plan_.schedule, p, P, M);
+    std::vector<size_t> next(static_cast<size_t>(P), 0);
+    std::vector<int> micro_done(static_cast<size_t>(P), 0);  // backwards done per stage
+    // Emit the stages' work in an order every dependency exists in: a stage
+    // goes on while what its next op needs from its neighbours is there.
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int p = 0; p < P; ++p) {
+        auto& ops = order[static_cast<size_t>(p)];
+        while (next[static_cast<size_t>(p)] < ops.size()) {
+          const StageOp op = ops[next[static_cast<size_t>(p)]];
+          const auto& needed =
+              op.forward ? (p > 0 ? fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(op.microbatch)]
+                                  : std::vector<TaskId>{0})
+                         : (p + 1 < P ? bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(op.microbatch)]
+                                      : std::vector<TaskId>{0});
+          if (needed.empty()) break;
+          stage_op(p, op, fwd_sent, bwd_sent, grads_done);
+          ++next[static_cast<size_t>(p)];
+          progress = true;
+        }
+      }
+    }
+    // Every schedule above can always proceed; a stage left behind is a bug here.
+    for (int p = 0; p < P; ++p) BRAID_CHECK_EQ(next[static_cast<size_t>(p)], order[static_cast<size_t>(p)].size());
+    std::vector<TaskId> ends(static_cast<size_t>(plan_.workers()), -1);
+    for (int p = 0; p < P; ++p) {
+      for (int t = 0; t < T; ++t) finish_stage(p, t, grads_done, ends);
+    }
+    return ends;
+  }
+
+  void stage_op(int p, const StageOp& op, std::vector<std::vector<std::vector<TaskId>>>& fwd_sent,
+                std::vector<std::vector<std::vector<TaskId>>>& bwd_sent, std::vector<std::vector<TaskId>>& grads_done) {
+    const int T = plan_.tensor, m = op.microbatch;
+    const int a = first_[static_cast<size_t>(p)], b = last_[static_cast<size_t>(p)];
+    for (int d = 0; d < plan_.data; ++d) {
+      std::vector<TaskId> prev(static_cast<size_t>(T), -1);
+      for (int t = 0; t < T; ++t) {
+        // After what the rank's training thread last waited for: its previous
+        // op's compute or collective (the previous step's, and anything that
+        // ended it, such as local SGD's averaging, for the step's first op).
+        std::vector<TaskId> deps;
+        if (tail_[static_cast<size_t>(rank(d, t, p))] >= 0) deps.push_back(tail_[static_cast<size_t>(rank(d, t, p))]);
+        if (op.forward && p > 0)
+          deps.push_back(fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
+        if (!op.forward && p + 1 < plan_.pipeline) {
+          deps.push_back(bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
+        }
+        prev[static_cast<size_t>(t)] = deps.empty() ? -1 : sim_.join(deps);
+      }
+      if (op.forward) {
+        for (int l = a; l <= b; ++l) layer_pass(l, true, m, d, p, prev);
+        if (p + 1 < plan_.pipeline) {
+          auto& out = fwd_sent[static_cast<size_t>(p)][static_cast<size_t>(m)];
+          for (int t = 0; t < T; ++t) {
+            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p + 1), static_cast<double>(layer(b).output_bytes),
+                                        after(prev[static_cast<size_t>(t)]),
+                                        {"net", fmt::format("activation m{}", m)}));
+          }
+        }
+      } else {
+        for (int l = b; l >= a; --l) {
+          layer_pass(l, false, m, d, p, prev);
+          // The stage's last backward makes the gradients final.
+          if (m == (plan_.schedule == "gpipe" ? 0 : plan_.microbatches - 1)) {
+            for (int t = 0; t < T; ++t)
+              grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
+          }
+        }
+        if (p > 0) {
+          auto& out = bwd_sent[static_cast<size_t>(p)][static_cast<size_t>(m)];
+          for (int t = 0; t < T; ++t) {
+            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p - 1),
+                                        static_cast<double>(layer(a - 1).output_bytes),
+                                        after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)}));
+          }
+        }
+      }
+    }
+  }
+
+  // After stage p's last backward on tensor rank t of every replica: the
+  // data axis's gradient all-reduce in buckets, then the update.
+  void finish_stage(int p, int t, const std::vector<std::vector<TaskId>>& grads_done, std::vector<TaskId>& ends) {
+    const int D = plan_.data, T = plan_.tensor;
+    const int a = first_[static_cast<size_t>(p)], b = last_[static_cast<size_t>(p)];
+    std::vector<TaskId> done(static_cast<size_t>(D), -1);
+    if (D > 1 && plan_.strategy == "allreduce") {
+      // Buckets fill in reverse registration order (bucketed_allreduce.h),
+      // layer by layer here: a bucket is ready when its earliest layer's
+      // backward is done (or all backward, without overlap).
+      struct Bucket {
+        double bytes = 0;
+        int earliest = 0;
+      };
+      std::vector<Bucket> buckets;
+      for (int l = b; l >= a; --l) {
+        for (const GradientReady& g : in_.profile.gradients) {
+          if (g.layer != l) continue;
+          if (buckets.empty() || buckets.back().bytes >= plan_.bucket_bytes) buckets.push_back({0, l});
+          buckets.back().bytes += static_cast<double>(g.bytes) * share(l);
+          buckets.back().earliest = l;
+        }
+      }
+      for (size_t k = 0; k < buckets.size(); ++k) {
+        CollectiveArgs args;
+        std::vector<TaskId> ready;
+        for (int d = 0; d < D; ++d) {
+          const int r = rank(d, t, p);
+          args.group.push_back(r);
+          std::vector<TaskId> deps{
+              plan_.overlap ? grads_done[static_cast<size_t>(buckets[k].earliest)][static_cast<size_t>(d * T + t)]
+                            : tail_[static_cast<size_t>(r)]};
+          if (done[static_cast<size_t>(d)] >= 0) deps.push_back(done[static_cast<size_t>(d)]);
+          ready.push_back(sim_.join(deps));
+        }
+        done = bucket_allreduce(args, ready, buckets[k].bytes, k);
+      }
+    }
+    double update = 0;
+    for (int l = a; l <= b; ++l) update += layer(l).update * share(l);
+    for (int d = 0; d < D; ++d) {
+      const int r = rank(d, t, p);
+      std::vector<TaskId> deps = after(tail_[static_cast<size_t>(r)]);
+      if (done[static_cast<size_t>(d)] >= 0) deps.push_back(done[static_cast<size_t>(d)]);
+      ends[static_cast<size_t>(r - plan_.servers)] = compute(r, update, deps, "optimizer", "update");
+    }
+    if (plan_.strategy == "local_sgd" && D > 1 && (step_ + 1) % plan_.local_sgd_period == 0) {
+      // Averaging the parameters after the step; the next step waits for it.
+      double bytes = 0;
+      for (int l = a; l <= b; ++l) bytes += static_cast<double>(layer(l).parameter_bytes) * share(l);
+      CollectiveArgs args;
+      for (int d = 0; d < D; ++d) args.group.push_back(rank(d, t, p));
+      args.bytes = bytes;
+      for (int d = 0; d < D; ++d) args.ready.push_back(ends[static_cast<size_t>(rank(d, t, p) - plan_.servers)]);
+      args.name = fmt::format("average s{}", step_);
+      const std::vector<TaskId> avg = allreduce(sim_, args, algorithm(args.group, bytes));
+      for (int d = 0; d < D; ++d) {
+        const int r = rank(d, t, p);
+        ends[static_cast<size_t>(r - plan_.servers)] = tail_[static_cast<size_t>(r)] = avg[static_cast<size_t>(d)];
+      }
+    }
+  }
+
+  // One bucket's average on the data axis, through the codec if there is one.
+  std::vector<TaskId> bucket_allreduce(CollectiveArgs args, std::vector<TaskId> ready, double bytes, size_t k) {
+    const CodecCost& c = in_.codec;
+    const bool coded = plan_.codec != "none" && c.raw_bytes > 0;
+    const double ratio = coded ? c.wire_bytes / c.raw_bytes : 1;
+    const double scale = coded ? bytes / c.raw_bytes : 0;  // codec costs grow with the bucket
+    const int D = static_cast<int>(args.group.size());
+    if (coded) {
+      for (size_t i = 0; i < ready.size(); ++i) {
+        ready[i] = sim_.compute(args.group[i], c.encode * scale, {ready[i]}, {"comm", fmt::format("encode b{}", k)}, 1);
+      }
+    }
+    args.ready = ready;
+    args.name = fmt::format("bucket {} s{}", k, step_);
+    std::vector<TaskId> out;
+    if (!coded || c.reduces_encoded) {
+      args.bytes = bytes * ratio;
+      out = allreduce(sim_, args, algorithm(args.group, args.bytes));
+    } else {
+      args.bytes = bytes * ratio * D;  // every rank's message, gathered
+      args.reduce = false;
+      out = allgather(sim_, args);
+    }
+    if (coded) {
+      const double decodes = c.reduces_encoded ? 1 : D;
+      for (size_t i = 0; i < out.size(); ++i) {
+        out[i] = sim_.compute(args.group[i], c.decode * scale * decodes, {out[i]},
+                              {"comm", fmt::format("decode b{}", k)}, 1);
+      }
+    }
+    return out;
+  }
+
+  // One step of a worker under parameter servers: forward and backward, the
+  // gradient pushed to every server in shards, the servers' update (bsp: once
+  // every worker of the clock has pushed; otherwise per push), the shards
+  // pulled back.
+  std::vector<TaskId> ps_step() {
+    const int S = plan_.servers, W = plan_.workers();
+    const double model = static_cast<double>(in_.profile.parameter_bytes);
+    const double shard = model / S;
+    const double gamma = sim_.cluster().intra.gamma;
+    std::vector<std::vector<TaskId>> pushes(static_cast<size_t>(S));  // [server][worker]
+    std::vector<TaskId> backward_end(static_cast<size_t>(W));
+    for (int w = 0; w < W; ++w) {
+      const int r = S + w;
+      std::vector<TaskId> prev{tail_[static_cast<size_t>(r)]};
+      for (int l = 0; l < layers_; ++l) layer_pass(l, true, 0, w, 0, prev);
+      for (int l = layers_ - 1; l >= 0; --l) layer_pass(l, false, 0, w, 0, prev);
+      backward_end[static_cast<size_t>(w)] = prev[0];
+      for (int s = 0; s < S; ++s) {
+        pushes[static_cast<size_t>(s)].push_back(
+            sim_.transfer(r, s, shard, after(prev[0]), {"net", fmt::format("push s{}", step_)}));
+      }
+    }
+    // The servers' update of a shard: add the pushed gradient, then the
+    // updater's pass (the workers' optimizer update, per shard).
+    const double update = in_.profile.update / S;
+    std::vector<std::vector<TaskId>> pulls(static_cast<size_t>(W));
+    for (int s = 0; s < S; ++s) {
+      const auto& in = pushes[static_cast<size_t>(s)];
+      if (plan_.consistency == "bsp") {
+        const TaskId u =
+            sim_.compute(s, W * shard * gamma + update, in, {"optimizer", fmt::format("update s{}", step_)});
+        for (int w = 0; w < W; ++w) {
+          pulls[static_cast<size_t>(w)].push_back(
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
+        }
+      } else {
+        // Asynchronous: each push is applied on arrival (a stream per worker,
+        // so one worker's late push does not hold the others' back).
+        for (int w = 0; w < W; ++w) {
+          const TaskId u = sim_.compute(s, shard * gamma + update, {in[static_cast<size_t>(w)]},
+                                        {"optimizer", fmt::format("update w{} s{}", w, step_)}, 2 + w);
+          pulls[static_cast<size_t>(w)].push_back(
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
+        }
+      }
+    }
+    std::vector<TaskId> ends;
+    for (int w = 0; w < W; ++w) {
+      const TaskId end = sim_.join(pulls[static_cast<size_t>(w)], {"join", fmt::format("step {}", step_)});
+      tail_[static_cast<size_t>(S + w)] = end;
+      ends.push_back(end);
+    }
+    return ends;
+  }
+
+  Simulator& sim_;
+  const PlanSpec& plan_;
+  const StepModelInputs& in_;
+  const int layers_;
+  std::vector<int> stage_of_, first_, last_;
+  std::vector<TaskId> tail_;
+  int step_ = 0;
+};
+
+}  // namespace
+
+StepMarks add_steps(Simulator& sim, const PlanSpec& plan, const StepModelInputs& in, int steps) {
+  if (sim.cluster().ranks != plan.world) {
+    fail<ValueError>("braid sim: a plan of {} ranks on a cluster of {}", plan.world, sim.cluster().ranks);
+  }
+  return Builder(sim, plan, in).run(steps);
+}
+
+}  // namespace braid::sim

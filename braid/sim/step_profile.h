@@ -1,0 +1,64 @@
+// One rank's share of a training step, layer by layer, from the op table: what
+// a simulated plan schedules (docs/sim.md, "Step profile").
+//
+// The step of the model a config trains is captured on the meta device
+// (graph/step.h) with each node placed on the layer it belongs to (backward
+// ops with their forward, the loss with the last layer, each parameter's
+// update with its layer), simplified as the training step is, and every
+// node's time looked up in the OpTable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/sim/op_table.h"
+#include "braid/train/config.h"
+
+namespace braid::sim {
+
+struct LayerProfile {
+  std::string name;          // the model's layer name ("0", "block1", ...); "model" for a model that is not Sequential
+  double forward = 0;        // seconds for one (micro-)batch
+  double backward = 0;
+  double update = 0;         // the optimizer's update of the layer's parameters
+  int64_t parameter_bytes = 0;
+  int64_t output_bytes = 0;  // the layer's output for one (micro-)batch: what a pipeline stage boundary sends
+  int64_t nodes = 0;
+};
+
+struct GradientReady {
+  std::string name;       // parameter name
+  int layer = 0;
+  int64_t bytes = 0;
+  double ready = 0;       // seconds after backward starts when the gradient is final
+};
+
+struct StepProfile {
+  std::string model;        // model.name
+  int64_t batch = 0;        // examples the profile is for
+  int threads = 1;
+  std::vector<LayerProfile> layers;
+  std::vector<GradientReady> gradients;  // in the order backward finishes them
+  double forward = 0, backward = 0, update = 0;  // sums over layers
+  int64_t parameter_bytes = 0;
+  int64_t nodes = 0;
+};
+
+// The profile of `config`'s model on a batch of `batch` examples (0: the
+// config's train.batch_size) with `threads` intra-op threads.
+StepProfile profile_step(const train::Config& config, OpTable& table, int64_t batch = 0, int threads = 1);
+
+// The profile scaled so that forward + backward + update is `step` seconds
+// (every layer's times and the gradients' ready times by one factor): the op
+// table times each op alone, with its operands in cache and without the
+// autograd engine's bookkeeping, and the whole step runs slower than that sum
+// by a factor that depends on the model and the batch (docs/sim.md,
+// "Calibration").
+void scale_to(StepProfile& profile, double step);
+
+// The measured seconds of that step (forward, backward, update) run eagerly in
+// this process: median of `steps` after warm-up; for checking the profile.
+double measure_eager_step(const train::Config& config, int64_t batch, int threads, int steps = 10);
+
+}  // namespace braid::sim
