@@ -20,6 +20,23 @@ void set_num_threads(int n);
 int available_cores();
 bool in_parallel_region();
 
+// Runs the calling thread's parallel regions on `n` threads while alive, then
+// restores the size it found; n <= 0 leaves the pool as it is.
+class ThreadsScope {
+ public:
+  explicit ThreadsScope(int n) : saved_(n > 0 ? num_threads() : 0) {
+    if (n > 0) set_num_threads(n);
+  }
+  ~ThreadsScope() {
+    if (saved_ > 0) set_num_threads(saved_);
+  }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Calls fn(lo, hi) over disjoint chunks covering [begin, end). Runs inline when
 // the range is smaller than `grain` or when already inside a parallel region,
 // so nested calls never oversubscribe.

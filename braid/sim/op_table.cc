@@ -36,18 +36,6 @@ constexpr int kSettleCalls = cpu::kTuningTrials * 10;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Runs the calling thread's parallel regions on `n` threads while alive.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(num_threads()) { set_num_threads(std::max(1, n)); }
-  ~ThreadCount() { set_num_threads(saved_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int saved_;
-};
-
 // Dropout names its generator by address (ops/dropout.h): the cost does not
 // depend on which generator draws, so entries are keyed and measured with 0
 // (the calling thread's generator). Keys then carry across processes, and a
@@ -78,7 +66,7 @@ Tensor operand(const op::TensorMeta& m, Generator& gen) {
 // their operands on every call: the operands are scratch.
 double measure(const op::OpDef& op, const op::Attrs& attrs, std::span<const op::TensorMeta> metas, int threads,
                const OpTableOptions& o) {
-  ThreadCount scope(threads);
+  ThreadsScope scope(threads);
   Generator gen(1);
   std::vector<Tensor> inputs;
   for (const op::TensorMeta& m : metas) inputs.push_back(operand(m, gen));

@@ -137,18 +137,6 @@ std::vector<GradientReady> gradients(const graph::Graph& g, const std::vector<Ph
   return out;
 }
 
-// Runs the calling thread's parallel regions on `n` threads while alive.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(num_threads()) { set_num_threads(std::max(1, n)); }
-  ~ThreadCount() { set_num_threads(saved_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int saved_;
-};
-
 // The step of `m` on `batch` examples, each layer's nodes on its own rank,
 // simplified as graph::TrainingStep simplifies it, with each node's phase in
 // its rank: rank = phase * layers + layer. `outputs`: each layer's output.
@@ -267,7 +255,7 @@ double measure_eager_step(const train::Config& config, int64_t batch, int thread
   train::ModelAndBatch m = train::model_and_batch(config);
   if (batch <= 0) batch = m.batch;
   auto optimizer = train::make_optimizer(config, m.model->parameters());
-  ThreadCount scope(threads);
+  ThreadsScope scope(threads);
   Autocast autocast(train::train_precision(config));
   const auto [x, y] = random_batch(m.example, batch);
   // What the captured step holds (graph/step.cc): gradients set to none, so

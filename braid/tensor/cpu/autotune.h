@@ -17,24 +17,6 @@
 
 namespace braid::cpu {
 
-// Runs the calling thread's parallel regions on one thread while alive. (On
-// shared cores a small kernel can win on one thread: a descheduled worker
-// stalls every barrier.)
-class SingleThread {
- public:
-  explicit SingleThread(bool on) : saved_(on ? num_threads() : 0) {
-    if (on) set_num_threads(1);
-  }
-  ~SingleThread() {
-    if (saved_ > 0) set_num_threads(saved_);
-  }
-  SingleThread(const SingleThread&) = delete;
-  SingleThread& operator=(const SingleThread&) = delete;
-
- private:
-  int saved_;
-};
-
 // Timed calls per candidate before a key settles.
 inline constexpr int kTuningTrials = 5;
 

@@ -99,7 +99,7 @@ void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend bac
   }
   const Key key = make_key(g, pass, bias, /*bf16=*/false);
   tuner().run(key, key.threads > 1 ? kCount : kCount / 2, [&](int slot) {
-    SingleThread single(kSingle[slot]);
+    ThreadsScope single(kSingle[slot] ? 1 : 0);
     run(kCandidates[slot]);
   });
 }
@@ -119,7 +119,7 @@ void dispatch_bf16(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBacken
   const Bf16Candidate* table = bf16_candidates();
   const int count = bf16_candidate_count();
   tuner_bf16().run(key, key.threads > 1 ? count : count / 2, [&](int slot) {
-    SingleThread single(table[slot].single);
+    ThreadsScope single(table[slot].single ? 1 : 0);
     run(table[slot]);
   });
 }

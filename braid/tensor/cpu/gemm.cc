@@ -203,7 +203,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   // Online autotune over {openblas, onednn} x {pool threads, one thread}.
   const int threads = num_threads();
   tuner().run(Key{ta, tb, m, n, k, threads}, threads > 1 ? kSlots : 2, [&](int slot) {
-    SingleThread single(kSlotSingle[slot]);
+    ThreadsScope single(kSlotSingle[slot] ? 1 : 0);
     run_sgemm(kSlotBackend[slot], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   });
 }
@@ -246,7 +246,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   if (threads == 1) return run_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   // Slot 0: the pool's threads; slot 1: one thread.
   tuner_bf16().run(Key{ta, tb, m, n, k, threads}, 2, [&](int slot) {
-    SingleThread single(slot == 1);
+    ThreadsScope single(slot == 1 ? 1 : 0);
     run_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   });
 }
