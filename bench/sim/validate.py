@@ -140,35 +140,8 @@ def validate(a, results):
     print(f"\n{within} of {len(rows)} predictions within 15 % of the measurement")
 
 
-def project(a, results):
-    braid = os.path.join(a.build, "bin", "braid")
-    cluster = ["--ranks-per-host", "8", "--cores", "16", "--link", "100Gbit/s,5us"]
-    sizes = [8, 64, 256, 1024]
-    curves, best = {}, {}
-    for name, config, sets in PROJECT_PLANS:
-        curves[name] = []
-        for n in sizes:
-            if "ps" in name and n > 256:
-                continue  # S x W messages through shared interfaces: ~1 minute at 256 ranks, far more at 1,024
-            servers = max(1, n // 8) if "ps" in name else 0
-            t0 = time.monotonic()
-            out, _ = sim(braid, config, n, servers, sets, cluster)
-            p = out["prediction"]
-            curves[name].append({"ranks": n, "samples_per_s": p["samples_per_s"], "step_ms": p["step_s"] * 1e3,
-                                 "exposed_comm_ms": p["exposed_comm_s"] * 1e3, "sim_seconds": time.monotonic() - t0})
-            print(f"{name:26s} {n:5d} ranks: {p['samples_per_s']:12.0f} samples/s, step {p['step_s'] * 1e3:8.3f} ms "
-                  f"(exposed comm {p['exposed_comm_s'] * 1e3:.3f} ms; simulated in {time.monotonic() - t0:.1f} s)",
-                  flush=True)
-    for n in sizes[1:]:
-        _, text = sim(braid, "fashion_cnn", n, 0, [], cluster + ["--sweep"])
-        lines = text.splitlines()
-        i = next(k for k, l in enumerate(lines) if l.startswith("sweep:"))
-        table = [l.strip() for l in lines[i + 2:] if l.strip()]
-        synchronous = next(l for l in table if "(other updates)" not in l)
-        best[n] = {"first": table[0], "first_synchronous": synchronous, "top": table[:10]}
-        print(f"{n} ranks, the sweep's first plan: {table[0]}\n    first synchronous: {synchronous}", flush=True)
-    results["projection"] = {"cluster": "hosts of 8 ranks, 16 cores; 100 Gbit/s, 5 us between hosts",
-                             "curves": curves, "sweep_best": best}
+def plot(curves, sizes):
+    """The scaling curve as a PNG (drawn before the sweeps, which take minutes at 1,024 ranks)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -188,6 +161,38 @@ def project(a, results):
     png = os.path.join(ROOT, "bench", "results", "sim_projection.png")
     fig.savefig(png, dpi=110)
     print(f"plot: {png}")
+
+
+def project(a, results):
+    braid = os.path.join(a.build, "bin", "braid")
+    cluster = ["--ranks-per-host", "8", "--cores", "16", "--link", "100Gbit/s,5us"]
+    sizes = [8, 64, 256, 1024]
+    curves, best = {}, {}
+    for name, config, sets in PROJECT_PLANS:
+        curves[name] = []
+        for n in sizes:
+            if "ps" in name and n > 256:
+                continue  # S x W messages through shared interfaces: ~1 minute at 256 ranks, far more at 1,024
+            servers = max(1, n // 8) if "ps" in name else 0
+            t0 = time.monotonic()
+            out, _ = sim(braid, config, n, servers, sets, cluster)
+            p = out["prediction"]
+            curves[name].append({"ranks": n, "samples_per_s": p["samples_per_s"], "step_ms": p["step_s"] * 1e3,
+                                 "exposed_comm_ms": p["exposed_comm_s"] * 1e3, "sim_seconds": time.monotonic() - t0})
+            print(f"{name:26s} {n:5d} ranks: {p['samples_per_s']:12.0f} samples/s, step {p['step_s'] * 1e3:8.3f} ms "
+                  f"(exposed comm {p['exposed_comm_s'] * 1e3:.3f} ms; simulated in {time.monotonic() - t0:.1f} s)",
+                  flush=True)
+    plot(curves, sizes)
+    for n in sizes[1:]:
+        _, text = sim(braid, "fashion_cnn", n, 0, [], cluster + ["--sweep"])
+        lines = text.splitlines()
+        i = next(k for k, l in enumerate(lines) if l.startswith("sweep:"))
+        table = [l.strip() for l in lines[i + 2:] if l.strip()]
+        synchronous = next(l for l in table if "(other updates)" not in l)
+        best[n] = {"first": table[0], "first_synchronous": synchronous, "top": table[:10]}
+        print(f"{n} ranks, the sweep's first plan: {table[0]}\n    first synchronous: {synchronous}", flush=True)
+    results["projection"] = {"cluster": "hosts of 8 ranks, 16 cores; 100 Gbit/s, 5 us between hosts",
+                             "curves": curves, "sweep_best": best}
 
 
 def main():
