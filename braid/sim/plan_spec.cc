@@ -51,8 +51,10 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
     fail<ConfigError>("braid sim: parameter servers with tensor or pipeline parallelism are not modelled");
   }
   if (strategy == "none" && p.data > 1) {
-    fail<ConfigError>("braid sim: parallel.strategy = none trains one replica, but {} workers make {} data-parallel replicas (set a strategy)",
-                      workers, p.data);
+    fail<ConfigError>(
+        "braid sim: parallel.strategy = none trains one replica, but {} workers make {} data-parallel replicas "
+        "(set a strategy)",
+        workers, p.data);
   }
   constexpr const char* kModelled[] = {"none", "allreduce", "ps", "local_sgd"};
   if (std::find(std::begin(kModelled), std::end(kModelled), strategy) == std::end(kModelled)) {
