@@ -18,6 +18,7 @@
 // tensor, autograd and the differentiable ops
 #include "braid/autograd/gradcheck.h"
 #include "braid/ops/ops.h"
+#include "braid/tensor/backend.h"
 #include "braid/tensor/tensor.h"
 
 // nn: modules with named parameters

@@ -35,11 +35,19 @@ install(FILES ${PROJECT_BINARY_DIR}/braid-config.cmake ${PROJECT_BINARY_DIR}/bra
 # pkg-config: static libraries, so --libs lists every layer (users before the
 # layers they use, for the linker) and every dependency.
 set(braid_pc_libs)
-foreach(layer train parallel ps comm data nn ops optim autograd tensor base)
+foreach(layer train parallel ps cuda comm data nn ops optim autograd tensor base)
   if(TARGET braid_${layer})
     string(APPEND braid_pc_libs " -lbraid_${layer}")
   endif()
 endforeach()
+# The CUDA backend registers itself (nothing calls it by name): the linker is
+# told to keep it, and it needs the CUDA libraries.
+set(braid_pc_cuda "")
+if(BRAID_CUDA)
+  get_filename_component(braid_cudnn_dir ${BRAID_CUDNN_LIBRARY} DIRECTORY)
+  get_filename_component(braid_nccl_dir ${BRAID_NCCL_LIBRARY} DIRECTORY)
+  set(braid_pc_cuda " -Wl,--undefined=braid_cuda_backend_anchor -Wl,--undefined=braid_cuda_nccl_anchor -L${CUDAToolkit_LIBRARY_DIR} -L${braid_cudnn_dir} -L${braid_nccl_dir} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcublasLt -lcudnn -lnccl")
+endif()
 # ${pcfiledir}/.. up to the prefix, whatever depth CMAKE_INSTALL_LIBDIR has.
 file(RELATIVE_PATH braid_pc_up /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 string(REGEX REPLACE "/$" "" braid_pc_up "${braid_pc_up}")

@@ -79,7 +79,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
     if (root.numel() != 1) {
       fail<ValueError>("backward: a root of shape {} needs an explicit grad_output", to_string(root.shape()));
     }
-    seed = Tensor::ones(root.shape(), root.dtype());
+    seed = Tensor::ones(root.shape(), root.dtype(), root.device());
   } else if (seed.shape() != root.shape()) {
     fail<ValueError>("backward: grad_output shape {} does not match root shape {}", to_string(seed.shape()),
                      to_string(root.shape()));

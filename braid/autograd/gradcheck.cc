@@ -33,7 +33,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     if (t.requires_grad()) t.set_grad(Tensor());
   }
   if (!out.requires_grad()) fail<ValueError>("gradcheck: the output does not depend on any input requiring grad");
-  backward(out, Tensor::from_vector(weights, out.shape()).to(out.dtype()));
+  backward(out, Tensor::from_vector(weights, out.shape()).to(out.dtype()).to(out.device()));
 
   GradcheckResult result;
   int reported = 0;
@@ -51,13 +51,15 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
         off += (rem % in.shape()[d]) * strides[d];
         rem /= in.shape()[d];
       }
-      double* p = static_cast<double*>(in.storage()->data()) + off;
-      const double saved = *p;
-      *p = saved + options.eps;
+      // The element as a 0-dim view: read and written through the tensor, so
+      // inputs on any device are perturbed in place.
+      const Tensor element = in.as_strided({}, {}, off);
+      const double saved = element.item();
+      element.fill(saved + options.eps);
       const double plus = weighted_sum(fn(inputs), weights);
-      *p = saved - options.eps;
+      element.fill(saved - options.eps);
       const double minus = weighted_sum(fn(inputs), weights);
-      *p = saved;
+      element.fill(saved);
       const double numeric = (plus - minus) / (2 * options.eps);
       const double err = std::abs(numeric - analytic[j]);
       result.max_abs_error = std::max(result.max_abs_error, err);

@@ -32,6 +32,9 @@ class TimeoutError : public Error { using Error::Error; };
 class PeerError : public Error { using Error::Error; };
 // Training diverged (NaN/Inf).
 class NumericError : public Error { using Error::Error; };
+// A device has no memory left for an allocation, even after its allocator's
+// cache was given back. Callers may retry with a smaller batch.
+class OutOfMemoryError : public Error { using Error::Error; };
 
 namespace detail {
 [[noreturn]] void check_failed(const char* file, int line, const std::string& what);

@@ -1,6 +1,8 @@
 #include "braid/comm/communicator.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <optional>
 
 #include "braid/base/copy_bytes.h"
@@ -199,11 +201,36 @@ void check_blocks(BufferRef whole, BufferRef block, int p, const char* op) {
     fail<ValueError>("{}: {} elements is not {} ranks x {} elements", op, whole.count, p, block.count);
 }
 
+std::array<std::atomic<DeviceCollectives*>, 3>& device_collectives() {
+  static std::array<std::atomic<DeviceCollectives*>, 3> c{};
+  return c;
+}
+
+// The collectives of the device that holds these buffers (all on one device).
+DeviceCollectives& on_device(std::initializer_list<BufferRef> bufs, const char* op) {
+  const Device device = bufs.begin()->device;
+  for (const BufferRef& b : bufs) {
+    if (b.device != device) fail<ValueError>("{}: buffers on {} and {}", op, name(device), name(b.device));
+  }
+  DeviceCollectives* c = device_collectives()[static_cast<size_t>(device.type)].load();
+  if (c == nullptr) fail<ValueError>("{}: no collectives for buffers on {} in this build", op, name(device));
+  return *c;
+}
+
+bool on_host(std::initializer_list<BufferRef> bufs) {
+  return std::all_of(bufs.begin(), bufs.end(), [](const BufferRef& b) { return b.device.is_cpu(); });
+}
+
 }  // namespace
+
+void set_device_collectives(DeviceType type, DeviceCollectives* collectives) {
+  device_collectives()[static_cast<size_t>(type)].store(collectives);
+}
 
 Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
   Impl& m = impl();
   check_reducible(buf.dtype);
+  if (!on_host({buf})) return on_device({buf}, "allreduce").allreduce(*this, buf, o.op, m.timeout_or_default(o.timeout));
   const int p = size();
   const OpInfo info{.op = "allreduce", .bytes = buf.bytes(), .dtype = buf.dtype, .reduce = o.op,
                     .algorithm = o.algorithm};
@@ -258,6 +285,7 @@ Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
 Work Communicator::broadcast(BufferRef buf, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "broadcast");
+  if (!on_host({buf})) return on_device({buf}, "broadcast").broadcast(*this, buf, o.root, m.timeout_or_default(o.timeout));
   return m.submit({.op = "broadcast", .bytes = buf.bytes(), .root = o.root}, m.timeout_or_default(o.timeout),
                   [buf, o](Group& g) { binomial_broadcast(g, bytes_of(buf), o.root); });
 }
@@ -266,6 +294,9 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
   Impl& m = impl();
   check_reducible(in.dtype);
   check_blocks(in, out, size(), "reduce_scatter");
+  if (!on_host({in, out})) {
+    return on_device({in, out}, "reduce_scatter").reduce_scatter(*this, in, out, o.op, m.timeout_or_default(o.timeout));
+  }
   const OpInfo info{.op = "reduce_scatter", .bytes = in.bytes(), .dtype = in.dtype, .reduce = o.op};
   return m.submit(info, m.timeout_or_default(o.timeout), [&m, in, out, o](Group& g) {
     // The ring reduces in place; work on a copy so `in` survives.
@@ -280,6 +311,7 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
 Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   Impl& m = impl();
   check_blocks(out, in, size(), "allgather");
+  if (!on_host({in, out})) return on_device({in, out}, "allgather").allgather(*this, in, out, m.timeout_or_default(o.timeout));
   return m.submit({.op = "allgather", .bytes = out.bytes()}, m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
     // `in` may already be the rank's block of `out` (ZeRO gathers in place).
     std::byte* mine = out.data + g.rank() * in.bytes();
@@ -349,6 +381,7 @@ Work Communicator::send(BufferRef buf, int peer, P2POptions o) {
   Impl& m = impl();
   if (o.tag >= kMaxUserTag) fail<ValueError>("send: tag {} is not below 2^39", o.tag);
   check_root(peer, size(), "send");
+  if (!on_host({buf})) return on_device({buf}, "send").send(*this, buf, peer, m.options.timeout);
   return m.transport->send(m.members[peer], p2p_tag(m.id, o.tag), bytes_of(buf));
 }
 
@@ -356,6 +389,7 @@ Work Communicator::recv(BufferRef buf, int peer, P2POptions o) {
   Impl& m = impl();
   if (o.tag >= kMaxUserTag) fail<ValueError>("recv: tag {} is not below 2^39", o.tag);
   check_root(peer, size(), "recv");
+  if (!on_host({buf})) return on_device({buf}, "recv").recv(*this, buf, peer, m.options.timeout);
   return m.transport->recv(m.members[peer], p2p_tag(m.id, o.tag), bytes_of(buf));
 }
 

@@ -34,20 +34,25 @@
 #include "braid/comm/reduce_op.h"
 #include "braid/comm/transport/transport.h"
 #include "braid/comm/work.h"
+#include "braid/tensor/device.h"
 #include "braid/tensor/dtype.h"
 
 namespace braid::comm {
 
 using namespace std::chrono_literals;
 
-// An untyped view of `count` elements of `dtype`.
+// An untyped view of `count` elements of `dtype`, in host memory or on a
+// device. Collectives on device buffers go to the device's own library
+// (NCCL for CUDA: braid/cuda/nccl.h), registered as DeviceCollectives.
 struct BufferRef {
   std::byte* data = nullptr;
   size_t count = 0;  // elements
   DType dtype = DType::f32;
+  Device device = Device::cpu;
 
   BufferRef() = default;
-  BufferRef(void* d, size_t n, DType t) : data(static_cast<std::byte*>(d)), count(n), dtype(t) {}
+  BufferRef(void* d, size_t n, DType t, Device dev = Device::cpu)
+      : data(static_cast<std::byte*>(d)), count(n), dtype(t), device(dev) {}
   template <class T>
   BufferRef(std::span<T> s) : BufferRef(const_cast<std::remove_const_t<T>*>(s.data()), s.size(), dtype_of<std::remove_const_t<T>>()) {}
   template <class T>
@@ -115,6 +120,24 @@ struct TimeoutOptions {  // allgather, alltoall, barrier
 struct P2POptions {
   uint64_t tag = 0;  // < 2^39
 };
+
+class Communicator;
+
+// Collectives on device buffers, provided by a device backend and chosen by
+// the communicator for any BufferRef whose device is not the host. Each call
+// is collective over `comm`'s ranks, like the communicator's own.
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  virtual Work allreduce(const Communicator& comm, BufferRef buf, Op op, Duration timeout) = 0;
+  virtual Work broadcast(const Communicator& comm, BufferRef buf, int root, Duration timeout) = 0;
+  virtual Work reduce_scatter(const Communicator& comm, BufferRef in, BufferRef out, Op op, Duration timeout) = 0;
+  virtual Work allgather(const Communicator& comm, BufferRef in, BufferRef out, Duration timeout) = 0;
+  virtual Work send(const Communicator& comm, BufferRef buf, int peer, Duration timeout) = 0;
+  virtual Work recv(const Communicator& comm, BufferRef buf, int peer, Duration timeout) = 0;
+};
+// Installs the collectives for buffers on devices of `type` (process-wide).
+void set_device_collectives(DeviceType type, DeviceCollectives* collectives);
 
 class Communicator {
  public:

@@ -53,7 +53,9 @@ Tensor attend(const Tensor& qkv, int64_t heads, bool causal, Dropout& dropout) {
     for (int64_t i = 0; i < t; ++i) {
       for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = true;  // future positions
     }
-    scores = masked_fill(scores, mask, -INFINITY);
+    // Built on the host (T^2 bools), then placed beside the scores: ops refuse
+    // inputs on two devices.
+    scores = masked_fill(scores, mask.to(scores.device()), -INFINITY);
   }
   Tensor attn = dropout.forward(softmax(scores, -1));
   Tensor out = matmul(attn, v);  // [B*H, T, hd]

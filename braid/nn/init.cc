@@ -8,9 +8,16 @@ namespace braid::nn::init {
 
 namespace {
 
-float* f32_data(const Tensor& t, const char* op) {
+// Writes n = t.numel() values from draw() into t. The generator runs on the
+// host, so a tensor on another device is filled through a host copy: the
+// values (and the generator's state afterwards) are the same on every device.
+template <class Draw>
+void fill_from(const Tensor& t, const char* op, Draw draw) {
   if (t.dtype() != DType::f32 || !t.is_contiguous()) fail<ValueError>("{}: expects a contiguous f32 tensor", op);
-  return t.data<float>();
+  const Tensor host = t.device().is_cpu() ? t : Tensor::empty(t.shape(), DType::f32);
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = draw();
+  if (!host.same(t)) t.copy_from(host);
 }
 
 }  // namespace
@@ -23,13 +30,11 @@ std::pair<int64_t, int64_t> fans(const Shape& shape) {
 }
 
 void uniform_(const Tensor& t, double lo, double hi, Generator& gen) {
-  float* p = f32_data(t, "uniform_");
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(lo + (hi - lo) * gen.uniform_f64());
+  fill_from(t, "uniform_", [&] { return static_cast<float>(lo + (hi - lo) * gen.uniform_f64()); });
 }
 
 void normal_(const Tensor& t, double mean, double stddev, Generator& gen) {
-  float* p = f32_data(t, "normal_");
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(mean + stddev * gen.normal());
+  fill_from(t, "normal_", [&] { return static_cast<float>(mean + stddev * gen.normal()); });
 }
 
 void kaiming_uniform_(const Tensor& t, Generator& gen, double a) {

@@ -45,7 +45,7 @@ namespace {
 // sum_i,c p log p / N over the nonzero entries of p [N, C] (the teacher's
 // negative entropy: the part of KL(p || q) that does not depend on q), in double.
 double mean_neg_entropy(const Tensor& probs) {
-  const Tensor p = probs.to(DType::f64).contiguous();
+  const Tensor p = probs.to(Device::cpu).to(DType::f64).contiguous();  // summed on the host, in double
   const double* v = p.data<double>();
   double acc = 0;
   for (int64_t i = 0; i < p.numel(); ++i) {

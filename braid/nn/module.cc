@@ -99,6 +99,38 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   for (auto& [dst, src] : copies) dst.copy_from(src);
 }
 
+namespace {
+
+// Points t (every handle of it) at a copy on `device`, keeping its allocator
+// label. The gradient moves the same way, keeping its handle too: a plan's
+// bucket view or the grad_is_zero mark stay valid on the new memory.
+void move_to(const Tensor& t, Device device) {
+  if (!t.defined() || t.device() == device) return;
+  const MemoryCategory category = t.storage()->category();
+  t.set_data(t.to(device).set_memory_category(category));
+  const std::shared_ptr<Tensor>& g = t.grad_meta().grad;
+  if (g && g->defined() && g->device() != device) {
+    const MemoryCategory grad_category = g->storage()->category();
+    g->set_data(g->to(device).set_memory_category(grad_category));
+  }
+}
+
+}  // namespace
+
+Module& Module::to(Device device) {
+  for (const auto& [n, t] : params_) move_to(t, device);
+  for (const auto& [n, t] : buffers_) move_to(t, device);
+  for (const auto& [n, c] : children_) c->to(device);
+  return *this;
+}
+
+Device Module::device() const {
+  const NamedTensors params = named_parameters();
+  if (!params.empty()) return params.front().second.device();
+  const NamedTensors buffers = named_buffers();
+  return buffers.empty() ? Device::cpu : buffers.front().second.device();
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [n, c] : children_) c->train(on);

@@ -41,6 +41,16 @@ class Module {
   // nothing is modified unless every check passes.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
+  // Moves every parameter and buffer (and a parameter's gradient) to
+  // `device`, in place: each handle keeps its identity (Tensor::set_data), so
+  // an optimizer, a plan or a tied module holding the same tensors sees them
+  // on the device. Build the optimizer after moving anyway: its state is made
+  // on the device of the parameters it first sees. Tensors that shared memory
+  // (views of one buffer) each get their own copy.
+  Module& to(Device device);
+  // The device of the first parameter or buffer; cpu for a module without any.
+  Device device() const;
+
   // Training mode (dropout active, batch statistics) for this module and its children.
   void train(bool on = true);
   void eval() { train(false); }

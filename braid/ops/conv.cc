@@ -239,10 +239,15 @@ void define_conv_ops(const Definer& define) {
 }  // namespace op
 
 // Under autocast the products see bf16 copies of x and w (the `cast` op),
-// which the backward reuses; the bias stays f32.
+// which the backward reuses; the bias stays f32. f16 autocast copies the bias
+// too (f16 products take one dtype) and widens y to f32 (autocast.h).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
   detail::check_float("conv2d", x);
   const op::Attrs attrs = op::conv_attrs(options);
+  if (autocast_f16("conv2d", x)) {
+    op::geometry("conv2d", op::meta_of(x), op::meta_of(w), op::meta_of(b), attrs);  // the error names the inputs
+    return autocast_f16_call(BRAID_OP("conv2d"), {x, w, b}, attrs);
+  }
   if (autocast_bf16(x)) {
     op::geometry("conv2d", op::meta_of(x), op::meta_of(w), op::meta_of(b), attrs);  // the error names the inputs
     return op::call1(BRAID_OP("conv2d"), {cast(x, DType::bf16), cast(w, DType::bf16), b}, attrs);

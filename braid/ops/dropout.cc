@@ -111,6 +111,8 @@ void define_dropout_ops(const Definer& define) {
 
 }  // namespace op
 
+Generator& dropout_generator_of(const op::Attrs& attrs) { return op::generator_of(attrs); }
+
 Tensor dropout(const Tensor& x, DropoutOptions options) {
   const double p = options.p;
   if (!(p >= 0 && p <= 1)) fail<ValueError>("dropout: p must be in [0, 1], got {} (input {})", p, to_string(x.shape()));

@@ -12,6 +12,10 @@
 
 namespace braid {
 
+namespace op {
+class Attrs;
+}
+
 struct DropoutOptions {
   double p = 0.5;
   bool training = true;
@@ -25,5 +29,11 @@ Tensor dropout(const Tensor& x, DropoutOptions options = {});
 // The per-thread generator dropout falls back to (seed 0, stream 0 at first
 // use); reseed it with set_state() or pass a Generator in the options.
 Generator& dropout_generator();
+
+// The generator a "dropout" op's attributes name (attribute generator: an
+// address dropout() was given, or 0 for the calling thread's
+// dropout_generator()); ValueError for any other address. Each backend's
+// dropout kernel draws from it and advances it by numel() words.
+Generator& dropout_generator_of(const op::Attrs& attrs);
 
 }  // namespace braid

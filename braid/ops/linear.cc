@@ -141,10 +141,12 @@ void define_linear_ops(const Definer& define) {
 }  // namespace op
 
 // Under autocast the products see bf16 copies of x and w (the `cast` op),
-// which the backward reuses; the bias stays f32.
+// which the backward reuses; the bias stays f32. f16 autocast copies the bias
+// too (f16 products take one dtype) and widens y to f32 (autocast.h).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   detail::check_float("linear", x);
   op::check_linear(op::meta_of(x), op::meta_of(w), op::meta_of(b));
+  if (autocast_f16("linear", x)) return autocast_f16_call(BRAID_OP("linear"), {x, w, b}, {});
   if (autocast_bf16(x)) return op::call1(BRAID_OP("linear"), {cast(x, DType::bf16), cast(w, DType::bf16), b});
   return op::call1(BRAID_OP("linear"), {x, w, b});
 }

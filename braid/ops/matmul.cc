@@ -9,10 +9,13 @@
 namespace braid {
 namespace detail {
 
+// Products take f32 and f64 everywhere; f16 and bf16 operands only on a
+// device whose kernels take them (the CPU reaches bf16 through autocast).
 void check_float(const char* op, const Tensor& t) {
-  if (t.dtype() != DType::f32 && t.dtype() != DType::f64) {
-    fail<ValueError>("{}: expected f32 or f64, got {} of shape {}", op, name(t.dtype()),
-                     to_string(t.shape()));
+  const bool sixteen = t.dtype() == DType::f16 || t.dtype() == DType::bf16;
+  if (t.dtype() != DType::f32 && t.dtype() != DType::f64 && !(sixteen && !t.device().is_cpu() && !t.is_meta())) {
+    fail<ValueError>("{}: expected f32 or f64, got {} of shape {}{}", op, name(t.dtype()), to_string(t.shape()),
+                     sixteen ? " (16-bit products run on CUDA devices, or on the CPU under autocast)" : "");
   }
 }
 
@@ -251,10 +254,15 @@ void define_matmul_ops(const Definer& define) {
 
 // Under autocast the products see bf16 copies (the `cast` op), which the
 // backward reuses. (A view's layout is lost in the copy; the copy is contiguous.)
+// f16 autocast also widens the f16 result to f32 (autocast.h).
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_float("matmul", a);
   detail::check_float("matmul", b);
   const op::OpDef& product = BRAID_OP("matmul");
+  if (autocast_f16("matmul", a)) {
+    op::matmul_dims(op::meta_of(a), op::meta_of(b));  // the error names the inputs, not their copies
+    return autocast_f16_call(product, {a, b}, {});
+  }
   if (autocast_bf16(a)) {
     op::matmul_dims(op::meta_of(a), op::meta_of(b));  // the error names the inputs, not their copies
     return op::call1(product, {cast(a, DType::bf16), cast(b, DType::bf16)});

@@ -290,7 +290,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       const BatchSum& all = options.across_replicas;
       {
         autograd::NoGradGuard no_grad;
-        n = static_cast<int64_t>(std::llround(all(Tensor::full({1}, static_cast<double>(n), DType::f64)).item()));
+        // On x's device: the replicas' sum runs where the statistics do.
+        const Tensor count = Tensor::full({1}, static_cast<double>(n), DType::f64, x.device());
+        n = static_cast<int64_t>(std::llround(all(count).item()));
       }
       if (n <= 1) fail<ValueError>("batch_norm: training needs more than one value per channel across replicas, input {}", to_string(x.shape()));
       const double inv_n = 1.0 / static_cast<double>(n);

@@ -126,11 +126,42 @@ struct Registry {
   }
 };
 
+using Installer = std::function<void(const KernelAdder&)>;
+
+struct Installers {
+  std::mutex mutex;
+  std::vector<Installer> pending;
+  std::function<void(const Installer&)> run;  // set once the registry exists
+};
+
+Installers& installers() {
+  static Installers* i = new Installers;
+  return *i;
+}
+
+KernelAdder adder_for(Registry* reg) {
+  return [reg](std::string_view name, KernelEntry entry) {
+    auto it = reg->by_name.find(name);
+    if (it == reg->by_name.end()) fail<Error>("op registry: kernels for '{}', which is not an op", name);
+    const_cast<OpDef*>(it->second)->kernels.push_back(std::move(entry));
+  };
+}
+
 Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;
     Definer define = [reg](OpDef def) { reg->add(std::move(def)); };
     define_ops(define);
+    {
+      Installers& in = installers();
+      std::lock_guard lock(in.mutex);
+      for (const Installer& install : in.pending) install(adder_for(reg));
+      in.pending.clear();
+      in.run = [reg](const Installer& install) {
+        std::lock_guard lock(reg->mutex);
+        install(adder_for(reg));
+      };
+    }
     // The engine sums, copies and converts gradients through ops from now on
     // (it sits below this layer and cannot call them itself), so a captured
     // backward pass records its accumulation too. Any backward pass runs after
@@ -148,27 +179,66 @@ bool any_meta(std::span<const Tensor> inputs) {
   return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.is_meta(); });
 }
 
+// A 0-dim host tensor: a scalar that may join tensors of any device (as in
+// PyTorch), moved to theirs before the kernel runs.
+bool host_scalar(const Tensor& t) { return t.defined() && t.device().is_cpu() && t.ndim() == 0; }
+
+// The one device of the defined inputs (cpu when there are none).
+Device device_of(const OpDef& op, std::span<const Tensor> inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || host_scalar(t)) continue;
+    if (first == nullptr) {
+      first = &t;
+    } else if (t.device() != first->device()) {
+      fail<ValueError>("{}: inputs on {} and {} (move them to one device with Tensor::to)", op.name,
+                       name(first->device()), name(t.device()));
+    }
+  }
+  return first == nullptr ? Device::cpu : first->device();
+}
+
+const Kernel& kernel_for(const OpDef& op, Device device, std::span<const Tensor> inputs);
+
+// Runs the kernel of the inputs' device.
+std::vector<Tensor> run_kernel(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  const Device device = device_of(op, inputs);
+  const Kernel& kernel = kernel_for(op, device, inputs);
+  if (device.is_cpu() || std::none_of(inputs.begin(), inputs.end(), host_scalar)) return kernel(Args{inputs, attrs});
+  std::vector<Tensor> moved(inputs.begin(), inputs.end());
+  for (Tensor& t : moved) {
+    if (host_scalar(t)) t = t.to(device);
+  }
+  return kernel(Args{moved, attrs});
+}
+
 const Kernel& kernel_for(const OpDef& op, Device device, std::span<const Tensor> inputs) {
   const int di = op.dtype_input;
   const bool has_dtype = di < static_cast<int>(inputs.size()) && inputs[di].defined();
   std::string offered;
   for (const KernelEntry& k : op.kernels) {
-    if (k.device != device) continue;
+    if (k.device.type != device.type) continue;
     if (k.dtypes.empty() || !has_dtype || std::find(k.dtypes.begin(), k.dtypes.end(), inputs[di].dtype()) != k.dtypes.end()) {
       return k.fn;
     }
     for (DType d : k.dtypes) offered += (offered.empty() ? "" : ", ") + std::string(name(d));
   }
-  if (offered.empty()) fail<ValueError>("{}: no kernel for the {} device", op.name, name(device));
+  // A view's meta kernel only computes strides: it serves every device.
+  if (op.effect == Effect::view && offered.empty()) {
+    for (const KernelEntry& k : op.kernels) {
+      if (k.device.type == DeviceType::meta) return k.fn;
+    }
+  }
+  if (offered.empty()) fail<ValueError>("{}: no kernel for the {} device", op.name, name(device.type));
   fail<ValueError>("{}: dtype {} is not supported (input of shape {}; {} kernels take {})", op.name,
-                   name(inputs[di].dtype()), to_string(inputs[di].shape()), name(device), offered);
+                   name(inputs[di].dtype()), to_string(inputs[di].shape()), name(device.type), offered);
 }
 
 // Outputs on the meta device: the op's own meta kernel when it has one (views
 // compute their strides), else fresh tensors of the inferred shapes.
 std::vector<Tensor> run_meta(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
   for (const KernelEntry& k : op.kernels) {
-    if (k.device == Device::meta) return k.fn(Args{inputs, attrs});
+    if (k.device.type == DeviceType::meta) return k.fn(Args{inputs, attrs});
   }
   if (op.effect == Effect::inplace) {
     std::vector<Tensor> out;
@@ -247,6 +317,18 @@ class KernelScope {
 
 const std::vector<const OpDef*>& all() { return registry().ops; }
 
+void on_registry_ready(std::function<void(const KernelAdder& add)> install) {
+  Installers& in = installers();
+  std::unique_lock lock(in.mutex);
+  if (!in.run) {
+    in.pending.push_back(std::move(install));
+    return;
+  }
+  auto run = in.run;
+  lock.unlock();
+  run(install);
+}
+
 const OpDef& define(OpDef def) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -285,7 +367,7 @@ std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const 
   std::vector<Tensor> outputs;
   {
     KernelScope scope;
-    outputs = any_meta(inputs) ? run_meta(op, inputs, attrs) : kernel_for(op, Device::cpu, inputs)(Args{inputs, attrs});
+    outputs = any_meta(inputs) ? run_meta(op, inputs, attrs) : run_kernel(op, inputs, attrs);
   }
   if (static_cast<int>(outputs.size()) != op.outputs) {
     fail<Error>("{}: the kernel returned {} outputs, the op has {}", op.name, outputs.size(), op.outputs);

@@ -8,7 +8,7 @@
 //   Tensor y = op::call1(op, {a, b});
 //
 // call() runs the kernel for the inputs' device and dtype (a meta input runs
-// inference only), records an autograd node when an input needs gradients,
+// inference only; inputs on two devices are an error), records an autograd node when an input needs gradients,
 // and tells the thread's CallObserver, if any (graph capture).
 #pragma once
 
@@ -97,7 +97,7 @@ using BackwardFn = std::function<std::vector<Tensor>(const GradArgs&)>;
 using CostFn = std::function<Cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&)>;
 
 struct KernelEntry {
-  Device device = Device::cpu;
+  Device device = Device::cpu;  // its type picks the kernel; the index is ignored
   std::vector<DType> dtypes;  // of the op's dtype input; empty = every dtype
   Kernel fn;
 };
@@ -130,6 +130,13 @@ struct OpDef {
 // Registers an op from a layer above this one (the graph layer's send and
 // recv); throws if the name is taken. Returns the registered op.
 const OpDef& define(OpDef def);
+
+// Kernels for another device, added to ops already defined: `add` appends one
+// entry to the named op. A backend built as its own library (braid/cuda)
+// installs its kernels this way; they run once, when the registry is built,
+// or at once if it already is.
+using KernelAdder = std::function<void(std::string_view op, KernelEntry entry)>;
+void on_registry_ready(std::function<void(const KernelAdder& add)> install);
 
 // Every registered op, in registration order (stable for the program's life).
 const std::vector<const OpDef*>& all();

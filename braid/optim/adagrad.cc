@@ -19,12 +19,13 @@ void AdaGrad::step() {
   const float wd = static_cast<float>(o_.weight_decay), eps = static_cast<float>(o_.eps);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    float* p = param_data(params_[i]);
-    const float* g = grad_data(params_[i]);
+    HostStaging host;
+    float* p = host.writable(params_[i]);
+    const float* g = host.grad(params_[i]);
     bool created = false;
     Tensor& sum_t = buffer(i, "sum", &created);
     if (created && o_.initial_accumulator_value != 0) sum_t.fill(o_.initial_accumulator_value);
-    float* s = sum_t.data<float>();
+    float* s = host.writable(sum_t);
     parallel_for(0, params_[i].numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) {
         const float gk = g[k] + wd * p[k];
@@ -33,6 +34,7 @@ void AdaGrad::step() {
         p[k] -= clr * gk / (std::sqrt(sk) + eps);
       }
     });
+    host.write_back();
   }
   ++steps_;
 }

@@ -3,20 +3,21 @@
 #include <cmath>
 
 #include "braid/base/thread_pool.h"
+#include "braid/ops/elementwise.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/reduce.h"
 
 namespace braid::optim {
 
 double grad_norm(const std::vector<Tensor>& params) {
-  double sq = 0;
+  std::vector<Tensor> grads;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (g.dtype() != DType::f32 || !g.is_contiguous()) fail<ValueError>("grad_norm: gradients must be contiguous f32");
-    sq += sum_squares(g.data<float>(), g.numel());
+    grads.push_back(g);
   }
-  return std::sqrt(sq);
+  return std::sqrt(sum_squares(grads));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
@@ -35,6 +36,10 @@ void clip_grads_to(const std::vector<Tensor>& params, double norm, double max_no
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    if (!g.device().is_cpu()) {
+      g.copy_from(mul(g, coef));  // in place: a plan's bucket views of the gradient stay valid
+      continue;
+    }
     float* d = g.data<float>();
     parallel_for(0, g.numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) d[k] *= c;

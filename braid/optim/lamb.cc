@@ -25,13 +25,15 @@ void LAMB::step() {
   };
   // Pass 1 over every parameter: moments, ||w||^2 and ||r||^2, totalled across
   // shards in one go; pass 2 recomputes r (cheaper than storing it).
+  // One staging for both passes: a device parameter crosses to the host once.
+  HostStaging host;
   std::vector<double> sq(2 * params_.size(), 0.0);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    const float* p = param_data(params_[i]);
-    const float* g = grad_data(params_[i]);
-    float* m = buffer(i, "exp_avg").data<float>();
-    float* v = buffer(i, "exp_avg_sq").data<float>();
+    const float* p = host.readable(params_[i]);
+    const float* g = host.grad(params_[i]);
+    float* m = host.writable(buffer(i, "exp_avg"));
+    float* v = host.writable(buffer(i, "exp_avg_sq"));
     const int64_t n = params_[i].numel();
     sq[2 * i + 1] = parallel_sum(n, [&](int64_t lo, int64_t hi) {
       double s = 0;
@@ -48,9 +50,9 @@ void LAMB::step() {
   total_partial_sums(sq, 2);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    float* p = param_data(params_[i]);
-    const float* m = buffer(i, "exp_avg").data<float>();
-    const float* v = buffer(i, "exp_avg_sq").data<float>();
+    float* p = host.writable(params_[i]);
+    const float* m = host.readable(buffer(i, "exp_avg"));
+    const float* v = host.readable(buffer(i, "exp_avg_sq"));
     const double w_norm = std::sqrt(sq[2 * i]), r_norm = std::sqrt(sq[2 * i + 1]);
     const double trust = w_norm > 0 && r_norm > 0 ? w_norm / r_norm : 1.0;
     const float scale = static_cast<float>(lr_ * trust);
@@ -58,6 +60,7 @@ void LAMB::step() {
       for (int64_t k = lo; k < hi; ++k) p[k] -= scale * ratio(m, v, p, k);
     });
   }
+  host.write_back();
   ++steps_;
 }
 

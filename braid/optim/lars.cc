@@ -16,23 +16,25 @@ LARS::LARS(std::vector<Tensor> params, LARSOptions options) : Optimizer(std::mov
 void LARS::step() {
   const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
   // ||w||^2 and ||g||^2 of every parameter first, totalled across shards in one go.
+  // One staging for both passes: a device parameter crosses to the host once.
+  HostStaging host;
   std::vector<double> sq(2 * params_.size(), 0.0);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    sq[2 * i] = sum_squares(param_data(params_[i]), params_[i].numel());
-    sq[2 * i + 1] = sum_squares(grad_data(params_[i]), params_[i].numel());
+    sq[2 * i] = sum_squares(host.readable(params_[i]), params_[i].numel());
+    sq[2 * i + 1] = sum_squares(host.grad(params_[i]), params_[i].numel());
   }
   total_partial_sums(sq, 2);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    float* p = param_data(params_[i]);
-    const float* g = grad_data(params_[i]);
+    float* p = host.writable(params_[i]);
+    const float* g = host.grad(params_[i]);
     const int64_t n = params_[i].numel();
     const double w_norm = std::sqrt(sq[2 * i]), g_norm = std::sqrt(sq[2 * i + 1]);
     const double trust =
         w_norm > 0 && g_norm > 0 ? o_.eta * w_norm / (g_norm + o_.weight_decay * w_norm + o_.eps) : 1.0;
     const float scale = static_cast<float>(lr_ * trust);
-    float* b = buffer(i, "momentum_buffer").data<float>();
+    float* b = host.writable(buffer(i, "momentum_buffer"));
     parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) {
         const float bk = mom * b[k] + scale * (g[k] + wd * p[k]);
@@ -41,6 +43,7 @@ void LARS::step() {
       }
     });
   }
+  host.write_back();
   ++steps_;
 }
 

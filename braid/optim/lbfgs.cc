@@ -46,7 +46,11 @@ LBFGS::LBFGS(std::vector<Tensor> params, std::function<double()> closure, LBFGSO
   if (o_.max_eval <= 0) o_.max_eval = o_.max_iter * 5 / 4;
 }
 
+// Parameters and gradients cross to the host through HostStaging: the
+// two-loop recursion and the line search run in double on the host whatever
+// device the model is on.
 Vec LBFGS::flat_grad() const {
+  HostStaging host;
   Vec g;
   for (const Tensor& p : params_) {
     Tensor gt = p.grad();
@@ -54,35 +58,40 @@ Vec LBFGS::flat_grad() const {
       g.insert(g.end(), static_cast<size_t>(p.numel()), 0.0);
       continue;
     }
-    const float* d = grad_data(p);
+    const float* d = host.grad(p);
     g.insert(g.end(), d, d + p.numel());
   }
   return g;
 }
 
 Vec LBFGS::flat_params() const {
+  HostStaging host;
   Vec x;
   for (const Tensor& p : params_) {
-    const float* d = param_data(p);
+    const float* d = host.readable(p);
     x.insert(x.end(), d, d + p.numel());
   }
   return x;
 }
 
 void LBFGS::set_params(const Vec& x) const {
+  HostStaging host;
   size_t off = 0;
   for (const Tensor& p : params_) {
-    float* d = param_data(p);
+    float* d = host.writable(p);
     for (int64_t k = 0; k < p.numel(); ++k) d[k] = static_cast<float>(x[off++]);
   }
+  host.write_back();
 }
 
 void LBFGS::add_to_params(double t, const Vec& dir) const {
+  HostStaging host;
   size_t off = 0;
   for (const Tensor& p : params_) {
-    float* d = param_data(p);
+    float* d = host.writable(p);
     for (int64_t k = 0; k < p.numel(); ++k) d[k] = static_cast<float>(d[k] + t * dir[off++]);
   }
+  host.write_back();
 }
 
 std::pair<double, Vec> LBFGS::evaluate_at(const Vec& x, double t, const Vec& d) {

@@ -1,5 +1,7 @@
 #include "braid/optim/optimizer.h"
 
+#include <algorithm>
+
 #include "braid/base/error.h"
 #include "braid/base/json_number.h"
 
@@ -45,21 +47,61 @@ const Tensor& Optimizer::refresh_scalars() {
   double* s = scalars_.data<double>();
   s[0] = lr_;
   s[1] = static_cast<double>(steps_ + 1);
+  ++scalars_version_;
   return scalars_;
+}
+
+const Tensor& Optimizer::scalars_on(Device device) {
+  if (device.is_cpu() || device == Device::meta) return scalars_;
+  auto it = std::find_if(scalars_copies_.begin(), scalars_copies_.end(),
+                         [&](const ScalarsCopy& c) { return c.device == device; });
+  if (it == scalars_copies_.end()) {
+    scalars_copies_.push_back({device, Tensor::empty(scalars_.shape(), scalars_.dtype(), device)});
+    it = scalars_copies_.end() - 1;
+  }
+  if (it->version != scalars_version_) {
+    it->values.copy_from(scalars_);
+    it->version = scalars_version_;
+  }
+  return it->values;
 }
 
 bool Optimizer::has_buffer(size_t i, const std::string& buf_name) const {
   return buffers_.at(i).count(buf_name) != 0;
 }
 
-float* Optimizer::param_data(const Tensor& p) { return p.data<float>(); }
+float* Optimizer::HostStaging::stage(const Tensor& t, bool write) {
+  if (t.dtype() != DType::f32 || !t.is_contiguous()) {
+    fail<ValueError>("optimizer: parameters, gradients and state must be contiguous f32 (got {} {})",
+                     braid::name(t.dtype()), to_string(t.shape()));
+  }
+  if (t.device().is_cpu() || t.is_meta()) return t.data<float>();  // meta: data() says why not
+  auto it = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.source.same(t); });
+  if (it == staged_.end()) {
+    staged_.push_back({t, t.to(Device::cpu)});
+    it = staged_.end() - 1;
+  }
+  it->dirty = it->dirty || write;
+  return it->host.data<float>();
+}
 
-const float* Optimizer::grad_data(const Tensor& p) {
-  Tensor g = p.grad();
+float* Optimizer::HostStaging::writable(const Tensor& t) { return stage(t, true); }
+
+const float* Optimizer::HostStaging::readable(const Tensor& t) { return stage(t, false); }
+
+const float* Optimizer::HostStaging::grad(const Tensor& param) {
+  const Tensor g = param.grad();
   if (g.dtype() != DType::f32 || !g.is_contiguous()) {
     fail<ValueError>("optimizer: gradient must be contiguous f32 (got {})", braid::name(g.dtype()));
   }
-  return g.data<float>();
+  return readable(g);
+}
+
+void Optimizer::HostStaging::write_back() {
+  for (Staged& s : staged_) {
+    if (s.dirty) s.source.copy_from(s.host);
+    s.dirty = false;
+  }
 }
 
 OptimizerState Optimizer::state_dict() const {
@@ -97,8 +139,12 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       fail<ValueError>("optimizer state: buffer '{}' has shape {}, parameter has {}", key, to_string(t.shape()),
                        to_string(params_[i].shape()));
     }
-    bufs[i][key.substr(dot + 1)] = t.to(DType::f32).contiguous().clone();
-    bufs[i][key.substr(dot + 1)].set_memory_category(MemoryCategory::optimizer_state);
+    // On the parameter's device, whatever device and dtype the state was saved
+    // from (checkpoints hold host tensors).
+    Tensor b = Tensor::empty(params_[i].shape(), DType::f32, params_[i].device());
+    b.copy_from(t);
+    b.set_memory_category(MemoryCategory::optimizer_state);
+    bufs[i][key.substr(dot + 1)] = b;
   }
   buffers_ = std::move(bufs);
   lr_ = j.at("lr").get<double>();

@@ -57,6 +57,10 @@ class Optimizer {
   const Tensor& scalars() const { return scalars_; }
   // Writes [lr, steps + 1] into scalars(); step() starts with it.
   const Tensor& refresh_scalars();
+  // scalars() as refreshed last, on `device` (the update ops take it beside
+  // the parameter, and ops refuse inputs on two devices): scalars() itself on
+  // the host and meta, else a copy made at most once per refresh.
+  const Tensor& scalars_on(Device device);
   // Counts a step whose update ops ran outside step() (a captured graph's).
   void count_step() { ++steps_; }
 
@@ -91,9 +95,30 @@ class Optimizer {
   // when first asked for. `created` tells the caller it is new.
   Tensor& buffer(size_t i, const std::string& name, bool* created = nullptr);
   bool has_buffer(size_t i, const std::string& name) const;
-  // Float32 parameter and gradient pointers; checks dtype and contiguity.
-  static float* param_data(const Tensor& p);
-  static const float* grad_data(const Tensor& p);
+  // Host float32 pointers for the optimizers that update with their own
+  // loops (AdaGrad, RMSProp, LARS, LAMB, L-BFGS); checks dtype and contiguity.
+  // A host tensor is used in place. A tensor on another device is copied to
+  // the host once per staging and, when asked for writable, copied back by
+  // write_back(): those optimizers then work on any device (one round trip a
+  // step) while their state stays on the parameter's device. SGD and Adam
+  // update through ops and run on the device itself.
+  class HostStaging {
+   public:
+    float* writable(const Tensor& t);
+    const float* readable(const Tensor& t);
+    // The parameter's gradient (defined: callers skip parameters without one).
+    const float* grad(const Tensor& param);
+    // Copies every writable staged tensor back to its device.
+    void write_back();
+
+   private:
+    struct Staged {
+      Tensor source, host;
+      bool dirty = false;
+    };
+    float* stage(const Tensor& t, bool write);
+    std::vector<Staged> staged_;
+  };
   // set_partial_sums's totals, in place (nothing when unset).
   void total_partial_sums(std::vector<double>& sums, size_t figures) const {
     if (partial_sums_) partial_sums_(sums, figures);
@@ -107,6 +132,13 @@ class Optimizer {
   std::vector<std::map<std::string, Tensor>> buffers_;
   PartialSums partial_sums_;
   Tensor scalars_ = Tensor::zeros({2}, DType::f64);
+  int64_t scalars_version_ = 0;  // refresh_scalars() calls
+  struct ScalarsCopy {
+    Device device;
+    Tensor values;
+    int64_t version = -1;
+  };
+  std::vector<ScalarsCopy> scalars_copies_;  // scalars_on()'s, one per device
 };
 
 // Elements per parallel_for chunk in the fused update loops.

@@ -1,8 +1,12 @@
 #include "braid/optim/reduce.h"
 
+#include <algorithm>
 #include <mutex>
+#include <utility>
 
 #include "braid/base/thread_pool.h"
+#include "braid/ops/elementwise.h"
+#include "braid/ops/reduce.h"
 #include "braid/optim/optimizer.h"
 
 namespace braid::optim {
@@ -30,6 +34,30 @@ double sum_squares(const float* x, int64_t n) {
     }
     return s;
   });
+}
+
+double sum_squares(const std::vector<Tensor>& tensors) {
+  double total = 0;
+  std::vector<std::pair<Device, Tensor>> on_device;  // a running 0-dim sum per device
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.dtype() != DType::f32 || !t.is_contiguous()) {
+      fail<ValueError>("sum_squares: tensors must be contiguous f32 (got {} {})", name(t.dtype()), to_string(t.shape()));
+    }
+    if (t.device().is_cpu()) {
+      total += sum_squares(t.data<float>(), t.numel());
+      continue;
+    }
+    const Tensor sq = braid::sum(braid::mul(t, t));
+    auto it = std::find_if(on_device.begin(), on_device.end(), [&](const auto& d) { return d.first == t.device(); });
+    if (it == on_device.end()) {
+      on_device.emplace_back(t.device(), sq);
+    } else {
+      it->second = braid::add(it->second, sq);
+    }
+  }
+  for (const auto& [device, sq] : on_device) total += sq.item();
+  return total;
 }
 
 }  // namespace braid::optim

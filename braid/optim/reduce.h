@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
+
+#include "braid/tensor/tensor.h"
 
 namespace braid::optim {
 
@@ -13,5 +16,10 @@ double parallel_sum(int64_t n, const std::function<double(int64_t lo, int64_t hi
 
 // Sum of x[k]^2.
 double sum_squares(const float* x, int64_t n);
+
+// Sum of the squares of every element of the defined tensors (contiguous f32),
+// wherever they live: host tensors by the loop above, a device's by ops on
+// that device (f32 partials; one value copied back per device, not per tensor).
+double sum_squares(const std::vector<Tensor>& tensors);
 
 }  // namespace braid::optim

@@ -21,11 +21,12 @@ void RMSProp::step() {
   const bool centered = o_.centered, use_mom = o_.momentum > 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
-    float* p = param_data(params_[i]);
-    const float* g = grad_data(params_[i]);
-    float* s = buffer(i, "square_avg").data<float>();
-    float* a = centered ? buffer(i, "grad_avg").data<float>() : nullptr;
-    float* b = use_mom ? buffer(i, "momentum_buffer").data<float>() : nullptr;
+    HostStaging host;
+    float* p = host.writable(params_[i]);
+    const float* g = host.grad(params_[i]);
+    float* s = host.writable(buffer(i, "square_avg"));
+    float* a = centered ? host.writable(buffer(i, "grad_avg")) : nullptr;
+    float* b = use_mom ? host.writable(buffer(i, "momentum_buffer")) : nullptr;
     parallel_for(0, params_[i].numel(), kUpdateGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t k = lo; k < hi; ++k) {
         const float gk = g[k] + wd * p[k];
@@ -47,6 +48,7 @@ void RMSProp::step() {
         }
       }
     });
+    host.write_back();
   }
   ++steps_;
 }

@@ -12,13 +12,13 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(std::move(p
 }
 
 void SGD::step() {
-  const Tensor& scalars = refresh_scalars();
+  refresh_scalars();
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     bool first = false;
     const Tensor momentum = o_.momentum == 0 ? Tensor() : buffer(i, "momentum_buffer", &first);
-    sgd_update_(params_[i], g, momentum, scalars,
+    sgd_update_(params_[i], g, momentum, scalars_on(params_[i].device()),
                 {.weight_decay = o_.weight_decay, .momentum = o_.momentum, .dampening = o_.dampening,
                  .nesterov = o_.nesterov, .first = first});
   }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "braid/parallel/agreement.h"
+#include "braid/comm/tensor_buffer.h"
 
 namespace braid::parallel {
 
@@ -13,8 +14,7 @@ class AverageHook final : public BucketHook {
  public:
   explicit AverageHook(const DataParallelOptions& o) : algorithm_(o.algorithm), timeout_(o.timeout) {}
   comm::Work run(comm::Communicator& c, const GradBucket& b, bool background) override {
-    return c.allreduce({b.flat.raw_data(), static_cast<size_t>(b.flat.numel()), b.flat.dtype()},
-                       {.op = comm::Op::avg, .algorithm = algorithm_, .timeout = timeout_, .background = background});
+    return c.allreduce(comm::buffer_of(b.flat), {.op = comm::Op::avg, .algorithm = algorithm_, .timeout = timeout_, .background = background});
   }
 
  private:
@@ -82,7 +82,8 @@ void BucketedAllreduce::setup(const std::vector<NamedParameter>& params, const s
     int64_t total = 0;
     for (size_t k : g) total += params_[k].tensor.numel();
     b.grads.index = buckets_.size();
-    b.grads.flat = Tensor::zeros({total}, params_[g.front()].tensor.dtype());
+    const Tensor& first = params_[g.front()].tensor;
+    b.grads.flat = Tensor::zeros({total}, first.dtype(), first.device());
     int64_t offset = 0;
     for (size_t k : g) {
       const Tensor& t = params_[k].tensor;
@@ -121,8 +122,7 @@ void BucketedAllreduce::broadcast_from_rank0(const std::vector<NamedParameter>& 
   std::vector<comm::Work> works;
   for (const auto& p : tensors) {
     const Tensor& t = p.tensor;
-    works.push_back(comm_.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
-                                    {.root = 0, .timeout = options_.timeout}));
+    works.push_back(comm_.broadcast(comm::buffer_of(t), {.root = 0, .timeout = options_.timeout}));
   }
   comm::wait_all(works, Deadline::after(options_.timeout * 2));
 }

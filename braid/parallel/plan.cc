@@ -124,16 +124,17 @@ double Plan::sum_squares(const std::vector<Tensor>& like_gradients) const {
   // across the tensor axis counts on tensor rank 0; pipeline stages hold
   // disjoint parameters. Data-axis replicas hold the same (combined)
   // gradients, so the data axis takes part only when ZeRO splits them.
-  std::vector<double> sq{0.0};
   const bool first_tensor_rank = p_.mesh.coord(Axis::tensor) == 0;
+  std::vector<Tensor> counted;
   for (size_t i = 0; i < holders.size(); ++i) {
     const Tensor& t = like_gradients[i];
     if (!t.defined()) continue;
     const auto it = p_.shards.find(holders[i].name);
     if (!(it != p_.shards.end() && it->second.dim >= 0) && !first_tensor_rank) continue;
     if (t.dtype() != DType::f32 || !t.is_contiguous()) fail<ValueError>("Plan::sum_squares: tensors must be contiguous f32");
-    sq[0] += optim::sum_squares(t.data<float>(), t.numel());
+    counted.push_back(t);
   }
+  std::vector<double> sq{optim::sum_squares(counted)};  // on the tensors' device
   const Duration timeout = timeout_of(p_.mesh);
   sum_over(p_.mesh, Axis::tensor, sq, timeout);
   sum_over(p_.mesh, Axis::pipeline, sq, timeout);

@@ -4,13 +4,16 @@
 
 #include "braid/base/copy_bytes.h"
 #include "braid/tensor/allocator.h"
+#include "braid/tensor/backend.h"
 #include "braid/tensor/cpu/cast.h"
 #include "braid/tensor/cpu/loops.h"
 
 namespace braid {
 
-Storage::Storage(size_t nbytes)
-    : data_(CachingAllocator::host().allocate(nbytes)), nbytes_(nbytes) {}
+Storage::Storage(size_t nbytes, Device device)
+    : data_(device.is_cpu() ? CachingAllocator::host().allocate(nbytes) : backend(device).allocate(nbytes, device.index)),
+      nbytes_(nbytes),
+      device_(device) {}
 
 Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
@@ -24,6 +27,8 @@ std::shared_ptr<Storage> Storage::meta(size_t nbytes) {
 Storage::~Storage() {
   if (deleter_) {
     deleter_(data_);
+  } else if (!device_.is_cpu()) {
+    if (data_ != nullptr) backend(device_).deallocate(data_, device_.index);
   } else {
     CachingAllocator::host().deallocate(data_, nbytes_, category_);
   }
@@ -31,18 +36,25 @@ Storage::~Storage() {
 
 void Storage::set_category(MemoryCategory c) {
   if (deleter_ || c == category_) return;
-  if (data_ != nullptr) CachingAllocator::host().recategorize(nbytes_, category_, c);
+  if (data_ != nullptr && device_.is_cpu()) CachingAllocator::host().recategorize(nbytes_, category_, c);
   category_ = c;
 }
 
 void Storage::release() {
   if (deleter_) fail<ValueError>("Storage::release: only allocator blocks can be released");
-  CachingAllocator::host().deallocate(data_, nbytes_, category_);
+  if (data_ == nullptr) return;
+  if (device_.is_cpu()) {
+    CachingAllocator::host().deallocate(data_, nbytes_, category_);
+  } else {
+    backend(device_).deallocate(data_, device_.index);
+  }
   data_ = nullptr;
 }
 
 void Storage::materialize() {
-  if (data_ == nullptr) data_ = CachingAllocator::host().allocate(nbytes_, category_);
+  if (data_ != nullptr) return;
+  data_ = device_.is_cpu() ? CachingAllocator::host().allocate(nbytes_, category_)
+                           : backend(device_).allocate(nbytes_, device_.index);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -52,23 +64,27 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   Tensor t;
   t.impl_ = std::make_shared<Impl>();
   const size_t nbytes = static_cast<size_t>(braid::numel(shape)) * itemsize(dtype);
-  t.impl_->storage = device == Device::meta ? Storage::meta(nbytes) : std::make_shared<Storage>(nbytes);
+  t.impl_->storage = device == Device::meta ? Storage::meta(nbytes) : std::make_shared<Storage>(nbytes, device);
   t.impl_->shape = shape;
   t.impl_->strides = contiguous_strides(shape);
   t.impl_->dtype = dtype;
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_cpu()) {
+    std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+  } else {
+    t.fill(0.0);
+  }
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
   t.fill(value);
   return t;
 }
@@ -168,6 +184,19 @@ Tensor Tensor::to(DType target) const {
   return out;
 }
 
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor out = empty(shape(), dtype(), target);
+  out.copy_from(*this);
+  return out;
+}
+
+namespace {
+StridedRef strided_ref(const Tensor& t) {
+  return StridedRef{t.raw_data(), t.shape(), t.strides(), t.dtype()};
+}
+}  // namespace
+
 void Tensor::copy_from(const Tensor& src) const {
   if (src.shape() != shape()) {
     fail<ValueError>("copy: source shape {} does not match destination shape {}",
@@ -175,6 +204,29 @@ void Tensor::copy_from(const Tensor& src) const {
   }
   if (is_meta()) return;
   if (src.is_meta()) fail<ValueError>("copy: a meta tensor has no values to copy into a {} tensor", name(device()));
+  if (numel() == 0) return;
+  if (src.device() != device()) {
+    // Across devices only whole contiguous buffers of one dtype move; any
+    // conversion or gather happens on one side first.
+    if (src.dtype() != dtype() || !src.is_contiguous()) {
+      return copy_from(src.to(dtype()).contiguous());
+    }
+    if (!is_contiguous()) {
+      Tensor staged = empty(shape(), dtype(), device());
+      staged.copy_from(src);
+      return copy_from(staged);
+    }
+    const Device accel = device().is_cpu() ? src.device() : device();
+    return backend(accel).copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+  }
+  if (!device().is_cpu()) {
+    if (numel() == 0) return;
+    if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
+      if (raw_data() != src.raw_data()) backend(device()).copy_bytes(raw_data(), device(), src.raw_data(), device(), nbytes());
+      return;
+    }
+    return backend(device()).copy_strided(strided_ref(*this), strided_ref(src), device().index);
+  }
   if (src.dtype() == dtype() && src.is_contiguous() && is_contiguous()) {
     auto* d = static_cast<std::byte*>(raw_data());
     const auto* s = static_cast<const std::byte*>(src.raw_data());
@@ -214,6 +266,10 @@ void Tensor::copy_from(const Tensor& src) const {
 
 void Tensor::fill(double value) const {
   if (is_meta()) return;
+  if (!device().is_cpu()) {
+    if (numel() > 0) backend(device()).fill(strided_ref(*this), value, device().index);
+    return;
+  }
   visit_dtype(dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T v = cpu::convert<T>(value);
@@ -227,6 +283,7 @@ void Tensor::fill(double value) const {
 
 double Tensor::item() const {
   if (numel() != 1) fail<ValueError>("item: tensor of shape {} has {} elements, not 1", braid::to_string(shape()), numel());
+  if (!device().is_cpu()) return to(Device::cpu).item();
   return visit_dtype(dtype(), [&](auto zero) {
     using T = decltype(zero);
     return cpu::convert<double>(*static_cast<const T*>(raw_data()));
@@ -279,6 +336,7 @@ std::string to_string(const Tensor& t) {
   if (!t.defined()) return "Tensor(undefined)";
   std::string s = fmt::format("Tensor({} {}", name(t.dtype()), to_string(t.shape()));
   if (t.is_meta()) return s + " meta)";
+  if (!t.device().is_cpu()) s += " " + name(t.device());
   if (t.numel() <= 16) {
     s += fmt::format(" {}", t.to_vector<double>());
   }

@@ -24,11 +24,11 @@ class Node;
 
 class Tensor;
 
-// One allocation. Owns a block of the caching allocator, or wraps foreign
-// memory with a deleter.
+// One allocation. Owns a block of the host's caching allocator or of a
+// device's backend, or wraps foreign memory with a deleter.
 class Storage {
  public:
-  explicit Storage(size_t nbytes);
+  explicit Storage(size_t nbytes, Device device = Device::cpu);
   Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);
   // A block on the meta device: a size and no memory.
   static std::shared_ptr<Storage> meta(size_t nbytes);
@@ -41,14 +41,14 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
-  // What the block holds (allocator.h); foreign memory is not counted.
+  // What the block holds (allocator.h); foreign and device memory is not counted.
   MemoryCategory category() const { return category_; }
   void set_category(MemoryCategory c);
 
   // Gives the block back while every tensor on this storage keeps its place
   // (ZeRO stage 3 frees gathered parameters between their uses; autograd's
   // saved tensors see the values again once materialize() refills them).
-  // Only for caching-allocator blocks. materialize() leaves values undefined.
+  // Only for allocator blocks. materialize() leaves values undefined.
   void release();
   void materialize();
   bool released() const { return data_ == nullptr && nbytes_ > 0; }
@@ -81,9 +81,9 @@ class Tensor {
 
   // Creation. Values are uninitialised for empty(); a meta tensor has none.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu);
   static Tensor scalar(double value, DType dtype = DType::f32) { return full({}, value, dtype); }
   // 0, 1, ..., n-1
   static Tensor arange(int64_t n, DType dtype = DType::f32);
@@ -134,8 +134,10 @@ class Tensor {
   Tensor contiguous() const;
   // Converted copy (itself when the dtype already matches).
   Tensor to(DType dtype) const;
-  // Copies src's values into this tensor (shapes must match; dtypes may differ).
-  // Into a meta tensor only the shapes are checked.
+  // A contiguous copy on `device` (itself when already there); no autograd.
+  Tensor to(Device device) const;
+  // Copies src's values into this tensor (shapes must match; dtypes and
+  // devices may differ). Into a meta tensor only the shapes are checked.
   void copy_from(const Tensor& src) const;
   void fill(double value) const;
   // The value of a one-element tensor.
@@ -193,7 +195,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = to(dtype_of<T>()).contiguous();
+  Tensor c = to(Device::cpu).to(dtype_of<T>()).contiguous();
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }

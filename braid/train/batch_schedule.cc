@@ -5,6 +5,7 @@
 
 #include "braid/base/error.h"
 #include "braid/base/thread_pool.h"
+#include "braid/ops/elementwise.h"
 #include "braid/optim/optimizer.h"
 
 namespace braid::train {
@@ -24,7 +25,14 @@ void NoiseScale::observe(const std::vector<Tensor>& gradients, int64_t batch, co
     const Tensor& g = gradients[i];
     if (!g.defined()) continue;
     if (g.dtype() != DType::f32 || !g.is_contiguous()) fail<ValueError>("NoiseScale: gradients must be contiguous f32");
-    if (!sum_[i].defined() || sum_[i].numel() != g.numel()) sum_[i] = Tensor::zeros(g.shape());
+    // The running sum lives beside the gradient; a device's is summed by ops.
+    if (!sum_[i].defined() || sum_[i].numel() != g.numel() || sum_[i].device() != g.device()) {
+      sum_[i] = Tensor::zeros(g.shape(), DType::f32, g.device());
+    }
+    if (!g.device().is_cpu()) {
+      sum_[i].copy_from(steps_ == 0 ? g : add(sum_[i], g));
+      continue;
+    }
     float* s = sum_[i].data<float>();
     const float* x = g.data<float>();
     const bool first = steps_ == 0;

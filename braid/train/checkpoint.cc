@@ -96,7 +96,7 @@ void write_tensors(const std::string& path, const Checkpoint& ckpt, const std::s
   std::map<std::string, safetensors::TensorRef> refs;
   std::vector<Tensor> keep;  // contiguous copies alive until written
   auto add = [&](const std::string& name, const Tensor& t) {
-    Tensor c = t.contiguous();
+    Tensor c = t.to(Device::cpu).contiguous();  // a device's tensors are written from a host copy
     keep.push_back(c);
     refs[name] = {st_dtype(c.dtype()), c.shape(),
                   {static_cast<const std::byte*>(c.raw_data()), c.nbytes()}};

@@ -53,10 +53,15 @@ void add_train_keys(Schema& s) {
   s.add({.name = "train.progress", .type = T::String, .default_value = std::string("auto"),
          .help = "progress display: bar (redrawn line), lines (periodic plain lines), off; auto = bar on a terminal",
          .choices = {"auto", "bar", "lines", "off"}, .env = "BRAID_PROGRESS"});
+  s.add({.name = "train.device", .type = T::String, .default_value = std::string("cpu"),
+         .help = "where the model, its optimizer state and each batch live: cpu, cuda or cuda:N; a bare cuda "
+                 "picks GPU (local rank mod visible GPUs), so ranks on one host spread over its GPUs; checkpoints "
+                 "hold host tensors and load onto any device"});
   s.add({.name = "train.precision", .type = T::String, .default_value = std::string("f32"),
          .help = "bf16: linear, matmul and conv run bf16 products with f32 results (as torch.autocast); "
-                 "weights, gradients, optimizer and every other op stay f32",
-         .choices = {"f32", "bf16"}, .env = "BRAID_PRECISION"});
+                 "weights, gradients, optimizer and every other op stay f32; f16 (CUDA only): the same in f16, "
+                 "with dynamic loss scaling (as torch.cuda.amp.GradScaler)",
+         .choices = {"f32", "bf16", "f16"}, .env = "BRAID_PRECISION"});
   s.add({.name = "train.straggler_rank", .type = T::Int, .default_value = int64_t{-1},
          .help = "benchmarks: the worker (data rank) that sleeps train.straggler_ms every step; -1: none"});
   s.add({.name = "train.straggler_ms", .type = T::Float, .default_value = 0.0,

@@ -1,5 +1,6 @@
 #include "braid/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -29,8 +30,9 @@ TopK count_topk(const Tensor& logits, const Tensor& targets) {
     fail<ValueError>("count_topk: logits {} do not match targets {}", to_string(logits.shape()),
                      to_string(targets.shape()));
   }
-  const Tensor l = logits.to(DType::f32).contiguous();
-  const Tensor t = targets.to(DType::i64).contiguous();
+  // Counted on the host: one copy of the logits, wherever they were computed.
+  const Tensor l = logits.to(Device::cpu).to(DType::f32).contiguous();
+  const Tensor t = targets.to(Device::cpu).to(DType::i64).contiguous();
   const float* lp = l.data<float>();
   const int64_t* tp = t.data<int64_t>();
   const int64_t c = logits.size(-1);
@@ -69,10 +71,15 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
   if (o_.log_every < 1) fail<ValueError>("Trainer: log_every must be >= 1, got {}", o_.log_every);
   if (o_.eval_steps < 0) fail<ValueError>("Trainer: eval_steps must be >= 0, got {}", o_.eval_steps);
   if (o_.checkpoints && o_.out_dir.empty()) fail<ValueError>("Trainer: checkpoints need an out_dir");
-  if (o_.precision != DType::f32 && o_.precision != DType::bf16) {
-    fail<ValueError>("Trainer: precision must be f32 or bf16, got {}", name(o_.precision));
+  if (o_.precision != DType::f32 && o_.precision != DType::bf16 && o_.precision != DType::f16) {
+    fail<ValueError>("Trainer: precision must be f32, bf16 or f16, got {}", name(o_.precision));
   }
   params_ = model_->parameters();
+  device_ = model_->device();
+  if (o_.precision == DType::f16) {
+    if (device_.is_cpu()) fail<ValueError>("Trainer: precision f16 needs the model on a GPU (train.device = cuda); use bf16 on the CPU");
+    scaler_.emplace();
+  }
 }
 
 double Trainer::train_step(const data::Batch& batch) {
@@ -84,7 +91,13 @@ double Trainer::train_step(const data::Batch& batch) {
   double value;
   {
     Autocast autocast(o_.precision);
-    value = plan_->forward_backward(*model_, loss_, batch.input, batch.target);
+    // Loaders fill host tensors; the step runs where the model is. Under f16
+    // the loss is scaled so that small gradients survive f16 (and unscaled
+    // below, after the gradients are synchronised: sums commute with it).
+    const nn::LossFn loss = scaler_ ? nn::LossFn([this](const Tensor& o, const Tensor& y) { return scaler_->scale(loss_(o, y)); })
+                                    : loss_;
+    value = plan_->forward_backward(*model_, loss, batch.input.to(device_), batch.target.to(device_));
+    if (scaler_) value /= scaler_->scale();
   }
   if (!std::isfinite(value)) {
     fail<NumericError>("loss is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}", value,
@@ -99,6 +112,20 @@ double Trainer::train_step(const data::Batch& batch) {
     trace::Span span("step", "gradient sync");
     plan_->finish_gradients();
     last_sync_s_ = seconds_since(t_sync);
+  }
+  // An overflowed f16 step is skipped by every rank alike (their shards differ).
+  bool skip = false;
+  if (scaler_) {
+    const bool found_inf = scaler_->unscale_gradients_and_check(plan_->gradients());
+    const std::vector<double> flags = plan_->gather_world(found_inf ? 1.0 : 0.0);
+    skip = std::any_of(flags.begin(), flags.end(), [](double f) { return f != 0; });
+  }
+  if (skip) {
+    scaler_->update(true);
+    plan_->after_step();
+    ++step_;
+    if (bs) bs->count(batch.size());
+    return value;
   }
   if (bs && bs->observes_gradients()) {
     bs->noise().observe(plan_->gradients(), batch.size() * plan_->data_world(),
@@ -121,6 +148,7 @@ double Trainer::train_step(const data::Batch& batch) {
     }
     plan_->after_step();
   }
+  if (scaler_) scaler_->update(false);
   ++step_;
   if (bs) bs->count(batch.size());
   return value;
@@ -188,10 +216,10 @@ EvalMetrics Trainer::evaluate(data::Loader& loader) {
   while (auto b = loader.next()) {
     // Under a pipeline only the last stage sees outputs; the others run
     // their part of the forward and learn the figures below.
-    const Tensor out = plan_->evaluate(*model_, b->input);
+    const Tensor out = plan_->evaluate(*model_, b->input.to(device_));
     if (!out.defined()) continue;
     const TopK k = count_topk(out, b->target);
-    loss_sum += eval_loss_(out, b->target).item() * static_cast<double>(k.n);
+    loss_sum += eval_loss_(out, b->target.to(device_)).item() * static_cast<double>(k.n);
     total.top1 += k.top1, total.top5 += k.top5, total.n += k.n;
   }
   model_->train();
@@ -215,9 +243,10 @@ Tensor Trainer::predict(const Tensor& input) {
   autograd::NoGradGuard no_grad;
   Autocast autocast(o_.precision);
   model_->eval();
-  const Tensor out = plan_->evaluate(*model_, input);
+  const Tensor out = plan_->evaluate(*model_, input.to(device_));
   model_->train();
-  return out.defined() ? out.to(DType::f32) : out;
+  // On the host: callers gather many batches of them (ensembles, distillation).
+  return out.defined() ? out.to(Device::cpu).to(DType::f32) : out;
 }
 
 Tensor Trainer::predict(data::Loader& loader, Tensor* targets) {
@@ -253,6 +282,7 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
   c.extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}, {"params", order}};
   if (o_.batch_schedule) c.extra["batch_schedule"] = o_.batch_schedule->state_dict();
+  if (scaler_) c.extra["loss_scaler"] = scaler_->state_dict();
   if (const std::string sync = plan_->grad_sync_name(); sync.starts_with("zero-")) {
     c.extra["zero"] = {{"stage", std::stoi(sync.substr(5))}, {"data_world", plan_->data_world()}};
   }
@@ -299,6 +329,7 @@ std::pair<int64_t, int64_t> Trainer::resume() {
     if (o_.batch_schedule && c->extra.contains("batch_schedule")) {
       o_.batch_schedule->load_state_dict(c->extra["batch_schedule"]);
     }
+    if (scaler_ && c->extra.contains("loss_scaler")) scaler_->load_state_dict(c->extra["loss_scaler"]);
   } catch (const nlohmann::json::exception& e) {
     // The sidecar's own fields were checked when it was read; the states of
     // the optimizer, the plan and the batch schedule are theirs to read.

@@ -3,8 +3,14 @@
 // schedule, with evaluation (loss, top-1/top-5), periodic checkpoints,
 // resume, and a NaN/Inf guard that stops before the bad update reaches the
 // weights or a checkpoint.
+//
+// The trainer runs on the model's device (nn::Module::device(), as the model
+// is when the trainer is built: move it with Module::to first, before
+// building the optimizer): each batch is copied there, figures come back to
+// the host as numbers, and checkpoints hold host tensors.
 #pragma once
 
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +19,7 @@
 #include "braid/data/loader.h"
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
+#include "braid/optim/loss_scaler.h"
 #include "braid/optim/optimizer.h"
 #include "braid/optim/schedule.h"
 #include "braid/parallel/plan.h"
@@ -55,8 +62,9 @@ struct TrainerOptions {
   // Record a timeline of every rank (train/timeline.h) under out_dir.
   bool trace = false;
   // The precision linear, matmul and conv2d compute in during forward,
-  // backward and evaluation: f32, or bf16 products with f32 results, master
-  // weights and gradients (Autocast, braid/ops/autocast.h).
+  // backward and evaluation: f32, or bf16/f16 products with f32 results,
+  // master weights and gradients (Autocast, braid/ops/autocast.h); f16 also
+  // scales the loss (optim/loss_scaler.h) and needs the model on a GPU.
   DType precision = DType::f32;
 };
 
@@ -88,10 +96,10 @@ class Trainer {
   EvalMetrics evaluate(data::Loader& loader);
   // The model's whole outputs over one pass of `loader` (eval mode, no
   // gradients, the run's precision), rows in the loader's order: [N, ...]
-  // f32 where the model ends, undefined on other pipeline stages. `targets`,
+  // f32 on the host where the model ends, undefined on other pipeline stages. `targets`,
   // when given, receives the batches' targets [N, ...] alongside.
   Tensor predict(data::Loader& loader, Tensor* targets = nullptr);
-  // The same for one batch of inputs.
+  // The same for one batch of inputs (on any device; the outputs on the host).
   Tensor predict(const Tensor& input);
   // One training step on a batch; returns its loss. Public for tests and for
   // callers that drive their own loop.
@@ -111,6 +119,8 @@ class Trainer {
 
   nn::Module& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // Where the model lives and every batch is copied to.
+  Device device() const { return device_; }
   Generator& generator() { return *gen_; }
   int64_t step() const { return step_; }
 
@@ -150,6 +160,8 @@ class Trainer {
   // window closes, shares the figures and reports the ranks it names.
   void watch_stragglers(StragglerWatch& watch, double step_s);
   std::vector<Tensor> params_;
+  Device device_ = Device::cpu;
+  std::optional<optim::LossScaler> scaler_;  // precision f16
   std::string last_checkpoint_;
   // Names the run in its checkpoints (every rank's, every step's, kept
   // across resumes), so shards of different runs are never merged.

@@ -12,6 +12,7 @@
 #include "braid/optim/rmsprop.h"
 #include "braid/optim/sgd.h"
 #include "braid/parallel/plan_factory.h"
+#include "braid/tensor/backend.h"
 #include "braid/train/config_data.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/models.h"
@@ -239,8 +240,48 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
 }
 
 DType train_precision(const Config& config) {
-  return config.get_string("train.precision") == "bf16" ? DType::bf16 : DType::f32;
+  const std::string& p = config.get_string("train.precision");
+  return p == "bf16" ? DType::bf16 : p == "f16" ? DType::f16 : DType::f32;
 }
+
+Device train_device(const Config& config, int local_rank) {
+  const std::string& text = config.get_string("train.device");
+  Device device;
+  try {
+    device = parse_device(text);
+    if (device == Device::meta) fail<ValueError>("meta tensors have no values to train");
+    // A bare "cuda" spreads the ranks of one host over its GPUs; backend()
+    // says why there is none (no CUDA build, no GPU visible).
+    if (text == "cuda") device = Device::cuda(local_rank % std::max(1, backend(device).device_count()));
+    if (!device.is_cpu()) backend(device);
+  } catch (const ValueError& e) {
+    fail<ConfigError>("train.device = {}: {}", text, e.what());
+  }
+  return device;
+}
+
+namespace {
+
+// Plans whose every tensor the trainer touches stays on `device`: one
+// process, or data-parallel all-reduce of the gradient buckets (made on the
+// parameters' device and reduced through the communicator). The others copy
+// parameters through host memory (ZeRO's flat buffers, model averaging,
+// codecs, parameter servers) or send activations between ranks (pipeline,
+// tensor parallel), which has not been made to work on a device yet.
+void check_plan_on_device(const parallel::Plan& plan, const Config& c, Device device) {
+  if (device.is_cpu()) return;
+  const std::string sync = plan.grad_sync_name();
+  const bool supported = plan.aggregation() == nullptr && (sync.empty() || sync == "allreduce") &&
+                         plan.mesh().degree(parallel::Axis::tensor) == 1 &&
+                         plan.mesh().degree(parallel::Axis::pipeline) == 1 && c.get_string("parallel.codec") == "none";
+  if (!supported) {
+    fail<ConfigError>("train.device = {}: the plan ({}) is not supported on a GPU yet; train there with one process "
+                      "or parallel.strategy = allreduce over the data axis without a codec, or use train.device = cpu",
+                      name(device), plan.describe());
+  }
+}
+
+}  // namespace
 
 parallel::ProcessGroupOptions process_group_options(const Config& c) {
   const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
@@ -309,6 +350,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
       c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, env.local_size - env.ps_servers);
   set_num_threads(threads > 0 ? static_cast<int>(threads) : std::max(1, available_cores() / local_ranks));
   const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  const Device device = train_device(c, env.local_rank);  // before the data: a bad device fails fast
   Datasets ds = load_datasets(c);
   std::shared_ptr<const data::Dataset> validation;
   if (const int64_t held = c.get_int("data.validation"); held > 0) {
@@ -326,6 +368,10 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   Generator init_gen(seed, /*stream=*/0);
   run.model = build_model(c, {.input_shape = spec.input_shape, .classes = ds.classes,
                               .dropout_generator = run.generator.get()}, init_gen);
+  // Initialised on the host (the same weights on every device), then moved
+  // before the plan takes hold of the parameters and the optimizer makes its
+  // state beside them.
+  run.model->to(device);
 
   const int64_t batch = c.get_int("train.batch_size");
   const int workers = static_cast<int>(c.get_int("data.workers"));
@@ -336,7 +382,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   const Duration timeout = group_options.timeout;
   parallel::PlanOptions po = plan_options(c, timeout);
   po.dropout_generator = run.generator.get();
-  if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size"));
+  if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size")).to(device);
   if (strategy != "none") {
     run.group = options.group ? std::move(options.group) : parallel::ProcessGroup::join(group_options);
     // auto: a job started with parameter servers trains through them.
@@ -369,6 +415,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                           options.loss ? options.loss : nn::LossFn(nn::cross_entropy_loss));
   run.model = planned.model;
   std::shared_ptr<parallel::Plan> plan = std::move(planned.plan);
+  check_plan_on_device(*plan, c, device);
   const int rank = plan->data_rank(), world = plan->data_world();
   run.leader = plan->is_leader();
   // The same loader `braid inspect data` shows (train/config_data.h).

@@ -65,6 +65,13 @@ parallel::PlanOptions plan_options(const Config& config, Duration timeout);
 // train.precision as the dtype products compute in (f32 or bf16).
 DType train_precision(const Config& config);
 
+// train.device as the device to train on: cpu, cuda:N, or for a bare "cuda"
+// cuda:(local_rank mod the GPUs this process sees), so the ranks of one host
+// spread over its GPUs. ConfigError naming the key and the reason when the
+// text is not a device or the device is not available (braid built without
+// CUDA, no GPU visible, index out of range).
+Device train_device(const Config& config, int local_rank = 0);
+
 // What a caller may hand make_training_run instead of letting it build it:
 // a distilled student trains in the job its teachers joined, on soft targets.
 struct RunOptions {
@@ -74,7 +81,12 @@ struct RunOptions {
   nn::LossFn loss{};  // the training loss; null: cross-entropy (evaluation always uses cross-entropy)
 };
 
-// Builds the whole run. Applies train.threads to the intra-op pool. Under
+// Builds the whole run. Applies train.threads to the intra-op pool. The model
+// is moved to train.device before the plan and the optimizer see it, so its
+// parameters, gradients and optimizer state live there; a device other than
+// the host is refused with plans that keep or exchange parameters through host
+// memory (only one process or parallel.strategy = allreduce without a codec,
+// over the data axis alone, train on a GPU). Under
 // parallel.strategy = ensemble, the run is member (world rank) k's:
 // member_config(config, k) (train/ensemble.h), and with ensemble.data =
 // shard its data shard cut by the run's own seed.

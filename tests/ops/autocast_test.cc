@@ -102,9 +102,54 @@ TEST(Autocast, RegionIsPerThreadNestsAndRestores) {
     EXPECT_EQ(autocast_dtype(), DType::bf16);
   }
   EXPECT_EQ(autocast_dtype(), DType::f32);
-  EXPECT_THROW(Autocast(DType::f16), ValueError);
+  {
+    Autocast half(DType::f16);
+    EXPECT_EQ(autocast_dtype(), DType::f16);
+    EXPECT_FALSE(autocast_bf16(Tensor::zeros({1})));
+  }
   EXPECT_THROW(Autocast(DType::f64), ValueError);
   EXPECT_EQ(autocast_dtype(), DType::f32);
+}
+
+// The CPU has no f16 products: each product says so under Autocast(f16),
+// naming itself, instead of a kernel lookup's dtype error.
+TEST(Autocast, F16ProductsOnTheCpuFailClearly) {
+  Generator gen(27);
+  const auto cases = op_cases();
+  for (const OpCase& c : {cases[0], cases[2], cases[5]}) {
+    std::vector<Tensor> in;
+    for (const Shape& s : c.shapes) in.push_back(random_tensor(s, DType::f32, gen));
+    Autocast region(DType::f16);
+    try {
+      c.fn(in);
+      ADD_FAILURE() << c.name << ": no error";
+    } catch (const ValueError& e) {
+      const std::string what = e.what(), op = c.name.substr(0, c.name.find(' '));
+      EXPECT_EQ(what, op + ": f16 autocast needs a CUDA device: the CPU backend has no f16 products; use bf16");
+    }
+  }
+  // f64 is left alone, as under bf16; so is everything outside a product.
+  const Tensor x = random_tensor({4, 6}, DType::f64, gen), w = random_tensor({3, 6}, DType::f64, gen);
+  const Tensor want = linear(x, w);
+  Autocast region(DType::f16);
+  EXPECT_TRUE(all_close(linear(x, w), want, 0, 0));
+}
+
+// Traced on the meta device (no memory, no kernels), f16 products are
+// accepted and, as under bf16, hand f32 to the ops after them.
+TEST(Autocast, F16TracesOnTheMetaDevice) {
+  const Tensor x = Tensor::empty({3, 5, 40}, DType::f32, Device::meta);
+  const Tensor w = Tensor::empty({24, 40}, DType::f32, Device::meta), b = Tensor::empty({24}, DType::f32, Device::meta);
+  const Tensor cx = Tensor::empty({2, 4, 9, 8}, DType::f32, Device::meta);
+  const Tensor cw = Tensor::empty({6, 2, 3, 2}, DType::f32, Device::meta);
+  Autocast region(DType::f16);
+  const Tensor y = linear(x, w, b), m = matmul(reshape(x, {15, 40}), transpose(w, 0, 1));
+  const Tensor c = conv2d(cx, cw, Tensor(), {.stride = {2, 1}, .padding = {1, 2}, .groups = 2});
+  EXPECT_EQ(y.shape(), Shape({3, 5, 24}));
+  EXPECT_EQ(m.shape(), Shape({15, 24}));
+  EXPECT_EQ(c.shape(), Shape({2, 6, 5, 11}));
+  for (const Tensor& t : {y, m, c}) EXPECT_EQ(t.dtype(), DType::f32);
+  EXPECT_THROW(matmul(x, w), ValueError);  // shape errors still name the inputs
 }
 
 TEST(Autocast, ValuesAndGradientsEqualF32OnTheRoundedOperands) {

@@ -6,7 +6,9 @@
 #include <functional>
 
 #include "braid/base/error.h"
+#include "braid/tensor/backend.h"
 #include "braid/train/config.h"
+#include "braid/train/trainer_setup.h"
 #include "tests/testing/error_message.h"
 
 namespace braid::train {
@@ -154,6 +156,28 @@ TEST(Config, LoadConfigReadsAFile) {
   std::filesystem::remove(path);
   EXPECT_EQ(c.get_string("model.name"), "mlp");
   EXPECT_EQ(c.get_int("model.hidden"), 32);
+}
+
+TEST(Config, TrainDeviceIsReadAndCheckedWithTheReason) {
+  Config c(braid_schema());
+  EXPECT_EQ(train_device(c), Device::cpu);  // the default
+  c.set("train.device=gpu");
+  std::string msg = test::message_of<ConfigError>([&] { train_device(c); });
+  EXPECT_TRUE(contains(msg, "train.device = gpu")) << msg;
+  EXPECT_TRUE(contains(msg, "cpu, cuda or cuda:N")) << msg;
+  c.set("train.device=meta");
+  EXPECT_THROW(train_device(c), ConfigError);
+  // No process sees 128 GPUs: the error says why (no CUDA build, no GPU, too few).
+  c.set("train.device=cuda:127");
+  msg = test::message_of<ConfigError>([&] { train_device(c); });
+  EXPECT_TRUE(contains(msg, "train.device = cuda:127: ")) << msg;
+  c.set("train.device=cuda");
+  if (!available(Device::cuda(0))) {
+    EXPECT_THROW(train_device(c, /*local_rank=*/3), ConfigError);
+  } else {
+    const int count = backend(Device::cuda(0)).device_count();
+    EXPECT_EQ(train_device(c, /*local_rank=*/3), Device::cuda(3 % count));  // ranks spread over the host's GPUs
+  }
 }
 
 }  // namespace

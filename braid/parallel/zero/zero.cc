@@ -5,12 +5,13 @@
 #include <unordered_map>
 
 #include "braid/parallel/agreement.h"
+#include "braid/comm/tensor_buffer.h"
 
 namespace braid::parallel::zero {
 
 namespace {
 
-comm::BufferRef ref(const Tensor& t) { return {t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()}; }
+comm::BufferRef ref(const Tensor& t) { return comm::buffer_of(t); }
 
 Tensor flat_view(const Tensor& flat, int64_t at, int64_t n) { return flat.as_strided({n}, {1}, flat.offset() + at); }
 

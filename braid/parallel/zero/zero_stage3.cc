@@ -8,12 +8,13 @@
 // backward node needs the values any more.
 #include "braid/autograd/node.h"
 #include "braid/parallel/zero/zero.h"
+#include "braid/comm/tensor_buffer.h"
 
 namespace braid::parallel::zero {
 
 namespace {
 
-comm::BufferRef ref(const Tensor& t) { return {t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()}; }
+comm::BufferRef ref(const Tensor& t) { return comm::buffer_of(t); }
 
 }  // namespace
 

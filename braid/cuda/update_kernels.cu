@@ -1,0 +1,116 @@
+#include "braid/cuda/update_kernels.h"
+
+namespace braid::cuda {
+
+namespace {
+
+// Calls f(P{}, G{}, S{}): P the parameter's element type (a float type
+// computed in float), G and S each P or float as the gradient's and the
+// state's dtypes say (the caller has checked they are one or the other).
+template <class F>
+void dispatch(DType p_dtype, DType g_dtype, DType s_dtype, F&& f) {
+  visit(p_dtype, [&](auto zp) {
+    using P = decltype(zp);
+    if constexpr (std::is_same_v<compute_t<P>, float>) {
+      auto with_g = [&](auto zg) {
+        if (s_dtype == p_dtype) {
+          f(zp, zg, zp);
+        } else {
+          f(zp, zg, float{});
+        }
+      };
+      if (g_dtype == p_dtype) {
+        with_g(zp);
+      } else {
+        with_g(float{});
+      }
+    }
+  });
+}
+
+template <class P, class G, class S>
+struct Sgd {
+  P* p;
+  const G* g;
+  S* b;  // null: no momentum
+  const double* scalars;
+  SgdConfig c;
+  BRAID_HD void operator()(int64_t k) const {
+    const float lr = static_cast<float>(scalars[0]);
+    const float pk = load<P>(p + k);
+    const float d = load<G>(g + k) + c.weight_decay * pk;
+    if (b == nullptr) {
+      store<P>(p + k, pk - lr * d);
+      return;
+    }
+    const float bk = c.first ? d : c.momentum * load<S>(b + k) + c.damp * d;
+    store<S>(b + k, bk);
+    store<P>(p + k, pk - lr * (c.nesterov ? d + c.momentum * bk : bk));
+  }
+};
+
+// The step's constants, in double as PyTorch computes them (Python floats),
+// used in float: step_size, 1 / sqrt(bias correction 2), decay.
+struct AdamDerive {
+  const double* scalars;
+  float* out;
+  AdamConfig c;
+  BRAID_HD void operator()(int64_t) const {
+    const double lr = scalars[0], t = scalars[1];
+    const double bc1 = 1 - std::pow(c.beta1, t);
+    const double bc2_sqrt = std::sqrt(1 - std::pow(c.beta2, t));
+    out[0] = static_cast<float>(lr / bc1);
+    out[1] = static_cast<float>(1 / bc2_sqrt);
+    out[2] = c.decoupled ? static_cast<float>(1 - lr * c.weight_decay) : 1.0f;
+  }
+};
+
+template <class P, class G, class S>
+struct Adam {
+  P* p;
+  const G* g;
+  S* m;
+  S* v;
+  const float* derived;
+  float b1, b2, eps, l2;  // l2: weight decay added to the gradient (0 when decoupled)
+  BRAID_HD void operator()(int64_t k) const {
+    const float step_size = derived[0], inv_bc2_sqrt = derived[1], decay = derived[2];
+    const float pk = load<P>(p + k) * decay;
+    const float gk = load<G>(g + k) + l2 * pk;
+    const float mk = b1 * load<S>(m + k) + (1 - b1) * gk;
+    const float vk = b2 * load<S>(v + k) + (1 - b2) * gk * gk;
+    store<S>(m + k, mk);
+    store<S>(v + k, vk);
+    store<P>(p + k, pk - step_size * mk / (std::sqrt(vk) * inv_bc2_sqrt + eps));
+  }
+};
+
+}  // namespace
+
+void sgd_update(DType p_dtype, DType g_dtype, DType b_dtype, void* p, const void* g, void* b, const double* scalars,
+                int64_t n, const SgdConfig& c) {
+  dispatch(p_dtype, g_dtype, b_dtype, [&](auto zp, auto zg, auto zs) {
+    using P = decltype(zp);
+    using G = decltype(zg);
+    using S = decltype(zs);
+    for_each(n, Sgd<P, G, S>{static_cast<P*>(p), static_cast<const G*>(g), static_cast<S*>(b), scalars, c},
+             "sgd_update_");
+  });
+}
+
+void adam_update(DType p_dtype, DType g_dtype, DType state_dtype, void* p, const void* g, void* m, void* v,
+                 const double* scalars, float* derived, int64_t n, const AdamConfig& c) {
+  if (n <= 0) return;
+  for_each(1, AdamDerive{scalars, derived, c}, "adam_update_ (constants)");
+  const float l2 = c.decoupled ? 0.0f : static_cast<float>(c.weight_decay);
+  dispatch(p_dtype, g_dtype, state_dtype, [&](auto zp, auto zg, auto zs) {
+    using P = decltype(zp);
+    using G = decltype(zg);
+    using S = decltype(zs);
+    for_each(n, Adam<P, G, S>{static_cast<P*>(p), static_cast<const G*>(g), static_cast<S*>(m), static_cast<S*>(v),
+                              derived, static_cast<float>(c.beta1), static_cast<float>(c.beta2),
+                              static_cast<float>(c.eps), l2}, "adam_update_");
+  });
+}
+
+}  // namespace braid::cuda
