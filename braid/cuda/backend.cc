@@ -24,6 +24,12 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
   return out;
 }
 
+std::vector<op::TensorMeta> infer(const char* name, const op::Args& a) {
+  std::vector<op::TensorMeta> in;
+  for (const Tensor& t : a.inputs) in.push_back(op::meta_of(t));
+  return op::find(name).infer(in, a.attrs);
+}
+
 namespace {
 
 class CudaBackend final : public DeviceBackend {

@@ -19,13 +19,6 @@ namespace {
 using op::Args;
 using Outputs = std::vector<Tensor>;
 
-// The op's inference on the call's inputs: its checks, its output metas.
-std::vector<op::TensorMeta> infer(const char* name, const Args& a) {
-  std::vector<op::TensorMeta> in;
-  for (const Tensor& t : a.inputs) in.push_back(op::meta_of(t));
-  return op::find(name).infer(in, a.attrs);
-}
-
 // x [n, c, h, w] * w [o, c / groups, kh, kw] under the attributes (already
 // checked by inference).
 dnn::Conv2dGeometry geometry(const Shape& x, const Shape& w, const op::Attrs& a) {

@@ -50,6 +50,10 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
+// The op's own inference on a call's inputs: its checks (so errors read as the
+// CPU kernel's) and its output metas.
+std::vector<op::TensorMeta> infer(const char* name, const op::Args& a);
+
 // Strides of t broadcast to `shape` (0 where t has size 1 or lacks the dim).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 

@@ -18,13 +18,6 @@ namespace {
 using op::Args;
 using Outputs = std::vector<Tensor>;
 
-// The op's inference on the call's inputs: its checks, its output metas.
-std::vector<op::TensorMeta> infer(const char* name, const Args& a) {
-  std::vector<op::TensorMeta> in;
-  for (const Tensor& t : a.inputs) in.push_back(op::meta_of(t));
-  return op::find(name).infer(in, a.attrs);
-}
-
 // The last two dims of t (2-D or 3-D) as a cuBLAS factor, copied only when no
 // BLAS layout fits (as detail::mat_operand does for the CPU); `transpose`
 // yields op(X) = X^T of t's matrices.

@@ -11,17 +11,11 @@
 #include "braid/ops/registry.h"
 #include "braid/ops/update.h"
 #include "braid/tensor/backend.h"
+#include "device_test.h"
 #include "torch_oracle.h"
 
 namespace braid::testing {
 namespace {
-
-const Device kGpu = Device::cuda(0);
-
-#define BRAID_REQUIRE_GPU()                                                                        \
-  do {                                                                                             \
-    if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process: GPU tests skipped"; \
-  } while (0)
 
 // "IndexError: message" for what fn throws, "" when it does not.
 std::string error_of(const std::function<void()>& fn) {

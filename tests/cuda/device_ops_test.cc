@@ -11,17 +11,11 @@
 #include "braid/base/rng.h"
 #include "braid/ops/ops.h"
 #include "braid/tensor/backend.h"
+#include "device_test.h"
 #include "op_table.h"
 
 namespace braid::testing {
 namespace {
-
-const Device kGpu = Device::cuda(0);
-
-#define BRAID_REQUIRE_GPU()                                                                        \
-  do {                                                                                             \
-    if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process: GPU tests skipped"; \
-  } while (0)
 
 // Ops whose device values cannot equal the CPU's: they draw random numbers
 // (checked for their distribution in device_dropout_test.cc).

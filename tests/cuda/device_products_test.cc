@@ -9,19 +9,14 @@
 #include "braid/ops/ops.h"
 #include "braid/ops/registry.h"
 #include "braid/tensor/backend.h"
+#include "device_test.h"
 #include "conv_geometries.h"
 #include "op_table.h"
 
 namespace braid::testing {
 namespace {
 
-const Device kGpu = Device::cuda(0);
 constexpr DType kDtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
-
-#define BRAID_REQUIRE_GPU()                                                                             \
-  do {                                                                                                  \
-    if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process: GPU tests skipped"; \
-  } while (0)
 
 double tol(DType d) { return d == DType::f64 ? 1e-10 : d == DType::f32 ? 1e-4 : d == DType::f16 ? 1e-2 : 4e-2; }
 

@@ -11,17 +11,11 @@
 #include "braid/base/rng.h"
 #include "braid/ops/ops.h"
 #include "braid/tensor/backend.h"
+#include "device_test.h"
 #include "torch_oracle.h"
 
 namespace braid::testing {
 namespace {
-
-const Device kGpu = Device::cuda(0);
-
-#define BRAID_REQUIRE_GPU()                                                                        \
-  do {                                                                                             \
-    if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process: GPU tests skipped"; \
-  } while (0)
 
 // f(x on the device) against f(x on the CPU), in f64; the CPU computes a
 // 16-bit x in f32.

@@ -30,6 +30,7 @@
 #include "braid/optim/rmsprop.h"
 #include "braid/optim/sgd.h"
 #include "braid/tensor/backend.h"
+#include "device_test.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/config.h"
 #include "braid/train/schema.h"
@@ -40,10 +41,7 @@
 namespace braid {
 namespace {
 
-const Device kGpu = Device::cuda(0);
-
-#define BRAID_REQUIRE_GPU() \
-  if (!available(kGpu)) GTEST_SKIP() << "no CUDA device"
+using testing::kGpu;
 
 using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 

@@ -9,12 +9,13 @@
 #include "braid/cuda/nccl.h"
 #include "braid/ops/ops.h"
 #include "braid/tensor/backend.h"
+#include "device_test.h"
 #include "braid/comm/tensor_buffer.h"
 
 namespace braid {
 namespace {
 
-const Device kGpu = Device::cuda(0);
+using testing::kGpu;
 
 comm::Communicator solo() {
   auto world = comm::InprocWorld::create(1);
@@ -22,7 +23,7 @@ comm::Communicator solo() {
 }
 
 TEST(Nccl, CollectivesOnDeviceBuffersMatchTheHostCommunicator) {
-  if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process";
+  BRAID_REQUIRE_GPU();
   comm::Communicator c = solo();
   const Deadline soon = Deadline::after(std::chrono::seconds(60));
   std::vector<float> values(1000);
@@ -48,7 +49,7 @@ TEST(Nccl, CollectivesOnDeviceBuffersMatchTheHostCommunicator) {
 }
 
 TEST(Nccl, TheAllReduceSeesWhatComputeQueuedBeforeIt) {
-  if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process";
+  BRAID_REQUIRE_GPU();
   comm::Communicator c = solo();
   // A long chain of kernels on the compute stream, then the all-reduce on the
   // communication stream: it must wait for the chain (an event between them).
@@ -62,7 +63,7 @@ TEST(Nccl, TheAllReduceSeesWhatComputeQueuedBeforeIt) {
 }
 
 TEST(Nccl, BuffersOnTwoDevicesOrOnTheHostAndDeviceAreRefused) {
-  if (!available(kGpu)) GTEST_SKIP() << "no CUDA device visible to this process";
+  BRAID_REQUIRE_GPU();
   comm::Communicator c = solo();
   Tensor d = Tensor::zeros({4}, DType::f32, kGpu);
   Tensor h = Tensor::zeros({4});
