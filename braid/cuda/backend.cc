@@ -90,7 +90,6 @@ void install_kernels(const op::KernelAdder& add) {
   install_loss_kernels(add);
   install_index_kernels(add);
   install_embedding_bag_kernels(add);
-  install_shape_kernels(add);
   install_dropout_kernels(add);
   install_update_kernels(add);
   install_norm_kernels(add);

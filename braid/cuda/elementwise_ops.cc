@@ -1,11 +1,10 @@
 // CUDA kernels of the elementwise and activation families (braid/ops/
 // elementwise.cc, activation.cc): the same attributes and dtype rules as the
 // CPU kernels, plus f16 and bf16.
-#include <limits>
-
 #include "braid/base/error.h"
 #include "braid/cuda/elementwise_kernels.h"
 #include "braid/cuda/kernels.h"
+#include "braid/ops/activation_attrs.h"
 
 namespace braid::cuda {
 
@@ -49,13 +48,6 @@ op::Kernel binary_kernel(BinaryOp op, const char* name) {
   return [op, name](const Args& a) { return Outputs{map_binary(op, a.inputs[0], a.inputs[1], name)}; };
 }
 
-bool gelu_is_tanh(const op::Attrs& a) {
-  const std::string& s = a.s("approximate");
-  if (s != "none" && s != "tanh") fail<ValueError>("gelu: approximate must be 'none' or 'tanh', got '{}'", s);
-  return s == "tanh";
-}
-double lower(const op::Attrs& a) { return a.has("min") ? a.f("min") : -std::numeric_limits<double>::infinity(); }
-double upper(const op::Attrs& a) { return a.has("max") ? a.f("max") : std::numeric_limits<double>::infinity(); }
 
 Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, const char* name) {
   if (cond.dtype() != DType::b8) fail<ValueError>("{}: condition must be bool, got {}", name, braid::name(cond.dtype()));
@@ -95,17 +87,17 @@ void install_elementwise_kernels(const op::KernelAdder& add) {
 
   // Activations and their fused backward ops over (g, saved).
   add("gelu", cuda_kernel(kFloats, [](const Args& a) {
-        return Outputs{map_unary(gelu_is_tanh(a.attrs) ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, a.inputs[0])};
+        return Outputs{map_unary(op::gelu_is_tanh(a.attrs) ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, a.inputs[0])};
       }));
   add("gelu_backward", cuda_kernel(kFloats, [](const Args& a) {
-        const BinaryOp op = gelu_is_tanh(a.attrs) ? BinaryOp::gelu_tanh_grad : BinaryOp::gelu_erf_grad;
-        return Outputs{map_binary(op, a.inputs[0], a.inputs[1], "gelu_backward")};
+        const BinaryOp kind = op::gelu_is_tanh(a.attrs) ? BinaryOp::gelu_tanh_grad : BinaryOp::gelu_erf_grad;
+        return Outputs{map_binary(kind, a.inputs[0], a.inputs[1], "gelu_backward")};
       }));
   add("relu_backward", cuda_kernel(kFloats, binary_kernel(BinaryOp::relu_grad, "relu_backward")));
   add("tanh_backward", cuda_kernel(kFloats, binary_kernel(BinaryOp::tanh_grad, "tanh_backward")));
   add("sigmoid_backward", cuda_kernel(kFloats, binary_kernel(BinaryOp::sigmoid_grad, "sigmoid_backward")));
   add("clamp", cuda_kernel(kNumbers, [](const Args& a) {
-        return Outputs{map_unary(UnaryOp::clamp, a.inputs[0], lower(a.attrs), upper(a.attrs))};
+        return Outputs{map_unary(UnaryOp::clamp, a.inputs[0], op::clamp_lower(a.attrs), op::clamp_upper(a.attrs))};
       }));
   add("clamp_backward", cuda_kernel(kFloats, [](const Args& a) {
         const Tensor& g = a.inputs[0];
@@ -116,7 +108,7 @@ void install_elementwise_kernels(const op::KernelAdder& add) {
         const Shape sg = broadcast_strides(g, shape), sx = broadcast_strides(x, shape);
         const Shape* strides[3] = {&out.strides(), &sg, &sx};
         clamp_grad(x.dtype(), out.raw_data(), g.raw_data(), x.raw_data(), make_indexer<3>(shape, strides),
-                   numel(shape), lower(a.attrs), upper(a.attrs));
+                   numel(shape), op::clamp_lower(a.attrs), op::clamp_upper(a.attrs));
         return Outputs{out};
       }));
   add("where", cuda_kernel({}, [](const Args& a) { return Outputs{select(a.inputs[0], a.inputs[1], a.inputs[2], "where")}; }));

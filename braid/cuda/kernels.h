@@ -21,7 +21,6 @@ void install_softmax_kernels(const op::KernelAdder& add);
 void install_loss_kernels(const op::KernelAdder& add);
 void install_index_kernels(const op::KernelAdder& add);  // but embedding_bag
 void install_embedding_bag_kernels(const op::KernelAdder& add);  // and its two gradients
-void install_shape_kernels(const op::KernelAdder& add);  // the copying ops; views need none
 void install_dropout_kernels(const op::KernelAdder& add);
 void install_update_kernels(const op::KernelAdder& add);  // the optimizer updates
 void install_norm_kernels(const op::KernelAdder& add);
@@ -53,6 +52,9 @@ T* ptr(const Tensor& t) {
 // The op's own inference on a call's inputs: its checks (so errors read as the
 // CPU kernel's) and its output metas.
 std::vector<op::TensorMeta> infer(const char* name, const op::Args& a);
+
+// t's device memory, or null for an absent optional input.
+inline void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 // Strides of t broadcast to `shape` (0 where t has size 1 or lacks the dim).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);

@@ -11,44 +11,25 @@ namespace braid::cuda {
 namespace {
 
 using op::Args;
-using op::TensorMeta;
 using Outputs = std::vector<Tensor>;
 
-const TensorMeta kAbsent{{}, DType::f32, true};
-
-void check_param(const char* op, const char* what, const TensorMeta& p, const Shape& expect, const TensorMeta& x) {
-  if (!p.absent && (p.shape != expect || p.dtype != x.dtype)) {
-    fail<ValueError>("{}: {} must be {} {}, got {} {} (input {})", op, what, name(x.dtype), to_string(expect),
-                     name(p.dtype), to_string(p.shape), to_string(x.shape));
-  }
-}
-
+// The input as rows of d = numel(normalized_shape), after the op's own
+// inference has checked the shapes and dtypes (so errors read as the CPU's).
 struct Rows {
   int64_t rows, d;
 };
 
-// norm.cc's layer_norm_rows_of: the input as rows of d = numel(normalized).
-Rows rows_of(const TensorMeta& x, const TensorMeta& w, const TensorMeta& b, const Shape& normalized) {
-  const int64_t k = static_cast<int64_t>(normalized.size()), nd = static_cast<int64_t>(x.shape.size());
-  bool ok = k >= 1 && k <= nd;
-  for (int64_t i = 0; ok && i < k; ++i) ok = x.shape[nd - k + i] == normalized[i];
-  if (!ok) {
-    fail<ValueError>("layer_norm: normalized_shape {} is not the trailing shape of the input {}", to_string(normalized),
-                     to_string(x.shape));
-  }
-  check_param("layer_norm", "weight", w, normalized, x);
-  check_param("layer_norm", "bias", b, normalized, x);
-  const int64_t d = numel(normalized);
-  return {d > 0 ? numel(x.shape) / d : 0, d};
+Rows rows_of(const char* name, const Args& a, const Tensor& x) {
+  infer(name, a);
+  const int64_t d = numel(a.attrs.ints("normalized_shape"));
+  return {d > 0 ? x.numel() / d : 0, d};
 }
 
 Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
-const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 Outputs layer_norm_kernel(const Args& a) {
   const Tensor& x = a.inputs[0];
-  const Rows r = rows_of(op::meta_of(x), op::meta_of(a.inputs[1]), op::meta_of(a.inputs[2]),
-                         a.attrs.ints("normalized_shape"));
+  const Rows r = rows_of("layer_norm", a, x);
   const Tensor xc = x.contiguous(), wc = contiguous_or_none(a.inputs[1]), bc = contiguous_or_none(a.inputs[2]);
   Tensor y = empty_on(x, x.shape(), x.dtype());
   Tensor stats = empty_on(x, {r.rows, 2}, DType::f64);
@@ -61,7 +42,7 @@ Outputs layer_norm_backward_kernel(const Args& a) {
   const Tensor& g = a.inputs[0];
   const Tensor& x = a.inputs[1];
   const Tensor& st = a.inputs[3];
-  const Rows r = rows_of(op::meta_of(x), op::meta_of(a.inputs[2]), kAbsent, a.attrs.ints("normalized_shape"));
+  const Rows r = rows_of("layer_norm_backward", a, x);
   if (g.shape() != x.shape() || g.dtype() != x.dtype() || st.dtype() != DType::f64 || st.shape() != Shape{r.rows, 2}) {
     fail<ValueError>("layer_norm_backward: gradient {} {} and stats {} {} do not fit the input {} {}", name(g.dtype()),
                      to_string(g.shape()), name(st.dtype()), to_string(st.shape()), name(x.dtype()),

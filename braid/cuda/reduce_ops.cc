@@ -15,32 +15,6 @@ namespace {
 using op::Args;
 using Outputs = std::vector<Tensor>;
 
-// Which dims of x `dims` reduces (cpu::sum's checks and messages).
-std::vector<bool> reduced_dims(const Tensor& x, const std::vector<int64_t>& dims, const char* name) {
-  const int64_t nd = x.ndim();
-  std::vector<bool> reduce(static_cast<size_t>(nd), false);
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, nd, name);
-    if (nd == 0) continue;  // a 0-d tensor reduces over "dim 0" to itself
-    if (reduce[w]) fail<ValueError>("{}: dimension {} repeated in dims {} (input {})", name, d, Shape(dims),
-                                    to_string(x.shape()));
-    reduce[w] = true;
-  }
-  return reduce;
-}
-
-Shape reduced_shape(const Shape& shape, const std::vector<bool>& reduce, bool keepdim) {
-  Shape out;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (!reduce[d]) {
-      out.push_back(shape[d]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
-
 // The kept dims of x index the outputs (written contiguously, in order), the
 // reduced dims the elements of each.
 ReducePlan plan_for(const Tensor& x, const std::vector<bool>& reduce) {
@@ -66,7 +40,6 @@ Tensor scratch_for(const Tensor& x, const ReducePlan& p) {
   const size_t bytes = p.scratch_bytes();
   return bytes ? empty_on(x, {static_cast<int64_t>(bytes)}, DType::u8) : Tensor();
 }
-void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 // scale * sum of x over the reduced dims, into a fresh contiguous tensor of
 // `shape` (the kept dims, with or without 1s).
@@ -79,7 +52,7 @@ Tensor sum_into(const Tensor& x, const std::vector<bool>& reduce, const Shape& s
 }
 
 Tensor sum_dims(const Tensor& x, const op::Attrs& a, bool mean, const char* name) {
-  const std::vector<bool> reduce = reduced_dims(x, a.ints("dims"), name);
+  const std::vector<bool> reduce = reduced_dims(x.shape(), a.ints("dims"), name);
   int64_t n = 1;
   for (size_t d = 0; d < reduce.size(); ++d) n *= reduce[d] ? x.shape()[d] : 1;
   // mean's factor: 1/n, NaN for an empty reduction (as PyTorch).
@@ -90,21 +63,7 @@ Tensor sum_dims(const Tensor& x, const op::Attrs& a, bool mean, const char* name
 // cpu::sum_to: the inverse of broadcasting `shape` to x's shape.
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  const int64_t lead = x.ndim() - static_cast<int64_t>(shape.size());
-  if (lead < 0) {
-    fail<ValueError>("sum_to: cannot reduce shape {} to the larger shape {}", to_string(x.shape()), to_string(shape));
-  }
-  std::vector<bool> reduce(static_cast<size_t>(x.ndim()), false);
-  for (int64_t d = 0; d < x.ndim(); ++d) {
-    if (d < lead) {
-      reduce[d] = true;
-    } else if (shape[d - lead] == 1 && x.shape()[d] != 1) {
-      reduce[d] = true;
-    } else if (shape[d - lead] != x.shape()[d]) {
-      fail<ValueError>("sum_to: shape {} is not a broadcast of {}", to_string(x.shape()), to_string(shape));
-    }
-  }
-  return sum_into(x, reduce, shape, 1.0);
+  return sum_into(x, sum_to_dims(x.shape(), shape), shape, 1.0);
 }
 
 struct MaxResult {

@@ -1,6 +1,6 @@
-// CUDA kernels of the tensor family (braid/ops/tensor_ops.cc): conversion,
-// copies and in-place accumulation, through the backend's strided copy and
-// the elementwise add.
+// The CUDA kernel of accumulate_ (braid/ops/tensor_ops.cc), through the
+// elementwise add; cast, clone and copy_ are Tensor copies, whose one kernel
+// serves every device (every_device in braid/ops/define.h).
 #include "braid/base/error.h"
 #include "braid/cuda/elementwise_kernels.h"
 #include "braid/cuda/kernels.h"
@@ -9,16 +9,6 @@ namespace braid::cuda {
 
 void install_tensor_kernels(const op::KernelAdder& add) {
   using Outputs = std::vector<Tensor>;
-  add("cast", cuda_kernel({}, [](const op::Args& a) {
-        Tensor out = empty_on(a.inputs[0], a.inputs[0].shape(), static_cast<DType>(a.attrs.i("dtype")));
-        out.copy_from(a.inputs[0]);
-        return Outputs{out};
-      }));
-  add("clone", cuda_kernel({}, [](const op::Args& a) { return Outputs{a.inputs[0].clone()}; }));
-  add("copy_", cuda_kernel({}, [](const op::Args& a) {
-        a.inputs[0].copy_from(a.inputs[1]);
-        return Outputs{a.inputs[0]};
-      }));
   add("accumulate_", cuda_kernel(kNumbers, [](const op::Args& a) {
         const Tensor& dst = a.inputs[0];
         const Tensor& src = a.inputs[1];

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "braid/ops/activation_attrs.h"
 #include "braid/ops/define.h"
 #include "braid/ops/elementwise.h"
 #include "braid/tensor/cpu/elementwise.h"
@@ -27,17 +28,6 @@ CostFn map_cost(double flops) {
   };
 }
 
-// gelu's attribute "approximate": "none" (erf) or "tanh", as F.gelu names them.
-bool gelu_is_tanh(const Attrs& a) {
-  const std::string& s = a.s("approximate");
-  if (s != "none" && s != "tanh") fail<ValueError>("gelu: approximate must be 'none' or 'tanh', got '{}'", s);
-  return s == "tanh";
-}
-
-// clamp's bounds: attributes "min" and "max", each absent when not applied.
-double lower(const Attrs& a) { return a.has("min") ? a.f("min") : -std::numeric_limits<double>::infinity(); }
-double upper(const Attrs& a) { return a.has("max") ? a.f("max") : std::numeric_limits<double>::infinity(); }
-
 // The fused backward of a pointwise op: one binary kernel over (g, saved),
 // saved being the op's input x or its output y.
 void define_pointwise_backward(const Definer& define, const char* name, double flops,
@@ -61,6 +51,15 @@ void check_mask(const TensorMeta& x, const TensorMeta& mask) {
 }
 
 }  // namespace
+
+bool gelu_is_tanh(const Attrs& a) {
+  const std::string& s = a.s("approximate");
+  if (s != "none" && s != "tanh") fail<ValueError>("gelu: approximate must be 'none' or 'tanh', got '{}'", s);
+  return s == "tanh";
+}
+
+double clamp_lower(const Attrs& a) { return a.has("min") ? a.f("min") : -std::numeric_limits<double>::infinity(); }
+double clamp_upper(const Attrs& a) { return a.has("max") ? a.f("max") : std::numeric_limits<double>::infinity(); }
 
 void define_activation_ops(const Definer& define) {
   // Pointwise activations; each backward is its own fused op over (g, x) or
@@ -98,13 +97,13 @@ void define_activation_ops(const Definer& define) {
   // clamp: the gradient passes where min <= x <= max (bounds included).
   define({.name = "clamp", .family = "activation", .inputs = 1, .infer = same_as(0),
           .kernels = {cpu_kernel(kArith, [](const Args& a) {
-            return Outputs{cpu::unary(Unary::clamp, a.inputs[0], "clamp", lower(a.attrs), upper(a.attrs))};
+            return Outputs{cpu::unary(Unary::clamp, a.inputs[0], "clamp", clamp_lower(a.attrs), clamp_upper(a.attrs))};
           })},
           .backward = [](const GradArgs& g) { return Grads{call1(BRAID_OP("clamp_backward"), {g.grad, g.inputs[0]}, g.attrs)}; },
           .save_inputs = 0b1, .cost = map_cost(2)});
   define({.name = "clamp_backward", .family = "activation", .inputs = 2, .infer = same_as(1),
           .kernels = {cpu_kernel(kFloat, [](const Args& a) {
-            return Outputs{cpu::clamp_grad(a.inputs[0], a.inputs[1], lower(a.attrs), upper(a.attrs))};
+            return Outputs{cpu::clamp_grad(a.inputs[0], a.inputs[1], clamp_lower(a.attrs), clamp_upper(a.attrs))};
           })},
           .cost = map_cost(2)});
 

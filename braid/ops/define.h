@@ -22,6 +22,11 @@ using Metas = std::vector<TensorMeta>;
 inline KernelEntry cpu_kernel(std::vector<DType> dtypes, Kernel fn) {
   return KernelEntry{Device::cpu, std::move(dtypes), std::move(fn)};
 }
+// A kernel made only of allocations on its inputs' device and Tensor copies,
+// which every device's backend provides: the same function serves each device.
+inline std::vector<KernelEntry> every_device(Kernel fn) {
+  return {KernelEntry{Device::cpu, {}, fn}, KernelEntry{Device::cuda(0), {}, std::move(fn)}};
+}
 // The same function on the meta device: for views, whose kernels only
 // compute strides and so run on tensors without memory.
 inline KernelEntry meta_kernel(Kernel fn) { return KernelEntry{Device::meta, {}, std::move(fn)}; }

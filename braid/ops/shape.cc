@@ -260,12 +260,12 @@ void define_shape_ops(const Definer& define) {
             }
             return Metas{{shape, in[0].dtype}};
           },
-          .kernels = {cpu_kernel({}, [](const Args& a) {
+          .kernels = every_device([](const Args& a) {
             const Shape& shape = a.attrs.ints("shape");
-            Tensor gx = Tensor::zeros(shape, a.inputs[0].dtype());
+            Tensor gx = Tensor::zeros(shape, a.inputs[0].dtype(), a.inputs[0].device());
             slice_view(gx, slice_spec(shape, a.attrs)).copy_from(a.inputs[0]);
             return Outputs{gx};
-          })},
+          }),
           .backward = [](const GradArgs& g) {
             return Grads{slice(g.grad, g.attrs.i("dim"), g.attrs.i("start"), g.attrs.i("end"), g.attrs.i("step"))};
           },
@@ -332,17 +332,17 @@ void define_shape_ops(const Definer& define) {
           .infer = [](std::span<const TensorMeta> in, const Attrs& a) {
             return Metas{{concat_shape(in, a.i("dim")), in.empty() ? DType::f32 : in[0].dtype}};
           },
-          .kernels = {cpu_kernel({}, [](const Args& a) {
+          .kernels = every_device([](const Args& a) {
             const Shape shape = concat_shape(metas_of(a.inputs), a.attrs.i("dim"));
             const int64_t d = wrap_dim(a.attrs.i("dim"), static_cast<int64_t>(shape.size()), "concat");
-            Tensor y = Tensor::empty(shape, a.inputs[0].dtype());
+            Tensor y = Tensor::empty(shape, a.inputs[0].dtype(), a.inputs[0].device());
             int64_t at = 0;
             for (const Tensor& x : a.inputs) {
               slice_view(y, {d, at, at + x.shape()[d], 1}).copy_from(x);
               at += x.shape()[d];
             }
             return Outputs{y};
-          })},
+          }),
           .backward = [](const GradArgs& g) {
             const int64_t d = wrap_dim(g.attrs.i("dim"), g.grad.ndim(), "concat");
             Grads gs(g.input_meta.size());

@@ -12,24 +12,24 @@ void define_tensor_ops(const Definer& define) {
           .infer = [](std::span<const TensorMeta> in, const Attrs& a) {
             return Metas{{in[0].shape, static_cast<DType>(a.i("dtype"))}};
           },
-          .kernels = {cpu_kernel({}, [](const Args& a) {
-            Tensor out = Tensor::empty(a.inputs[0].shape(), static_cast<DType>(a.attrs.i("dtype")));
+          .kernels = every_device([](const Args& a) {
+            Tensor out = Tensor::empty(a.inputs[0].shape(), static_cast<DType>(a.attrs.i("dtype")), a.inputs[0].device());
             out.copy_from(a.inputs[0]);
             return Outputs{out};
-          })},
+          }),
           .backward = [](const GradArgs& g) { return Grads{cast(g.grad, g.input_meta[0].dtype)}; }});
   define({.name = "clone", .family = "tensor", .inputs = 1, .infer = same_as(0),
-          .kernels = {cpu_kernel({}, [](const Args& a) { return Outputs{a.inputs[0].clone()}; })},
+          .kernels = every_device([](const Args& a) { return Outputs{a.inputs[0].clone()}; }),
           .backward = [](const GradArgs& g) { return Grads{g.grad}; },
           .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
             return Cost{0, 2 * bytes_of(in[0]), 1};
           }});
   define({.name = "copy_", .family = "tensor", .inputs = 2, .effect = Effect::inplace, .mutates = {0},
           .infer = same_as(0),
-          .kernels = {cpu_kernel({}, [](const Args& a) {
+          .kernels = every_device([](const Args& a) {
             a.inputs[0].copy_from(a.inputs[1]);
             return Outputs{a.inputs[0]};
-          })},
+          }),
           .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
             return Cost{0, bytes_of(in[0]) + bytes_of(in[1]), 1};
           }});

@@ -90,18 +90,6 @@ Arb split_at(const Shape& shape, int64_t dim) {
   return s;
 }
 
-Shape reduced_shape(const Shape& shape, const std::vector<bool>& reduce, bool keepdim) {
-  Shape out;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (!reduce[d]) {
-      out.push_back(shape[d]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
-
 // One softmax row of R elements `stride` apart; Unit = 1 fixes stride 1 at
 // compile time so the contiguous (last-dim) case vectorises.
 template <class T, int Unit>
@@ -144,14 +132,7 @@ void softmax_row(const T* p, T* o, int64_t R, int64_t stride, bool log) {
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, double scale, const char* name) {
   const int64_t nd = x.ndim();
-  std::vector<bool> reduce(static_cast<size_t>(nd), false);
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, nd, name);
-    if (nd == 0) continue;  // a 0-d tensor reduces over "dim 0" to itself
-    if (reduce[w]) fail<ValueError>("{}: dimension {} repeated in dims {} (input {})", name, d, Shape(dims),
-                                    to_string(x.shape()));
-    reduce[w] = true;
-  }
+  const std::vector<bool> reduce = reduced_dims(x.shape(), dims, name);
   Tensor out = Tensor::empty(reduced_shape(x.shape(), reduce, keepdim), x.dtype());
   // Kept dims before the first reduced one, reduced span, kept dims after: when
   // the reduced dims are not one run, move them last with one copy.
@@ -189,19 +170,10 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, doub
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  const int64_t lead = x.ndim() - static_cast<int64_t>(shape.size());
-  if (lead < 0) {
-    fail<ValueError>("sum_to: cannot reduce shape {} to the larger shape {}", to_string(x.shape()), to_string(shape));
-  }
+  const std::vector<bool> reduce = sum_to_dims(x.shape(), shape);
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.ndim(); ++d) {
-    if (d < lead) {
-      dims.push_back(d);
-    } else if (shape[d - lead] == 1 && x.shape()[d] != 1) {
-      dims.push_back(d);
-    } else if (shape[d - lead] != x.shape()[d]) {
-      fail<ValueError>("sum_to: shape {} is not a broadcast of {}", to_string(x.shape()), to_string(shape));
-    }
+    if (reduce[d]) dims.push_back(d);
   }
   Tensor s = sum(x, dims, true, 1.0, "sum_to");
   // Drop the leading kept-as-1 dims: a view of the fresh contiguous result.
