@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -28,6 +29,29 @@ std::atomic<int> g_next_tid{1};
 
 }  // namespace
 
+void Arg::put(nlohmann::json& object) const {
+  switch (kind) {
+    case Kind::integer: object[key] = i; break;
+    case Kind::real: object[key] = d; break;
+    case Kind::boolean: object[key] = b; break;
+    case Kind::text: object[key] = std::string_view(text, length); break;
+  }
+}
+
+Arg& Args::find_or_add(const char* key) {
+  for (int i = 0; i < size_; ++i)
+    if (items_[i].key == key || std::strcmp(items_[i].key, key) == 0) return items_[i];
+  BRAID_CHECK(size_ < kCapacity, "trace span argument '{}': a span keeps at most {}", key, kCapacity);
+  items_[size_].key = key;
+  return items_[size_++];
+}
+
+nlohmann::json Args::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Arg& a : items()) a.put(j);
+  return j;
+}
+
 Recorder* active() { return g_active.load(std::memory_order_relaxed); }
 
 Session::Session(Recorder* recorder) : previous_(g_active.exchange(recorder)) {}
@@ -46,15 +70,17 @@ int Recorder::thread_id() {
 }
 
 void Recorder::complete(const char* category, std::string name, Clock::time_point start, Clock::time_point end,
-                        nlohmann::json args) {
+                        const Args& args) {
   std::lock_guard lock(mu_);
+  const auto items = args.items();
   events_.push_back({category, std::move(name), 'X', thread_id(), micros(start), micros(end) - micros(start),
-                     std::move(args)});
+                     static_cast<uint32_t>(args_.size()), static_cast<uint32_t>(items.size()), nullptr});
+  args_.insert(args_.end(), items.begin(), items.end());
 }
 
 void Recorder::instant(const char* category, std::string name, nlohmann::json args) {
   std::lock_guard lock(mu_);
-  events_.push_back({category, std::move(name), 'i', thread_id(), micros(Clock::now()), 0, std::move(args)});
+  events_.push_back({category, std::move(name), 'i', thread_id(), micros(Clock::now()), 0, 0, 0, std::move(args)});
 }
 
 size_t Recorder::size() const {
@@ -75,7 +101,11 @@ nlohmann::json Recorder::to_json() const {
                      {"pid", pid_},                   {"tid", e.tid},      {"ts", e.ts_us}};
     if (e.phase == 'X') j["dur"] = e.dur_us;
     if (e.phase == 'i') j["s"] = "t";
-    if (!e.args.is_null()) j["args"] = e.args;
+    if (e.arg_count > 0) {
+      nlohmann::json& args = j["args"] = nlohmann::json::object();
+      for (uint32_t i = 0; i < e.arg_count; ++i) args_[e.arg_begin + i].put(args);
+    }
+    if (!e.detail.is_null()) j["args"] = e.detail;
     events.push_back(std::move(j));
   }
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
@@ -95,7 +125,7 @@ void Span::start(const char* category, std::string_view name) {
   start_ = Clock::now();
 }
 
-void Span::finish() { recorder_->complete(category_, std::move(name_), start_, Clock::now(), std::move(args_)); }
+void Span::finish() { recorder_->complete(category_, std::move(name_), start_, Clock::now(), args_); }
 
 Merged merge_folder(const std::string& dir, std::string out) {
   namespace fs = std::filesystem;

@@ -118,7 +118,7 @@ Work Communicator::Impl::submit(const OpInfo& info, Duration timeout, std::funct
     trace::Span span("comm", info.op);
     if (span) {
       span.arg("seq", seq).arg("bytes", info.bytes).arg("comm", id).arg("ranks", members.size());
-      if (info.algorithm) span.arg("algorithm", std::string(name(*info.algorithm)));
+      if (info.algorithm) span.arg("algorithm", name(*info.algorithm));
     }
     const auto start = Clock::now();
     // Part of the timeout is kept for asking the other ranks where they are.
@@ -133,7 +133,7 @@ Work Communicator::Impl::submit(const OpInfo& info, Duration timeout, std::funct
     try {
       body(g);
       history->done(seq);
-      if (span && info.algorithm == Algorithm::automatic) span.arg("algorithm", std::string(name(ran.load())));
+      if (span && info.algorithm == Algorithm::automatic) span.arg("algorithm", name(ran.load()));
       work.complete();
     } catch (...) {
       work.complete(fail_collective(seq, start, window, work, std::current_exception()));

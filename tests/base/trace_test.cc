@@ -46,6 +46,29 @@ TEST(Trace, SpansRecordOnlyWhileASessionIsInstalled) {
   EXPECT_GE(ar["dur"].get<int64_t>(), 0);
 }
 
+TEST(Trace, ArgumentsKeepTheirTypesAndTheLastValueOfAKey) {
+  Args args;
+  EXPECT_TRUE(args.empty());
+  args.set("seq", 17);
+  args.set("bytes", uint64_t{4} << 30);
+  args.set("ratio", 0.25);
+  args.set("failed", true);
+  args.set("algorithm", "automatic");
+  args.set("algorithm", std::string_view("ring"));  // as the communicator names the one it ran
+  const auto j = args.to_json();
+  EXPECT_EQ(j.size(), 5u);
+  EXPECT_EQ(j["seq"], 17);
+  EXPECT_EQ(j["bytes"], int64_t{4} << 30);
+  EXPECT_EQ(j["ratio"], 0.25);
+  EXPECT_EQ(j["failed"], true);
+  EXPECT_EQ(j["algorithm"], "ring");
+  Args full;
+  for (const char* k : {"a", "b", "c", "d", "e", "f", "g", "h"}) full.set(k, 1);
+  EXPECT_THROW(full.set("i", 1), Error);  // bounded: a span is not a log
+  full.set("a", 2);                       // an existing key still takes a new value
+  EXPECT_EQ(full.to_json()["a"], 2);
+}
+
 TEST(Trace, MergesEveryRanksFileIntoOneTrace) {
   const std::string dir = ::testing::TempDir() + "/braid_trace_merge";
   std::filesystem::remove_all(dir);

@@ -40,7 +40,10 @@ struct WaitSpan {
   ~WaitSpan() {
     if (!recorder) return;
     const auto end = Clock::now();
-    if (end - start >= kTracedWait) recorder->complete("wait", "wait on peer", start, end, {{"peer", peer}});
+    if (end - start < kTracedWait) return;
+    trace::Args args;
+    args.set("peer", peer);
+    recorder->complete("wait", "wait on peer", start, end, args);
   }
 };
 
