@@ -56,9 +56,13 @@ constexpr Unit kLatency[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}}
 std::string Cluster::describe() const {
   std::string where = plural(hosts(), "host");
   if (hosts() > 1) where += fmt::format(" ({} per host)", ranks_per_host);
-  return fmt::format("{} on {} of {} cores; in-host {}, {}; between hosts {}, {}", plural(ranks, "rank"), where,
-                     fmt::format("{:g}", cores_per_host), bandwidth(intra.beta), latency(intra.alpha),
-                     bandwidth(inter.beta), latency(inter.alpha));
+  auto cpu = [](const MessageCpu& c) {
+    return c.any() ? fmt::format(" (CPU {} + {:.3g} ns/B each end)", latency(c.per_message), c.per_byte * 1e9)
+                   : std::string();
+  };
+  return fmt::format("{} on {} of {} cores; in-host {}, {}{}; between hosts {}, {}{}", plural(ranks, "rank"), where,
+                     fmt::format("{:g}", cores_per_host), bandwidth(intra.beta), latency(intra.alpha), cpu(intra_cpu),
+                     bandwidth(inter.beta), latency(inter.alpha), cpu(inter_cpu));
 }
 
 comm::LinkCost parse_link(std::string_view spec, comm::LinkCost base) {

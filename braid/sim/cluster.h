@@ -16,12 +16,30 @@
 
 namespace braid::sim {
 
+// The CPU a message costs each of its two ends (LogP's overhead o, and the
+// copies a transport makes): seconds per message and per byte, on the
+// sending and on the receiving rank's host. A message cannot stream faster
+// than one thread at each end copies it, and while it streams it takes its
+// share of the host's cores from compute (engine.h). Zero: the network
+// moves the bytes (an RDMA NIC), as a described cluster's links default to.
+struct MessageCpu {
+  double per_message = 0;
+  double per_byte = 0;
+  bool any() const { return per_message > 0 || per_byte > 0; }
+  // One end's CPU seconds for a message of `bytes`.
+  double seconds(double bytes) const { return per_message + per_byte * bytes; }
+};
+
 struct Cluster {
   int ranks = 1;
   int ranks_per_host = 1;     // hosts = ceil(ranks / ranks_per_host); rank r is on host r / ranks_per_host
   double cores_per_host = 2;  // compute of a host's ranks is shared out over these cores
   comm::LinkCost intra = comm::default_link_cost("shm");  // alpha s/message, beta s/byte, gamma s/byte reduced
   comm::LinkCost inter = comm::default_link_cost("tcp");  // between hosts, per host interface
+  MessageCpu intra_cpu{}, inter_cpu{};                    // of a message inside a host, between hosts
+  // What a message adds to alpha when its receiver was asleep waiting for it
+  // (Simulator::transfer's `wakes`): the transport's wake-up, seconds.
+  double intra_wake = 0, inter_wake = 0;
   // A group inside one host all-reduces through shared memory, as braid's
   // communicator does by default over the shm transport.
   bool shared_memory = false;

@@ -6,7 +6,8 @@
 //             A stream runs its tasks one at a time in the order they were
 //             added, each once its dependencies are done.
 //   transfer  bytes from one rank to another: once its dependencies are done
-//             the message waits its route's latency (alpha), then streams
+//             the message waits its route's latency (alpha, plus the wake-up
+//             of a receiver that was asleep when the caller says so), then streams
 //             through the links of its route, sharing each link's bandwidth
 //             equally with the other messages on it at that moment.
 //   join      takes no time; done when its dependencies are.
@@ -70,7 +71,10 @@ class Simulator {
 
   TaskId compute(int rank, double seconds, std::vector<TaskId> after, Label label, int stream = 0,
                  double threads = 1);
-  TaskId transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label);
+  // `wakes`: the receiver has been blocked waiting for this message (a
+  // pipeline's activation, a parameter server's reply), so it also waits the
+  // cluster's wake-up latency on top of alpha.
+  TaskId transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label, bool wakes = false);
   TaskId join(std::vector<TaskId> after, Label label = {"join", ""});
 
   // Plays every task (again, from time 0, when called twice). A dependency

@@ -24,6 +24,7 @@ struct TaskTable {
     TaskId stream_prev = -1;  // compute: the task before it on its stream, -1 if none
     float threads = 1;        // compute: cores it can keep busy
     TaskKind kind = TaskKind::join;
+    bool wakes = false;       // transfer: its receiver was asleep (Cluster::intra_wake)
   };
 
   std::vector<Task> tasks;

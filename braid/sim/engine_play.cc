@@ -11,6 +11,13 @@
 // threads asked for), so each host keeps a virtual clock that runs at that
 // rate: a task ends when the clock has advanced by its seconds, and only the
 // earliest such end is in the global heap.
+//
+// A message whose ends cost CPU (Cluster::intra_cpu, inter_cpu) also asks
+// its hosts for cores: at its links' rate each end is busy cpu/link of the
+// time, and it cannot outrun one thread copying at each end. Those demands
+// count beside compute's threads, and the message streams at the slower of
+// its two hosts' rates, so a flow starting or ending can slow a host's
+// compute and its other messages, and a compute task can slow a message.
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -108,6 +115,11 @@ class Player {
     uint32_t version = 0;  // never reset: a reused slot's old events stay stale
     int32_t link[2] = {0, 0};
     int32_t pos[2] = {0, 0};  // index in each link's flows
+    // CPU-charged flows only (cpu_spb > 0):
+    double cpu_spb = 0;        // one end's CPU seconds per byte of this message
+    double demand = 0;         // cores each end keeps busy at the links' rate
+    int32_t host[2] = {0, 0};  // the sender's and the receiver's
+    int32_t hpos[2] = {0, 0};  // index in each host's flows
   };
   struct Running {
     double vend;  // the host's virtual clock when the task is done
@@ -117,9 +129,11 @@ class Player {
   struct Host {
     double clock = 0;    // virtual seconds of compute each running task has had since the host was last idle
     double last = 0;     // real time the clock was last advanced
-    double threads = 0;  // asked for by the running tasks
+    double threads = 0;  // asked for by the running compute tasks
+    double flow_threads = 0;  // asked for by the ends of CPU-charged flows
     uint32_t version = 0;
     std::vector<Running> running;  // min-heap on vend
+    std::vector<int32_t> flows;    // CPU-charged flow ends here: slot * 2 + end
   };
 
   // Links: per rank its in-host port out and in, then per host its network interface out and in.
@@ -141,7 +155,8 @@ class Player {
       case TaskKind::join: times(id).start = now; push(now, id, Ev::done); break;
       case TaskKind::transfer: {
         const bool local = c_.host_of(k.rank) == c_.host_of(k.peer);
-        push(now + (local ? c_.intra.alpha : c_.inter.alpha), id, Ev::latency);
+        const double wake = k.wakes ? (local ? c_.intra_wake : c_.inter_wake) : 0;
+        push(now + (local ? c_.intra.alpha : c_.inter.alpha) + wake, id, Ev::latency);
         break;
       }
       case TaskKind::compute:
@@ -194,12 +209,32 @@ class Player {
       f.pos[j] = static_cast<int32_t>(on.size());
       on.push_back(slot);
     }
-    reshare(f.link[0], now);
-    reshare(f.link[1], now);
+    const MessageCpu& cpu = hs == hd ? c_.intra_cpu : c_.inter_cpu;
+    f.cpu_spb = cpu.any() ? cpu.seconds(k.amount) / k.amount : 0;
+    f.demand = 0;
+    if (f.cpu_spb > 0) {
+      f.host[0] = hs, f.host[1] = hd;
+      for (int e = 0; e < 2; ++e) {
+        std::vector<int32_t>& on = hosts_[f.host[e]].flows;
+        f.hpos[e] = static_cast<int32_t>(on.size());
+        on.push_back(2 * slot + e);
+      }
+    }
+    links_changed(f.link, now);
   }
 
   void end_flow(int32_t slot, double now) {
     Flow& f = flows_[slot];
+    if (f.cpu_spb > 0) {
+      set_demand(f, 0, now);
+      for (int e = 0; e < 2; ++e) {
+        std::vector<int32_t>& on = hosts_[f.host[e]].flows;
+        const int32_t moved = on.back();
+        on[f.hpos[e]] = moved;
+        flows_[moved / 2].hpos[moved % 2] = f.hpos[e];
+        on.pop_back();
+      }
+    }
     for (int j = 0; j < 2; ++j) {
       std::vector<int32_t>& on = links_[f.link[j]].flows;
       const int32_t moved = on.back();
@@ -211,30 +246,75 @@ class Player {
     ++f.version;
     free_.push_back(slot);
     const TaskId id = f.task;
-    reshare(f.link[0], now);
-    reshare(f.link[1], now);
+    links_changed(f.link, now);
     finish(id, now);
   }
 
-  // The flows on `link` changed in number: give each its new rate.
-  void reshare(int32_t link, double now) {
-    for (int32_t slot : links_[link].flows) {
-      Flow& f = flows_[slot];
-      double spb = 0;
-      for (int32_t l : f.link) {
-        const Link& L = links_[l];
-        spb = std::max(spb, L.beta * static_cast<double>(L.flows.size()));
-      }
-      if (spb == f.spb) continue;
-      if (f.spb > 0) f.remaining = std::max(0.0, f.remaining - (now - f.last) / f.spb);
-      f.last = now;
-      f.spb = spb;
-      push(now + f.remaining * spb, f.task, Ev::flow_end, slot, ++f.version);
+  // s per byte the flow's links and its ends' threads allow, before its hosts' share.
+  double base_spb(const Flow& f) const {
+    double spb = f.cpu_spb;
+    for (int32_t l : f.link) {
+      const Link& L = links_[l];
+      spb = std::max(spb, L.beta * static_cast<double>(L.flows.size()));
     }
+    return spb;
+  }
+
+  // A flow's ends now ask for `demand` cores each; their hosts' clocks are
+  // brought to `now` first, at the rate they had.
+  void set_demand(Flow& f, double demand, double now) {
+    if (demand == f.demand) return;
+    for (int32_t h : f.host) {
+      advance(hosts_[h], now);
+      hosts_[h].flow_threads += demand - f.demand;
+      mark(h);
+    }
+    f.demand = demand;
+  }
+
+  void mark(int32_t host) {
+    if (std::find(dirty_.begin(), dirty_.end(), host) == dirty_.end()) dirty_.push_back(host);
+  }
+
+  // The flow's current rate, from its links and (charged) its hosts' share.
+  void retime(int32_t slot, double now) {
+    Flow& f = flows_[slot];
+    double spb = base_spb(f);
+    if (f.cpu_spb > 0) spb /= std::min(rate(hosts_[f.host[0]]), rate(hosts_[f.host[1]]));
+    if (spb == f.spb) return;
+    if (f.spb > 0) f.remaining = std::max(0.0, f.remaining - (now - f.last) / f.spb);
+    f.last = now;
+    f.spb = spb;
+    push(now + f.remaining * spb, f.task, Ev::flow_end, slot, ++f.version);
+  }
+
+  // The flows on two links changed in number: their CPU demands first (which
+  // may change hosts' rates), then every rate that moved.
+  void links_changed(const int32_t (&links)[2], double now) {
+    for (int32_t l : links)
+      for (int32_t slot : links_[l].flows)
+        if (Flow& f = flows_[slot]; f.cpu_spb > 0) set_demand(f, f.cpu_spb / base_spb(f), now);
+    for (int32_t l : links)
+      for (int32_t slot : links_[l].flows) retime(slot, now);
+    settle_hosts(now);
+  }
+
+  // Hosts whose rate may have changed: their compute and charged flows get it.
+  void settle_hosts(double now) {
+    for (size_t i = 0; i < dirty_.size(); ++i) {
+      const int32_t h = dirty_[i];
+      if (hosts_[h].flows.empty()) hosts_[h].flow_threads = 0;  // sums exact again
+      reschedule(h, now);
+      for (int32_t end : hosts_[h].flows) retime(end / 2, now);
+    }
+    dirty_.clear();
   }
 
   // ---- compute ----
-  double rate(const Host& h) const { return h.threads > c_.cores_per_host ? c_.cores_per_host / h.threads : 1.0; }
+  double rate(const Host& h) const {
+    const double asked = h.threads + h.flow_threads;
+    return asked > c_.cores_per_host ? c_.cores_per_host / asked : 1.0;
+  }
 
   void advance(Host& h, double now) {
     if (h.running.empty()) {
@@ -261,7 +341,8 @@ class Player {
     h.running.push_back({h.clock + k.amount, id});
     std::push_heap(h.running.begin(), h.running.end(), std::greater<>());
     h.threads += k.threads;
-    reschedule(host, now);
+    mark(host);
+    settle_hosts(now);
   }
 
   void end_compute(int32_t host, double now) {
@@ -271,7 +352,8 @@ class Player {
     const TaskId id = h.running.back().task;
     h.running.pop_back();
     h.threads -= task(id).threads;
-    reschedule(host, now);
+    mark(host);
+    settle_hosts(now);
     finish(id, now);
   }
 
@@ -285,6 +367,7 @@ class Player {
   std::vector<Flow> flows_;
   std::vector<int32_t> free_;
   std::vector<Host> hosts_;
+  std::vector<int32_t> dirty_;  // hosts whose rate may have changed (settle_hosts)
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   int64_t finished_ = 0;
 };

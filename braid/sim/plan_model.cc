@@ -236,7 +236,7 @@ class Builder {
           for (int t = 0; t < T; ++t) {
             out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p + 1), static_cast<double>(layer(b).output_bytes),
                                         after(prev[static_cast<size_t>(t)]),
-                                        {"net", fmt::format("activation m{}", m)}));
+                                        {"net", fmt::format("activation m{}", m)}, /*wakes=*/true));
           }
         }
       } else {
@@ -253,7 +253,8 @@ class Builder {
           for (int t = 0; t < T; ++t) {
             out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p - 1),
                                         static_cast<double>(layer(a - 1).output_bytes),
-                                        after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)}));
+                                        after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)},
+                                        /*wakes=*/true));
           }
         }
       }
@@ -375,7 +376,7 @@ class Builder {
       backward_end[static_cast<size_t>(w)] = prev[0];
       for (int s = 0; s < S; ++s) {
         pushes[static_cast<size_t>(s)].push_back(
-            sim_.transfer(r, s, shard, after(prev[0]), {"net", fmt::format("push s{}", step_)}));
+            sim_.transfer(r, s, shard, after(prev[0]), {"net", fmt::format("push s{}", step_)}, /*wakes=*/true));
       }
     }
     // The servers' update of a shard: add the pushed gradient, then the
@@ -389,7 +390,7 @@ class Builder {
             sim_.compute(s, W * shard * gamma + update, in, {"optimizer", fmt::format("update s{}", step_)});
         for (int w = 0; w < W; ++w) {
           pulls[static_cast<size_t>(w)].push_back(
-              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
         }
       } else {
         // Asynchronous: each push is applied on arrival (a stream per worker,
@@ -398,7 +399,7 @@ class Builder {
           const TaskId u = sim_.compute(s, shard * gamma + update, {in[static_cast<size_t>(w)]},
                                         {"optimizer", fmt::format("update w{} s{}", w, step_)}, 2 + w);
           pulls[static_cast<size_t>(w)].push_back(
-              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}));
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
         }
       }
     }

@@ -62,28 +62,28 @@ nlohmann::json Prediction::to_json() const {
           {"world", plan.world},       {"strategy", plan.strategy}};
 }
 
-const Predictor::Profiled& Predictor::profile(const train::Config& config, int64_t batch, int threads, int corun,
+const Predictor::Profiled& Predictor::profile(const train::Config& config, const EagerStep& how, int corun,
                                                const PredictOptions& o) {
   const bool calibrate = o.calibrate, again = o.recalibrate;
   if (!o.measure_step) corun = 1;
   const nlohmann::json j = config.to_json();
   const std::string model = j.at("model").dump() + "|" + j.at("optim").dump() + "|" + j.at("data").dump() + "|" +
                             config.get_string("train.precision");
-  const std::string key = fmt::format("{}|b{}|t{}|{}|{}", model, batch, threads, calibrate, corun);
+  const std::string shape = fmt::format("b{}|t{}{}", how.batch, how.threads,
+                                        how.microbatches > 1 ? fmt::format("|m{}", how.microbatches) : "");
+  const std::string key = fmt::format("{}|{}|{}|{}", model, shape, calibrate, corun);
   auto it = profiles_.find(key);
   if (it != profiles_.end() && !again) return it->second;
   if (it != profiles_.end()) profiles_.erase(it);
-  Profiled p{.profile = profile_step(config, table_, batch, threads)};
+  Profiled p{.profile = profile_step(config, table_, how.batch, how.threads)};
   if (calibrate) {
-    const double sum = p.profile.forward + p.profile.backward + p.profile.update;
+    const int micro = how.microbatches;
+    const double sum = micro * (p.profile.forward + p.profile.backward) + p.profile.update;
     const double eager = table_.figure(
-        fmt::format("eager_step|{:016x}|b{}|t{}|x{}", fnv1a(model), batch, threads, corun),
-        [&] {
-          return corun > 1 ? o.measure_step(config, batch, threads, corun) : measure_eager_step(config, batch, threads);
-        },
-        again);
+        fmt::format("step|{:016x}|{}|x{}", fnv1a(model), shape, corun),
+        [&] { return corun > 1 ? o.measure_step(config, how, corun) : measure_eager_step(config, how); }, again);
     if (sum > 0) p.calibration = eager / sum;
-    scale_to(p.profile, eager);
+    scale_to(p.profile, eager, micro);
   }
   return profiles_.emplace(key, std::move(p)).first->second;
 }
@@ -98,7 +98,8 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
   const int64_t micro = plan.batch / plan.microbatches;
 
   const int corun = std::min(plan.workers(), cluster.ranks_per_host);
-  const Profiled& profiled = profile(config, micro, plan.threads, corun, o);
+  const Profiled& profiled =
+      profile(config, {.batch = micro, .threads = plan.threads, .microbatches = plan.microbatches}, corun, o);
   StepModelInputs in{.profile = profiled.profile};
   out.profile_step = in.profile.forward + in.profile.backward + in.profile.update;
   out.calibration = profiled.calibration;

@@ -43,7 +43,7 @@ struct PredictOptions {
   // caller starts them, e.g. as processes under braid launch), since ranks
   // that compute side by side slow each other down (memory bandwidth, shared
   // caches). Null: measured alone in this process.
-  std::function<double(const train::Config&, int64_t batch, int threads, int corun)> measure_step{};
+  std::function<double(const train::Config&, const EagerStep& how, int corun)> measure_step{};
 };
 
 struct Prediction {
@@ -72,8 +72,7 @@ class Predictor {
     StepProfile profile;
     double calibration = 1;
   };
-  const Profiled& profile(const train::Config& config, int64_t batch, int threads, int corun,
-                          const PredictOptions& o);
+  const Profiled& profile(const train::Config& config, const EagerStep& how, int corun, const PredictOptions& o);
   OpTable& table_;
   std::map<std::string, Profiled> profiles_;  // by model config, batch, threads and calibration
 };

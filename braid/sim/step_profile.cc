@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <numeric>
+#include <thread>
 
 #include "braid/autograd/engine.h"
 #include "braid/base/log.h"
@@ -236,8 +237,8 @@ StepProfile profile_step(const train::Config& config, OpTable& table, int64_t ba
   return p;
 }
 
-void scale_to(StepProfile& p, double step) {
-  const double sum = p.forward + p.backward + p.update;
+void scale_to(StepProfile& p, double step, int microbatches) {
+  const double sum = microbatches * (p.forward + p.backward) + p.update;
   if (!(sum > 0) || !(step > 0)) return;
   const double f = step / sum;
   for (LayerProfile& l : p.layers) {
@@ -251,23 +252,27 @@ void scale_to(StepProfile& p, double step) {
   p.update *= f;
 }
 
-double measure_eager_step(const train::Config& config, int64_t batch, int threads, int steps) {
+double measure_eager_step(const train::Config& config, const EagerStep& how) {
   train::ModelAndBatch m = train::model_and_batch(config);
-  if (batch <= 0) batch = m.batch;
+  const int64_t batch = how.batch > 0 ? how.batch : m.batch;
+  const int micro = std::max(1, how.microbatches);
   auto optimizer = train::make_optimizer(config, m.model->parameters());
-  ThreadsScope scope(threads);
+  ThreadsScope scope(how.threads);
   Autocast autocast(train::train_precision(config));
   const auto [x, y] = random_batch(m.example, batch);
   // What the captured step holds (graph/step.cc): gradients set to none, so
-  // backward makes them afresh.
+  // the first backward makes them afresh; later micro-batches accumulate.
   auto step = [&] {
     optimizer->zero_grad(true);
-    backward(m.loss((*m.model)(x), y));
+    for (int i = 0; i < micro; ++i) backward(m.loss((*m.model)(x), y));
     optimizer->step();
   };
   for (int i = 0; i < kSettleSteps; ++i) step();
+  std::this_thread::sleep_until(how.start);
   std::vector<double> times;
-  for (int i = 0; i < std::max(1, steps); ++i) {
+  const auto begin = std::chrono::steady_clock::now();
+  while (static_cast<int>(times.size()) < EagerStep::kMinSteps ||
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < EagerStep::kWindow) {
     const auto t0 = std::chrono::steady_clock::now();
     step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

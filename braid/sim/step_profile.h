@@ -8,6 +8,7 @@
 // node's time looked up in the OpTable.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,16 +50,29 @@ struct StepProfile {
 // config's train.batch_size) with `threads` intra-op threads.
 StepProfile profile_step(const train::Config& config, OpTable& table, int64_t batch = 0, int threads = 1);
 
-// The profile scaled so that forward + backward + update is `step` seconds
-// (every layer's times and the gradients' ready times by one factor): the op
-// table times each op alone, with its operands in cache and without the
-// autograd engine's bookkeeping, and the whole step runs slower than that sum
-// by a factor that depends on the model and the batch (docs/sim.md,
-// "Calibration").
-void scale_to(StepProfile& profile, double step);
+// The profile scaled so that `microbatches` x (forward + backward) + update is
+// `step` seconds (every layer's times and the gradients' ready times by one
+// factor): the op table times each op alone, with its operands in cache and
+// without the autograd engine's bookkeeping, and the whole step runs slower
+// than that sum by a factor that depends on the model and the batch
+// (docs/sim.md, "Calibration").
+void scale_to(StepProfile& profile, double step, int microbatches = 1);
 
-// The measured seconds of that step (forward, backward, update) run eagerly in
-// this process: median of `steps` after warm-up; for checking the profile.
-double measure_eager_step(const train::Config& config, int64_t batch, int threads, int steps = 10);
+// How measure_eager_step times a step.
+struct EagerStep {
+  int64_t batch = 0;     // rows of a micro-batch (0: train.batch_size)
+  int threads = 1;
+  int microbatches = 1;  // forwards and backwards per step, gradients accumulated, then one update
+  // Steps are timed for kWindow seconds (at least kMinSteps of them) from
+  // here, or from the end of the warm-up if that is later: processes
+  // measuring side by side are given one start, so their windows overlap.
+  std::chrono::steady_clock::time_point start{};
+  static constexpr double kWindow = 0.3;
+  static constexpr int kMinSteps = 5;
+};
+
+// The measured seconds of that step run eagerly in this process: the median
+// step of the window, after warm-up.
+double measure_eager_step(const train::Config& config, const EagerStep& how);
 
 }  // namespace braid::sim

@@ -116,6 +116,46 @@ TEST(SimEngine, ThreadsCountTowardsTheCores) {
   expect_close(sim.times(alone).end, 1);
 }
 
+TEST(SimEngine, AMessagesCpuSharesTheHostWithCompute) {
+  // One host of 1 core. The message (1 MB at 1 GB/s, each end busy half the
+  // time: 0.5 ns/B) streams from 1 ms; its ends then ask for 2 x 0.5 cores
+  // beside the 2 ms compute task's 1: both at half speed. The task has 1 ms
+  // left (done at 3 ms), the message its 1 ms (also 3 ms).
+  Cluster c = cluster(2, 2, /*cores=*/1);
+  c.intra_cpu = {.per_message = 0, .per_byte = 0.5e-9};
+  Simulator sim(c);
+  const TaskId work = sim.compute(0, 2e-3, {}, {"forward", "f"});
+  const TaskId m = sim.transfer(0, 1, 1e6, {}, {"net", "m"});
+  sim.run();
+  expect_close(sim.times(m).start, 1e-3);
+  expect_close(sim.times(work).end, 3e-3);
+  expect_close(sim.times(m).end, 3e-3);
+
+  // Without CPU costs the same message ignores the busy host (the network copies).
+  Simulator free(cluster(2, 2, /*cores=*/1));
+  free.compute(0, 2e-3, {}, {"forward", "f"});
+  const TaskId m2 = free.transfer(0, 1, 1e6, {}, {"net", "m"});
+  free.run();
+  expect_close(free.times(m2).end, 2e-3);
+}
+
+TEST(SimEngine, AMessageCannotOutrunOneThreadPerEnd) {
+  // 2 ns of CPU per byte at each end on a 1 GB/s link: the copy, not the
+  // link, sets the pace (2 ms for 1 MB), with cores to spare.
+  Cluster c = cluster(2, 2, /*cores=*/4);
+  c.intra_cpu = {.per_message = 0, .per_byte = 2e-9};
+  Simulator sim(c);
+  const TaskId big = sim.transfer(0, 1, 1e6, {}, {"net", "big"});
+  sim.run();
+  expect_close(sim.times(big).end, kAlpha + 2e-3);
+  // A per-message overhead: 1 ms of CPU for 1000 bytes is the message's time.
+  c.intra_cpu = {.per_message = 1e-3, .per_byte = 0};
+  Simulator small(c);
+  const TaskId m = small.transfer(0, 1, 1000, {}, {"net", "small"});
+  small.run();
+  expect_close(small.times(m).end, kAlpha + 1e-3);
+}
+
 TEST(SimEngine, AStreamRunsItsTasksInTheOrderTheyWereAdded) {
   // Stream 0 of rank 0: `late` waits on a message (done at 1.001 s), `free`
   // waits on nothing but comes after `late`. Stream 1 runs beside them.
@@ -204,9 +244,15 @@ TEST(SimEngine, BreakdownBlamesWhatEachGapWaitedOn) {
 // dependencies (and, on a stream, the task before it) are done, and each
 // rank's breakdown adds up to its end.
 TEST(SimEngine, RandomGraphsKeepOrderAndTheBreakdownAddsUp) {
-  for (uint64_t seed = 0; seed < 20; ++seed) {
+  for (uint64_t seed = 0; seed < 40; ++seed) {
     Generator g(seed);
-    Simulator sim(cluster(4, 2, /*cores=*/2));
+    Cluster c = cluster(4, 2, /*cores=*/2);
+    if (seed % 2 == 1) {  // messages that cost CPU, and wake-ups: rates coupled through the hosts
+      c.intra_cpu = {.per_message = 1e-3, .per_byte = 0.5e-9};
+      c.inter_cpu = {.per_message = 2e-3, .per_byte = 2e-9};
+      c.intra_wake = c.inter_wake = 5e-3;
+    }
+    Simulator sim(c);
     struct Added {
       std::vector<TaskId> deps;
       TaskId stream_prev;
@@ -225,7 +271,8 @@ TEST(SimEngine, RandomGraphsKeepOrderAndTheBreakdownAddsUp) {
         id = sim.compute(rank, g.uniform_f64(), deps, {"forward", "c"}, stream, 1.0 + static_cast<double>(g.below(2)));
         last[{rank, stream}] = id;
       } else if (kind == 1) {
-        id = sim.transfer(rank, static_cast<int>(g.below(4)), 1e9 * g.uniform_f64(), deps, {"net", "t"});
+        id = sim.transfer(rank, static_cast<int>(g.below(4)), 1e9 * g.uniform_f64(), deps, {"net", "t"},
+                          g.below(2) == 1);
       } else {
         id = sim.join(deps);
       }

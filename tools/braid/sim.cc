@@ -4,6 +4,7 @@
 // simulated timeline; --sweep ranks other plans for the same job; --validate
 // runs the real job here and prints predicted against measured.
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "braid/base/atomic_file.h"
@@ -39,6 +40,24 @@ train::Config sim_config(const SimArgs& args, const std::vector<std::string>& mo
   return train::load_config(args.config, sets);
 }
 
+// A transport's figures from the op table, measured by two processes when
+// the table lacks them (sim_links.cc).
+MeasuredLink link_figures(sim::OpTable& table, const std::string& config, const std::string& transport) {
+  if (transport != "shm" && transport != "tcp")
+    fail<ConfigError>("braid sim: the links of transport '{}' cannot be measured (shm or tcp)", transport);
+  std::optional<MeasuredLink> m;
+  auto figure = [&](const char* name, double MeasuredLink::*field) {
+    return table.figure(fmt::format("link|{}|{}", transport, name), [&] {
+      if (!m) m = measure_link(config, transport);
+      return (*m).*field;
+    });
+  };
+  return {.alpha = figure("alpha", &MeasuredLink::alpha), .beta = figure("beta", &MeasuredLink::beta),
+          .cold_alpha = figure("cold_alpha", &MeasuredLink::cold_alpha),
+          .cpu_per_message = figure("cpu_per_message", &MeasuredLink::cpu_per_message),
+          .cpu_per_byte = figure("cpu_per_byte", &MeasuredLink::cpu_per_byte)};
+}
+
 void add_sim(CLI::App& app) {
   auto* cmd = app.add_subcommand("sim", "predict a training plan's step time from measured costs (docs/sim.md)");
   struct Options {
@@ -49,8 +68,11 @@ void add_sim(CLI::App& app) {
     std::vector<std::string> stragglers;
     bool refresh = false, sweep = false, validate = false, alone = false;
     std::string measure_step;  // the side-by-side measurement's child (sim_corun.cc)
+    std::string measure_link, measure_transport = "shm";  // a link measurement's child (sim_links.cc)
+    std::string link_cpu;
     int64_t measure_batch = 0;
-    int measure_threads = 1;
+    int measure_threads = 1, measure_microbatches = 1;
+    int64_t measure_start = 0;  // steady clock ticks
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("config", o->args.config, "TOML config file (examples/configs/*.toml)")->required();
@@ -76,20 +98,36 @@ void add_sim(CLI::App& app) {
                 "use the op table's sum as it is, not scaled to one measured eager step of the model");
   cmd->add_flag("--alone", o->alone,
                 "calibrate on one process's eager step even when the plan's workers share this machine");
+  cmd->add_option("--link-cpu", o->link_cpu,
+                  "messages between hosts cost each end the CPU this machine's TRANSPORT (tcp) costs (the hosts are "
+                  "this machine's namespaces or containers); default: none (the network copies)");
   cmd->add_option("--measure-step", o->measure_step)->group("");  // hidden: a side-by-side measurement's rank
+  cmd->add_option("--measure-link", o->measure_link)->group("");
+  cmd->add_option("--measure-transport", o->measure_transport)->group("");
   cmd->add_option("--measure-batch", o->measure_batch)->group("");
   cmd->add_option("--measure-threads", o->measure_threads)->group("");
+  cmd->add_option("--measure-microbatches", o->measure_microbatches)->group("");
+  cmd->add_option("--measure-start", o->measure_start)->group("");
   cmd->add_flag("--sweep", o->sweep, "rank other plans for the same model and world by predicted samples/s");
   cmd->add_flag("--validate", o->validate, "run the job here (braid launch) and print predicted vs measured");
   cmd->add_option("--validate-steps", o->args.validate_steps, "steps of each real run")->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->args.reps, "real runs (--validate); the median is compared")->check(CLI::PositiveNumber);
   cmd->callback([o] {
     SimArgs& args = o->args;
-    const train::Config config = sim_config(args);
-    if (!o->measure_step.empty()) {
-      sim_measure_step_child(config, o->measure_step, o->measure_batch, o->measure_threads);
+    if (!o->measure_link.empty()) {
+      sim_measure_link_child(o->measure_transport, o->measure_link);
       return;
     }
+    const train::Config config = sim_config(args);
+    if (!o->measure_step.empty()) {
+      sim_measure_step_child(config, o->measure_step,
+                             {.batch = o->measure_batch, .threads = o->measure_threads,
+                              .microbatches = o->measure_microbatches,
+                              .start = std::chrono::steady_clock::time_point(
+                                  std::chrono::steady_clock::duration(o->measure_start))});
+      return;
+    }
+    sim::OpTable table({.path = o->op_table, .refresh = o->refresh});
     sim::Cluster& c = args.predict.cluster;
     c.ranks = o->world;
     c.ranks_per_host = o->ranks_per_host > 0 ? o->ranks_per_host : (o->world + o->hosts - 1) / o->hosts;
@@ -98,15 +136,27 @@ void add_sim(CLI::App& app) {
     c.intra = comm::default_link_cost(transport == "auto" ? "shm" : transport);
     c.shared_memory = transport == "auto" || transport == "shm" || transport == "inproc";
     c.inter = comm::default_link_cost("tcp");
+    // The cluster is this machine: its workers' compute is measured side by
+    // side, and its transport's messages measured.
+    const bool here = c.hosts() == 1 && c.cores_per_host == std::max(1u, std::thread::hardware_concurrency());
+    const std::string measured = transport == "auto" ? "shm" : transport;
+    if (here && args.predict.calibrate && (measured == "shm" || measured == "tcp")) {
+      const MeasuredLink m = link_figures(table, args.config, measured);
+      c.intra.alpha = m.alpha, c.intra.beta = m.beta;
+      c.intra_cpu = {.per_message = m.cpu_per_message, .per_byte = m.cpu_per_byte};
+      c.intra_wake = std::max(0.0, m.cold_alpha - m.alpha);
+    }
+    if (!o->link_cpu.empty()) {
+      const MeasuredLink m = link_figures(table, args.config, o->link_cpu);
+      c.inter_cpu = {.per_message = m.cpu_per_message, .per_byte = m.cpu_per_byte};
+      c.inter_wake = std::max(0.0, m.cold_alpha - m.alpha);
+    }
     if (!o->host_link.empty()) c.intra = sim::parse_link(o->host_link, c.intra);
     if (!o->link.empty()) c.inter = sim::parse_link(o->link, c.inter);
     for (const auto& s : o->stragglers) add_straggler(c, s);
-    // The cluster is this machine: its workers' compute is measured side by side.
-    const bool here = c.hosts() == 1 && c.cores_per_host == std::max(1u, std::thread::hardware_concurrency());
     if (here && !o->alone) args.predict.measure_step = corun_measure();
     args.predict.trace = !o->trace.empty();
 
-    sim::OpTable table({.path = o->op_table, .refresh = o->refresh});
     sim::Predictor predictor(table);
     const sim::Prediction p = predictor.predict(config, args.predict);
     table.save();

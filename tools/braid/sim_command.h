@@ -35,7 +35,17 @@ std::pair<double, double> sim_validate(sim::Predictor& predictor, const SimArgs&
 
 // sim_corun.cc: what `--measure-step` runs in each process, and the
 // PredictOptions::measure_step that starts them.
-void sim_measure_step_child(const train::Config& config, const std::string& out, int64_t batch, int threads);
-std::function<double(const train::Config&, int64_t, int, int)> corun_measure();
+void sim_measure_step_child(const train::Config& config, const std::string& out, const sim::EagerStep& how);
+std::function<double(const train::Config&, const sim::EagerStep&, int)> corun_measure();
+
+// sim_links.cc: a transport's costs on this machine, measured by two
+// processes under `braid launch` (`--measure-link` is the child's side).
+struct MeasuredLink {
+  double alpha = 0, beta = 0;                   // s per message one way, s per byte
+  double cold_alpha = 0;                         // one way to a receiver that was asleep
+  double cpu_per_message = 0, cpu_per_byte = 0;  // each end's
+};
+void sim_measure_link_child(const std::string& transport, const std::string& out);
+MeasuredLink measure_link(const std::string& config, const std::string& transport);
 
 }  // namespace braid::cli

@@ -2,6 +2,7 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
+#include "braid/base/trace.h"
 #include "braid/ops/dropout.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
@@ -36,6 +37,8 @@ std::string Stage::name() const {
 }
 
 Tensor Stage::receive(uint64_t t, int from, const std::string& what) {
+  trace::Span span("wait", "wait on stage");
+  if (span) span.arg("stage", from).arg("microbatch", static_cast<int64_t>(t & 0xffffffffu));
   try {
     return recv_tensor(pipe_, from, t, Deadline::after(o_.timeout), what);
   } catch (const TimeoutError& e) {
@@ -58,6 +61,8 @@ void Stage::drain_sends() {
 }
 
 void Stage::forward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i, bool keep_graph) {
+  trace::Span span("step", "forward");
+  if (span) span.arg("microbatch", i);
   const auto t0 = Clock::now();
   Generator& gen = o_.dropout_generator ? *o_.dropout_generator : dropout_generator();
   m.rng = gen.state();
@@ -82,6 +87,8 @@ void Stage::forward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i, 
 void Stage::backward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i) {
   Tensor g;
   if (!ends_model()) g = receive(tag(kGradient, i), stage_ + 1, fmt::format("gradient of micro-batch {}", i));
+  trace::Span span("step", "backward");
+  if (span) span.arg("microbatch", i);
   const auto t0 = Clock::now();
   if (o_.recompute) {
     // Replay this micro-batch's dropout draws, then put the generator back

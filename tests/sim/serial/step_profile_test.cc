@@ -114,10 +114,10 @@ std::optional<double> profile_over_eager(const std::string& name, int64_t batch,
   const train::Config c = config(name);
   std::optional<double> ratio;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const double before = measure_eager_step(c, batch, threads, 10);
+    const double before = measure_eager_step(c, {.batch = batch, .threads = threads});
     TempTable t;
     const StepProfile p = profile_step(c, t.table, batch, threads);
-    const double after = measure_eager_step(c, batch, threads, 10);
+    const double after = measure_eager_step(c, {.batch = batch, .threads = threads});
     const double predicted = p.forward + p.backward + p.update, eager = std::min(before, after);
     std::printf("%s batch %lld t%d: profile %.3f ms (forward %.3f, backward %.3f, update %.3f), eager %.3f / %.3f ms: "
                 "%+.1f%%\n",
