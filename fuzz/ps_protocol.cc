@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   NoTransport t;
   ps::Server::Impl server(t, {.servers = 1, .workers = 2, .timeout = std::chrono::seconds(1),
                               .max_shard_bytes = 1 << 20, .max_message = 256 << 10});
-  ps::Bytes payload, out;  // the payload copied, as serve() receives it: aligned for its f32 and u64 views
+  ps::Bytes payload;  // the payload copied, as serve() receives it: aligned for its f32 and u64 views
+  ps::ReplyBuffer out;
   bool gone[2] = {false, false};
   while (in.left() > 0) {
     const int worker = in.take<uint8_t>() % 2;
@@ -67,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       ps::ReplyHeader reply;
       server.handle(worker, h, payload, reply, out);
-      if (reply.bytes != out.size()) __builtin_trap();
+      if (reply.bytes != out.size) __builtin_trap();
       if (server.shard && server.shard->bytes() > (1 << 20)) __builtin_trap();  // the bound did not hold
     } catch (const Error& e) {
       // Refused: serve() answers with the reason and drops the worker; the

@@ -96,7 +96,8 @@ void Server::Impl::resume_shard(const DenseLayout& layout) {
   stats.recovered_version = shard->version();
 }
 
-void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply, Bytes& out) {
+void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply,
+                          ReplyBuffer& out) {
   std::unique_lock lock(mu);
   if (fatal) std::rethrow_exception(fatal);
   WorkerState& ws = workers[static_cast<size_t>(worker)];
@@ -108,7 +109,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
   if (h.op != Op::hello && !config)
     throw ValueError(fmt::format("{}: worker {} sent {} before hello", who(), worker, op_name(h.op)));
   const auto floats = [&](size_t offset, size_t count) { return view<float>(payload, offset, count); };
-  out.clear();
+  out.size = 0;
   switch (h.op) {
     case Op::hello: hello(worker, payload); break;
     case Op::init_dense:
@@ -129,8 +130,8 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       break;
     case Op::pull_dense:
       wait_gate(lock, worker, h.clock, /*dense=*/true);
-      out.resize(shard->weights().size_bytes());
-      std::memcpy(out.data(), shard->weights().data(), out.size());
+      std::memcpy(out.resize(shard->weights().size_bytes()).data(), shard->weights().data(),
+                  shard->weights().size_bytes());
       break;
     case Op::define_table: {
       int64_t dim = 0;
@@ -152,8 +153,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       wait_gate(lock, worker, h.clock, /*dense=*/false);
       const auto keys = view<uint64_t>(payload, 0, h.count);
       const size_t values = h.count * static_cast<size_t>(shard->table(h.table).dim);
-      out.resize(values * sizeof(float));
-      shard->read_rows(h.table, keys, {reinterpret_cast<float*>(out.data()), values});
+      shard->read_rows(h.table, keys, {reinterpret_cast<float*>(out.resize(values * sizeof(float)).data()), values});
       break;
     }
     case Op::done:
@@ -169,7 +169,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
   // meanwhile (with backup workers they may be clocks ahead of a slow starter).
   reply.clock = h.op == Op::hello ? start_clock : applied_clock;
   reply.slowest = slowest();
-  reply.bytes = out.size();
+  reply.bytes = out.size;
 }
 
 uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
@@ -244,7 +244,8 @@ bool Server::Impl::next_request(int worker, RequestHeader& h) {
 void Server::Impl::serve(int worker) {
   const int peer = rank_of(worker);
   // Reused across requests: a fresh multi-MiB buffer per request costs page faults and zeroing.
-  Bytes payload, out;
+  Bytes payload;
+  ReplyBuffer out;
   while (true) {
     RequestHeader h;
     if (!next_request(worker, h)) return;
@@ -256,16 +257,20 @@ void Server::Impl::serve(int worker) {
     bool refused = false, failed = false;
     std::string why;  // of a refusal, repeated in the server's own error (a killed worker may not print it)
     try {
-      payload.resize(expected_bytes(worker, h));
-      if (!payload.empty()) {
+      // Grown, never shrunk: resizing a pull's empty payload back up to a
+      // push's size would zero the whole buffer on every push.
+      const size_t n = expected_bytes(worker, h);
+      if (payload.size() < n) payload.resize(n);
+      const std::span<std::byte> data(payload.data(), n);
+      if (n > 0) {
         try {
-          t.recv(peer, kRequestDataTag, payload).wait(Deadline::after(timeout()));
+          t.recv(peer, kRequestDataTag, data).wait(Deadline::after(timeout()));
         } catch (const Error& e) {
           mark_gone(worker, e.what());
           return;
         }
       }
-      handle(worker, h, payload, reply, out);
+      handle(worker, h, data, reply, out);
     } catch (const std::exception& e) {
       std::lock_guard lock(mu);
       // The shard's own failures (a checkpoint that cannot be written) and
@@ -276,12 +281,13 @@ void Server::Impl::serve(int worker) {
       refused = !failed;
       if (refused) why = e.what();
       reply = ReplyHeader{.status = 1};
-      out = text_bytes(e.what());
-      reply.bytes = out.size();
+      const Bytes text = text_bytes(e.what());
+      std::memcpy(out.resize(text.size()).data(), text.data(), text.size());
+      reply.bytes = out.size;
     }
     try {
       comm::Work hw = t.send(peer, kReplyTag, std::as_bytes(std::span(&reply, 1)));
-      if (!out.empty()) t.send(peer, kReplyDataTag, out).wait(Deadline::after(timeout()));
+      if (out.size > 0) t.send(peer, kReplyDataTag, out.bytes()).wait(Deadline::after(timeout()));
       hw.wait(Deadline::after(timeout()));
     } catch (const Error& e) {
       mark_gone(worker, e.what());

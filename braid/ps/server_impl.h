@@ -26,6 +26,20 @@ namespace braid::ps {
 
 using Bytes = std::vector<std::byte>;
 
+// A reply's payload, written over the previous reply's memory: a vector
+// resized up from empty value-initializes, which zeroed the whole model on
+// every pull (a worker's thread alternates pushes, with empty replies, and pulls).
+struct ReplyBuffer {
+  Bytes memory;
+  size_t size = 0;
+  std::span<std::byte> resize(size_t n) {
+    if (memory.size() < n) memory.resize(n);
+    size = n;
+    return {memory.data(), n};
+  }
+  std::span<const std::byte> bytes() const { return {memory.data(), size}; }
+};
+
 enum class Status { live, done, gone };
 
 struct WorkerState {
@@ -134,8 +148,9 @@ struct Server::Impl {
   void hello(int worker, std::span<const std::byte> payload);
   // ps.resume: this server's own checkpoint, else one built from another server count's (shard_reshard.h).
   void resume_shard(const DenseLayout& layout);
-  // Handles one request; the reply payload goes to `out` (resized, its capacity reused).
-  void handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply, Bytes& out);
+  // Handles one request; the reply payload goes to `out`.
+  void handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply,
+              ReplyBuffer& out);
   // The payload size the request may carry; ValueError when it is out of bounds.
   uint64_t expected_bytes(int worker, const RequestHeader& h);
   // Waits for a worker's next request header; false when the worker is gone or the server stops.
