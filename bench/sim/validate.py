@@ -8,7 +8,8 @@ out, median per run, median over --reps runs) and the error. Plans marked `netns
 namespaces joined by a bridge with each host's egress shaped by tc tbf
 (tests/comm/netns_lib.sh; needs root), one rank per namespace over TCP; the
 prediction for them describes the same thing: 4 hosts, the --rate link, and
-the machine's cores shared by the 4 "hosts" (0.5 core each on 2 cores).
+the machine's cores shared by the 4 "hosts" (0.5 core each on 2 cores), and
+messages between them costing the CPU loopback TCP costs here (--link-cpu tcp).
 
 Part 2, --project: the plans at 64, 256 and 1,024 ranks on a described
 cluster (hosts of 8 ranks with 16 cores, 100 Gbit/s and 5 us between hosts),
@@ -122,8 +123,10 @@ def validate(a, results):
                 link = f"{0.956 * bits / 8 / 1e6:.1f}MB/s,60us"
                 # One rank per namespace, one thread each; the namespaces share this machine's cores.
                 sets = sets + ["train.threads=1"]
+                # The namespaces' TCP is this machine's: its CPU per message and byte, and its wake-up.
                 out, _ = sim(braid, config, world, servers, sets + ["parallel.transport=tcp"],
-                             ["--hosts", str(NETNS_HOSTS), "--cores", str(os.cpu_count() / NETNS_HOSTS), "--link", link])
+                             ["--hosts", str(NETNS_HOSTS), "--cores", str(os.cpu_count() / NETNS_HOSTS), "--link", link,
+                              "--link-cpu", "tcp"])
                 predicted = out["prediction"]["step_s"]
                 runs = [netns_run(braid, ns, config, sets, a.steps, 29500 + i) for i in range(a.reps)]
                 measured = statistics.median(runs)

@@ -360,7 +360,11 @@ class Builder {
   // One step of a worker under parameter servers: forward and backward, the
   // gradient pushed to every server in shards, the servers' update (bsp: once
   // every worker of the clock has pushed; otherwise per push), the shards
-  // pulled back.
+  // pulled back. Passes over the whole model cost gamma per byte each, as
+  // parallel/parameter_server.cc and the server make them: the worker adds
+  // the gradients into its push buffer and zeroes the next one, the server
+  // copies a shard into each pull's reply, the worker copies the pulled
+  // weights into the parameters.
   std::vector<TaskId> ps_step() {
     const int S = plan_.servers, W = plan_.workers();
     const double model = static_cast<double>(in_.profile.parameter_bytes);
@@ -373,10 +377,11 @@ class Builder {
       std::vector<TaskId> prev{tail_[static_cast<size_t>(r)]};
       for (int l = 0; l < layers_; ++l) layer_pass(l, true, 0, w, 0, prev);
       for (int l = layers_ - 1; l >= 0; --l) layer_pass(l, false, 0, w, 0, prev);
-      backward_end[static_cast<size_t>(w)] = prev[0];
+      const TaskId pack = compute(r, 2 * model * gamma, after(prev[0]), "optimizer", fmt::format("pack s{}", step_));
+      backward_end[static_cast<size_t>(w)] = pack;
       for (int s = 0; s < S; ++s) {
         pushes[static_cast<size_t>(s)].push_back(
-            sim_.transfer(r, s, shard, after(prev[0]), {"net", fmt::format("push s{}", step_)}, /*wakes=*/true));
+            sim_.transfer(r, s, shard, {pack}, {"net", fmt::format("push s{}", step_)}, /*wakes=*/true));
       }
     }
     // The servers' update of a shard: add the pushed gradient, then the
@@ -389,14 +394,16 @@ class Builder {
         const TaskId u =
             sim_.compute(s, W * shard * gamma + update, in, {"optimizer", fmt::format("update s{}", step_)});
         for (int w = 0; w < W; ++w) {
+          // Each worker's requests are served by a thread of their own (a stream per worker).
+          const TaskId reply = sim_.compute(s, shard * gamma, {u}, {"comm", fmt::format("reply w{} s{}", w, step_)}, 2 + w);
           pulls[static_cast<size_t>(w)].push_back(
-              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
+              sim_.transfer(s, S + w, shard, {reply}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
         }
       } else {
         // Asynchronous: each push is applied on arrival (a stream per worker,
         // so one worker's late push does not hold the others' back).
         for (int w = 0; w < W; ++w) {
-          const TaskId u = sim_.compute(s, shard * gamma + update, {in[static_cast<size_t>(w)]},
+          const TaskId u = sim_.compute(s, shard * gamma + update + shard * gamma, {in[static_cast<size_t>(w)]},
                                         {"optimizer", fmt::format("update w{} s{}", w, step_)}, 2 + w);
           pulls[static_cast<size_t>(w)].push_back(
               sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
@@ -405,8 +412,9 @@ class Builder {
     }
     std::vector<TaskId> ends;
     for (int w = 0; w < W; ++w) {
-      const TaskId end = sim_.join(pulls[static_cast<size_t>(w)], {"join", fmt::format("step {}", step_)});
-      tail_[static_cast<size_t>(S + w)] = end;
+      const int r = S + w;
+      const TaskId pulled = sim_.join(pulls[static_cast<size_t>(w)], {"join", fmt::format("step {}", step_)});
+      const TaskId end = compute(r, model * gamma, {pulled}, "optimizer", fmt::format("unpack s{}", step_));
       ends.push_back(end);
     }
     return ends;

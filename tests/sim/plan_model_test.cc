@@ -128,6 +128,14 @@ TEST(PlanModel, SynchronousParameterServerRoundTrip) {
     // just the optimizer's), pulls out of one egress port (W flows share it).
     const double expected = kF + kB + (alpha + W * bytes * beta) + kU + (alpha + W * bytes * beta);
     EXPECT_NEAR(run_steps(ideal(W + 1, alpha, beta), plan, in, 1), expected, 1e-12) << "W=" << W;
+    // The passes over the model, gamma per byte each: the worker packs (add,
+    // zero), the server adds W pushes and copies each reply (its threads run
+    // the W replies side by side), the worker unpacks.
+    const double gamma = 1e-10;
+    Cluster c = ideal(W + 1, alpha, beta);
+    c.intra.gamma = c.inter.gamma = gamma;
+    const double passes = (2 + W + 1 + 1) * bytes * gamma;
+    EXPECT_NEAR(run_steps(c, plan, in, 1), expected + passes, 1e-12) << "W=" << W;
   }
 }
 
