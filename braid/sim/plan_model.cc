@@ -88,6 +88,12 @@ class Builder {
     return plan_.tensor > 1 && role(layer) != LayerRole::replicated ? 1.0 / plan_.tensor : 1.0;
   }
   const LayerProfile& layer(int l) const { return in_.profile.layers[static_cast<size_t>(l)]; }
+  // Without a pipeline, micro-batches are accumulated one forward and
+  // backward at a time (parallel/step_schedule.h), whatever parallel.schedule says.
+  const std::string& schedule() const {
+    static const std::string accumulate = "1f1b";
+    return plan_.pipeline > 1 ? plan_.schedule : accumulate;
+  }
   double slow(int r) const {
     double f = sim_.cluster().slowdown_of(r);
     if (!in_.jitter.empty()) f *= in_.jitter.at(static_cast<size_t>(r)).at(static_cast<size_t>(step_));
@@ -178,7 +184,7 @@ class Builder {
     std::vector<std::vector<TaskId>> grads_done(static_cast<size_t>(layers_),
                                                 std::vector<TaskId>(static_cast<size_t>(D * T), -1));
     std::vector<std::vector<StageOp>> order(static_cast<size_t>(P));
-    for (int p = 0; p < P; ++p) order[static_cast<size_t>(p)] = stage_order(plan_.schedule, p, P, M);
+    for (int p = 0; p < P; ++p) order[static_cast<size_t>(p)] = stage_order(schedule(), p, P, M);
     std::vector<size_t> next(static_cast<size_t>(P), 0);
     std::vector<int> micro_done(static_cast<size_t>(P), 0);  // backwards done per stage
     // Emit the stages' work in an order every dependency exists in: a stage
@@ -243,7 +249,7 @@ class Builder {
         for (int l = b; l >= a; --l) {
           layer_pass(l, false, m, d, p, prev);
           // The stage's last backward makes the gradients final.
-          if (m == (plan_.schedule == "gpipe" ? 0 : plan_.microbatches - 1)) {
+          if (m == (schedule() == "gpipe" ? 0 : plan_.microbatches - 1)) {
             for (int t = 0; t < T; ++t)
               grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
           }
@@ -375,8 +381,10 @@ class Builder {
     for (int w = 0; w < W; ++w) {
       const int r = S + w;
       std::vector<TaskId> prev{tail_[static_cast<size_t>(r)]};
-      for (int l = 0; l < layers_; ++l) layer_pass(l, true, 0, w, 0, prev);
-      for (int l = layers_ - 1; l >= 0; --l) layer_pass(l, false, 0, w, 0, prev);
+      for (int m = 0; m < plan_.microbatches; ++m) {
+        for (int l = 0; l < layers_; ++l) layer_pass(l, true, m, w, 0, prev);
+        for (int l = layers_ - 1; l >= 0; --l) layer_pass(l, false, m, w, 0, prev);
+      }
       const TaskId pack = compute(r, 2 * model * gamma, after(prev[0]), "optimizer", fmt::format("pack s{}", step_));
       backward_end[static_cast<size_t>(w)] = pack;
       for (int s = 0; s < S; ++s) {

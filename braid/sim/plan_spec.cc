@@ -14,6 +14,8 @@ std::string PlanSpec::describe() const {
   s += fmt::format(": data {} x tensor {} x pipeline {}", data, tensor, pipeline);
   if (pipeline > 1)
     s += fmt::format(", {} with {} micro-batches{}", schedule, microbatches, recompute ? " (recompute)" : "");
+  else if (microbatches > 1)
+    s += fmt::format(", gradients of {} micro-batches accumulated", microbatches);
   if (data > 1 && (strategy == "allreduce" || strategy == "local_sgd")) {
     s += fmt::format(", {} buckets of {:.0f} KiB {}", comm::name(algorithm), bucket_bytes / 1024,
                      overlap ? "overlapped" : "after backward");
@@ -65,7 +67,6 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
   }
   p.strategy = strategy;
   p.schedule = c.get_string("parallel.schedule");
-  p.microbatches = p.pipeline > 1 ? static_cast<int>(c.get_int("parallel.microbatches")) : 1;
   p.recompute = c.get_bool("parallel.recompute");
   p.bucket_bytes = static_cast<double>(c.get_int("parallel.bucket_kb")) * 1024;
   p.overlap = c.get_bool("parallel.overlap");
@@ -74,6 +75,13 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
   p.consistency = c.get_string("ps.consistency");
   p.local_sgd_period = std::max<int>(1, static_cast<int>(c.get_int("local_sgd.period")));
   p.batch = c.get_int("train.batch_size");
+  // Every plan runs its micro-batches: a pipeline stage's schedule, or the
+  // gradient accumulation of parallel/step_schedule.h, which also splits a
+  // batch past parallel.microbatch_max rows.
+  p.microbatches = static_cast<int>(c.get_int("parallel.microbatches"));
+  if (const int64_t max_rows = c.get_int("parallel.microbatch_max"); max_rows > 0 && p.pipeline == 1) {
+    p.microbatches = static_cast<int>(std::max<int64_t>(p.microbatches, (p.batch + max_rows - 1) / max_rows));
+  }
   if (p.batch % p.microbatches != 0) {
     fail<ConfigError>("braid sim: train.batch_size {} does not split into {} micro-batches", p.batch, p.microbatches);
   }

@@ -62,6 +62,21 @@ TEST(PlanModel, OneProcessIsTheSumOfItsLayers) {
   EXPECT_NEAR(run_steps(ideal(1, 0, 0), plan, in, 5), 5 * 3 * (kF + kB + kU), 1e-12);
 }
 
+// Gradient accumulation: M forwards and backwards, one update, whichever
+// pipeline schedule the config names; the all-reduce waits for the last one.
+TEST(PlanModel, AccumulatedMicroBatchesRunOneAfterAnother) {
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    PlanSpec plan{.schedule = schedule, .microbatches = 4};
+    StepModelInputs in{.profile = uniform_profile(3, 1000, 100)};
+    EXPECT_NEAR(run_steps(ideal(1, 0, 0), plan, in, 2), 2 * 3 * (4 * (kF + kB) + kU), 1e-12) << schedule;
+    const double alpha = 1e-4;
+    PlanSpec dp{.strategy = "allreduce", .world = 2, .data = 2, .schedule = schedule, .microbatches = 4,
+                .overlap = false, .algorithm = comm::Algorithm::ring};
+    const double ring = 2 * alpha;  // ring on 2 ranks, no bytes to speak of
+    EXPECT_NEAR(run_steps(ideal(2, alpha, 0), dp, in, 1), 3 * (4 * (kF + kB) + kU) + ring, 1e-9) << schedule;
+  }
+}
+
 // GPipe and 1F1B over P stages of one layer each and M micro-batches, free
 // links: (M + P - 1)(f + b) plus the update; the bubble is (P-1)/(M+P-1) of
 // the forward-backward part, and shows as waits.
