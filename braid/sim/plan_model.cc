@@ -40,6 +40,10 @@ std::vector<StageOp> stage_order(const std::string& schedule, int stage, int sta
   return ops;
 }
 
+// Workers' streams: 0 trains, 1 communicates, this one loads data. (A
+// server's streams 2 + w serve worker w; servers load nothing.)
+constexpr int kLoaderStream = 2;
+
 class Builder {
  public:
   Builder(Simulator& sim, const PlanSpec& plan, const StepModelInputs& in)
@@ -68,6 +72,11 @@ class Builder {
   StepMarks run(int steps) {
     StepMarks marks;
     for (step_ = 0; step_ < steps; ++step_) {
+      // The loader's thread fills the next batch while the step runs, on the same cores.
+      for (int r = plan_.servers; r < plan_.world && in_.load > 0; ++r) {
+        sim_.compute(r, in_.load, after(tail_[static_cast<size_t>(r)]), {"data", fmt::format("load s{}", step_)},
+                     kLoaderStream);
+      }
       if (plan_.strategy == "ps") {
         marks.steps.push_back(ps_step());
       } else {

@@ -26,6 +26,9 @@ struct StepModelInputs {
   // Which layers the tensor-parallel rewrite splits (empty when tensor = 1).
   std::vector<int> tensor_roles{};  // parallel::tensor_parallel::LayerRole per layer
   CodecCost codec{};              // per bucket (plan.codec != none)
+  // Seconds the data loader's thread spends on a batch, beside each step of
+  // every worker (0: left out).
+  double load = 0;
   // Per rank and step, compute takes this much longer (1: as measured);
   // empty: none. Drawn by the caller (stragglers).
   std::vector<std::vector<double>> jitter{};

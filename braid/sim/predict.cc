@@ -114,6 +114,11 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
     }
     if (plan.pipeline > 1) in.stage_of_layer = stage_of_layer(config, *model, in.profile, plan.pipeline);
   }
+  if (o.calibrate) {
+    const nlohmann::json j = config.to_json();
+    in.load = table_.figure(fmt::format("load|{:016x}|b{}", fnv1a(j.at("data").dump()), plan.batch),
+                            [&] { return measure_batch_load(config, plan.batch); });
+  }
   if (plan.codec != "none" && plan.data > 1) {
     comm::codec::CodecOptions codec = train::plan_options(config, std::chrono::seconds(1)).codec;
     in.codec = measure_codec(codec, static_cast<size_t>(plan.bucket_bytes / 4));

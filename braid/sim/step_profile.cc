@@ -15,6 +15,7 @@
 #include "braid/nn/sequential.h"
 #include "braid/ops/autocast.h"
 #include "braid/tensor/cpu/autotune.h"
+#include "braid/train/config_data.h"
 #include "braid/train/trainer_setup.h"
 
 namespace braid::sim {
@@ -275,6 +276,29 @@ double measure_eager_step(const train::Config& config, const EagerStep& how) {
          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < EagerStep::kWindow) {
     const auto t0 = std::chrono::steady_clock::now();
     step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+double measure_batch_load(const train::Config& config, int64_t batch) {
+  train::Config c = config;
+  c.set("data.workers=0");  // filled inside next(), on this thread
+  c.set(fmt::format("train.batch_size={}", batch));
+  const train::ModelAndBatch m = train::model_and_batch(c);
+  auto loader = train::make_train_loader(c, m.train, {});
+  int64_t epoch = 0;
+  loader->start_epoch(epoch);
+  auto next = [&] {
+    while (!loader->next()) loader->start_epoch(++epoch);
+  };
+  for (int i = 0; i < 3; ++i) next();
+  std::vector<double> times;
+  const auto begin = std::chrono::steady_clock::now();
+  while (times.size() < 10 || std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < 0.2) {
+    const auto t0 = std::chrono::steady_clock::now();
+    next();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());

@@ -75,4 +75,9 @@ struct EagerStep {
 // step of the window, after warm-up.
 double measure_eager_step(const train::Config& config, const EagerStep& how);
 
+// Seconds the config's data loader spends filling one batch of `batch`
+// examples (the work its thread does beside every step): the median over
+// 0.2 s of batches filled in this thread.
+double measure_batch_load(const train::Config& config, int64_t batch);
+
 }  // namespace braid::sim
