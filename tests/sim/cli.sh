@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `braid sim` from the command line: a prediction with its breakdown, a
-# second prediction that measures nothing (the op table is kept), the
+# `braid sim` from the command line: a prediction with its breakdown and the
+# in-host link measured, a second prediction that measures nothing (the op
+# table is kept), gradient accumulation, hosts charged TCP's CPU, the
 # simulated timeline as trace JSON, a pipeline and a parameter-server plan, a
 # sweep, refusals that name what is wrong, and --validate running the job for
 # real under braid launch.
@@ -17,6 +18,8 @@ out=$("$braid" sim "$configs/fashion_mlp.toml" --world 2 --trace "$tmp/trace.jso
 echo "$out"
 grep -q "predicted step: .* = compute .* + exposed communication .* + waits" <<<"$out" || fail "no prediction"
 grep -q "measured now" <<<"$out" || fail "no op table line"
+# This machine's shm transport measured: alpha, beta and the CPU each end pays.
+grep -q "in-host .* GB/s, .* (CPU .* + .* ns/B each end)" <<<"$out" || fail "the in-host link was not measured: $out"
 /usr/bin/python3 - "$tmp/trace.json" "$tmp/p.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
@@ -35,6 +38,11 @@ grep -q "1f1b with 4 micro-batches" <<<"$pp" || fail "pipeline plan: $pp"
 grep -q "waits 0.000 ms" <<<"$pp" && fail "a pipeline without bubbles: $pp"
 ps=$("$braid" sim "$configs/fashion_mlp.toml" --world 3 --servers 1 --set parallel.strategy=ps --set ps.consistency=asp)
 grep -q "ps asp (1 servers, 2 workers)" <<<"$ps" || fail "ps plan: $ps"
+acc=$("$braid" sim "$configs/fashion_mlp.toml" --world 2 --set parallel.microbatches=2)
+grep -q "gradients of 2 micro-batches accumulated" <<<"$acc" || fail "accumulation plan: $acc"
+# Hosts that are namespaces of this machine: their TCP's CPU charged between them.
+ns=$("$braid" sim "$configs/fashion_mlp.toml" --world 2 --hosts 2 --link 1Gbit/s,60us --link-cpu tcp)
+grep -q "between hosts .* (CPU .* each end)" <<<"$ns" || fail "--link-cpu tcp: $ns"
 
 sweep=$("$braid" sim "$configs/fashion_mlp.toml" --world 2 --sweep)
 grep -q "^sweep: .* plans on 2 ranks" <<<"$sweep" || fail "no sweep table"

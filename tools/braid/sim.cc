@@ -54,6 +54,7 @@ MeasuredLink link_figures(sim::OpTable& table, const std::string& config, const 
   };
   return {.alpha = figure("alpha", &MeasuredLink::alpha), .beta = figure("beta", &MeasuredLink::beta),
           .cold_alpha = figure("cold_alpha", &MeasuredLink::cold_alpha),
+          .gamma = figure("gamma", &MeasuredLink::gamma),
           .cpu_per_message = figure("cpu_per_message", &MeasuredLink::cpu_per_message),
           .cpu_per_byte = figure("cpu_per_byte", &MeasuredLink::cpu_per_byte)};
 }
@@ -143,6 +144,7 @@ void add_sim(CLI::App& app) {
     if (here && args.predict.calibrate && (measured == "shm" || measured == "tcp")) {
       const MeasuredLink m = link_figures(table, args.config, measured);
       c.intra.alpha = m.alpha, c.intra.beta = m.beta;
+      c.intra.gamma = c.inter.gamma = m.gamma;  // the host's, wherever the bytes came from
       c.intra_cpu = {.per_message = m.cpu_per_message, .per_byte = m.cpu_per_byte};
       c.intra_wake = std::max(0.0, m.cold_alpha - m.alpha);
     }

@@ -43,6 +43,7 @@ std::function<double(const train::Config&, const sim::EagerStep&, int)> corun_me
 struct MeasuredLink {
   double alpha = 0, beta = 0;                   // s per message one way, s per byte
   double cold_alpha = 0;                         // one way to a receiver that was asleep
+  double gamma = 0;                              // s per byte of an f32 sum pass
   double cpu_per_message = 0, cpu_per_byte = 0;  // each end's
 };
 void sim_measure_link_child(const std::string& transport, const std::string& out);

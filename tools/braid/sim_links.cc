@@ -9,9 +9,11 @@
 //
 //   ping-pong of 8 bytes, kSmall round trips: alpha = one way's time; each
 //     end's CPU per message = both processes' CPU / (2 kSmall messages x 2 ends)
-//   kLarge messages of 1 MiB, rank 0 to rank 1, one after another: beta =
-//     (one message's time - alpha) / bytes; each end's CPU per byte = (both
+//   kLarge messages of 1 MiB, rank 0 to rank 1, kInFlight at a time: beta =
+//     one message's share of the time / bytes; each end's CPU per byte = (both
 //     processes' CPU per message - 2 x the per-message CPU) / (2 x bytes)
+//
+//   rank 0 also times an f32 sum of one 1 MiB buffer into another: gamma.
 //
 // Means, not minima: the simulator wants what a message costs in a run,
 // wake-ups and waits included, not the best case the chooser calibrates on.
@@ -32,6 +34,7 @@
 #include "braid/base/error.h"
 #include "braid/comm/bootstrap.h"
 #include "braid/comm/env.h"
+#include "braid/comm/reduce_op.h"
 #include "tools/braid/commands.h"
 #include "tools/braid/sim_command.h"
 
@@ -39,7 +42,7 @@ namespace braid::cli {
 
 namespace {
 
-constexpr int kSmall = 2000, kLarge = 200, kWarmup = 20, kCold = 200;
+constexpr int kSmall = 2000, kLarge = 200, kWarmup = 20, kCold = 200, kInFlight = 4, kReduce = 51;
 constexpr auto kColdGap = std::chrono::milliseconds(1);
 constexpr size_t kLargeBytes = 1 << 20;
 constexpr uint64_t kTag = 7;
@@ -71,12 +74,21 @@ void sim_measure_link_child(const std::string& transport, const std::string& out
       wait(t.send(peer, kTag, b));
     }
   };
+  // kInFlight messages posted ahead on both sides, as a collective posts its
+  // receives before the data comes (a receive posted late costs the
+  // transport a copy out of its buffer for unexpected messages).
+  std::vector<std::vector<std::byte>> windows(kInFlight, std::vector<std::byte>(kLargeBytes));
   auto stream = [&](int n) {
-    for (int i = 0; i < n; ++i) wait(me == 0 ? t.send(peer, kTag, buf) : t.recv(peer, kTag, buf));
+    std::vector<comm::Work> pending(kInFlight);
+    for (int i = 0; i < n + kInFlight; ++i) {
+      const size_t slot = static_cast<size_t>(i % kInFlight);
+      if (i >= kInFlight) wait(pending[slot]);
+      if (i < n) pending[slot] = me == 0 ? t.send(peer, kTag, windows[slot]) : t.recv(peer, kTag, windows[slot]);
+    }
     ping_pong(8);  // the last message has arrived before either clock stops
   };
   for (int i = 0; i < kWarmup; ++i) ping_pong(8), ping_pong(kLargeBytes);
-  std::array<double, 5> f{};  // small: wall, cpu; large: wall, cpu; cold: mean one-way seconds (rank 1)
+  std::array<double, 6> f{};  // small: wall, cpu; large: wall, cpu; cold: mean one-way seconds (rank 1); gamma
   auto c0 = cpu_seconds();
   auto t0 = Clock::now();
   for (int i = 0; i < kSmall; ++i) ping_pong(8);
@@ -105,8 +117,23 @@ void sim_measure_link_child(const std::string& transport, const std::string& out
     }
   }
   f[4] = cold / kCold;
-  write_file_atomic(fmt::format("{}.{}", out, me),
-                    fmt::format("{:.9g} {:.9g} {:.9g} {:.9g} {:.9g}\n", f[0], f[1], f[2], f[3], f[4]));
+  // gamma: one f32 sum pass of a 1 MiB bucket into another (the median of
+  // kReduce), as the collectives' reductions and the parameter servers'
+  // passes run on data a step has just touched.
+  if (me == 0) {
+    const size_t n = kLargeBytes / sizeof(float);
+    std::vector<float> acc(n, 1.0f), in(n, 2.0f);
+    std::vector<double> times;
+    for (int i = 0; i < kReduce; ++i) {
+      const auto r0 = Clock::now();
+      comm::reduce_into(DType::f32, comm::Op::sum, acc.data(), in.data(), n);
+      times.push_back(seconds_since(r0));
+    }
+    std::nth_element(times.begin(), times.begin() + kReduce / 2, times.end());
+    f[5] = times[kReduce / 2] / static_cast<double>(kLargeBytes);
+  }
+  write_file_atomic(fmt::format("{}.{}", out, me), fmt::format("{:.9g} {:.9g} {:.9g} {:.9g} {:.9g} {:.9g}\n", f[0],
+                                                               f[1], f[2], f[3], f[4], f[5]));
 }
 
 MeasuredLink measure_link(const std::string& config, const std::string& transport) {
@@ -121,7 +148,7 @@ MeasuredLink measure_link(const std::string& config, const std::string& transpor
       out, transport, log);
   if (const int rc = std::system(cmd.c_str()); rc != 0)
     fail<Error>("braid sim: measuring the {} transport failed (exit {}); see {}", transport, rc, log);
-  std::array<std::array<double, 5>, 2> f{};
+  std::array<std::array<double, 6>, 2> f{};
   for (int r = 0; r < 2; ++r) {
     std::ifstream in(fmt::format("{}.{}", out, r));
     for (double& x : f[r])
@@ -133,10 +160,11 @@ MeasuredLink measure_link(const std::string& config, const std::string& transpor
   m.alpha = round_trip / 2;
   m.cpu_per_message = (f[0][1] + f[1][1]) / (4.0 * kSmall);
   const double per_large = f[0][2] / kLarge;  // wall per 1 MiB message (the closing ping-pong's share is noise)
-  m.beta = std::max(1e-13, (per_large - m.alpha) / static_cast<double>(kLargeBytes));
+  m.beta = std::max(1e-13, per_large / static_cast<double>(kLargeBytes));  // pipelined: no alpha each
   const double cpu_large = (f[0][3] + f[1][3]) / kLarge;  // both ends
   m.cpu_per_byte = std::max(0.0, (cpu_large - 2 * m.cpu_per_message) / (2.0 * kLargeBytes));
   m.cold_alpha = f[1][4];
+  m.gamma = f[0][5];
   return m;
 }
 
