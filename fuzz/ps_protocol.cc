@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ps::Server::Impl server(t, {.servers = 1, .workers = 2, .timeout = std::chrono::seconds(1),
                               .max_shard_bytes = 1 << 20, .max_message = 256 << 10});
   ps::Bytes payload;  // the payload copied, as serve() receives it: aligned for its f32 and u64 views
-  ps::ReplyBuffer out;
+  ps::ReusedBuffer out;
   bool gone[2] = {false, false};
   while (in.left() > 0) {
     const int worker = in.take<uint8_t>() % 2;

@@ -97,7 +97,7 @@ void Server::Impl::resume_shard(const DenseLayout& layout) {
 }
 
 void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply,
-                          ReplyBuffer& out) {
+                          ReusedBuffer& out) {
   std::unique_lock lock(mu);
   if (fatal) std::rethrow_exception(fatal);
   WorkerState& ws = workers[static_cast<size_t>(worker)];
@@ -244,8 +244,7 @@ bool Server::Impl::next_request(int worker, RequestHeader& h) {
 void Server::Impl::serve(int worker) {
   const int peer = rank_of(worker);
   // Reused across requests: a fresh multi-MiB buffer per request costs page faults and zeroing.
-  Bytes payload;
-  ReplyBuffer out;
+  ReusedBuffer payload, out;
   while (true) {
     RequestHeader h;
     if (!next_request(worker, h)) return;
@@ -257,12 +256,8 @@ void Server::Impl::serve(int worker) {
     bool refused = false, failed = false;
     std::string why;  // of a refusal, repeated in the server's own error (a killed worker may not print it)
     try {
-      // Grown, never shrunk: resizing a pull's empty payload back up to a
-      // push's size would zero the whole buffer on every push.
-      const size_t n = expected_bytes(worker, h);
-      if (payload.size() < n) payload.resize(n);
-      const std::span<std::byte> data(payload.data(), n);
-      if (n > 0) {
+      const std::span<std::byte> data = payload.resize(expected_bytes(worker, h));
+      if (!data.empty()) {
         try {
           t.recv(peer, kRequestDataTag, data).wait(Deadline::after(timeout()));
         } catch (const Error& e) {

@@ -26,10 +26,11 @@ namespace braid::ps {
 
 using Bytes = std::vector<std::byte>;
 
-// A reply's payload, written over the previous reply's memory: a vector
-// resized up from empty value-initializes, which zeroed the whole model on
-// every pull (a worker's thread alternates pushes, with empty replies, and pulls).
-struct ReplyBuffer {
+// A request's or a reply's payload, written over the previous one's memory:
+// a vector resized up from empty value-initializes, which zeroed the whole
+// model on every push and every pull (a worker's thread alternates pushes,
+// with empty replies, and pulls, with empty requests).
+struct ReusedBuffer {
   Bytes memory;
   size_t size = 0;
   std::span<std::byte> resize(size_t n) {
@@ -150,7 +151,7 @@ struct Server::Impl {
   void resume_shard(const DenseLayout& layout);
   // Handles one request; the reply payload goes to `out`.
   void handle(int worker, const RequestHeader& h, std::span<const std::byte> payload, ReplyHeader& reply,
-              ReplyBuffer& out);
+              ReusedBuffer& out);
   // The payload size the request may carry; ValueError when it is out of bounds.
   uint64_t expected_bytes(int worker, const RequestHeader& h);
   // Waits for a worker's next request header; false when the worker is gone or the server stops.

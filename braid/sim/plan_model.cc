@@ -420,7 +420,8 @@ class Builder {
         // Asynchronous: each push is applied on arrival (a stream per worker,
         // so one worker's late push does not hold the others' back).
         for (int w = 0; w < W; ++w) {
-          const TaskId u = sim_.compute(s, shard * gamma + update + shard * gamma, {in[static_cast<size_t>(w)]},
+          // Add the push, the updater's pass, copy the reply.
+          const TaskId u = sim_.compute(s, update + 2 * shard * gamma, {in[static_cast<size_t>(w)]},
                                         {"optimizer", fmt::format("update w{} s{}", w, step_)}, 2 + w);
           pulls[static_cast<size_t>(w)].push_back(
               sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));

@@ -28,6 +28,22 @@ enum Phase : int { kForward = 0, kBackward = 1, kUpdate = 2 };
 // settle (kTuningTrials calls of each of at most 10 candidates; op_table.cc).
 constexpr int kSettleSteps = cpu::kTuningTrials * 10;
 
+// The median seconds of `fn`, called for `window` seconds and at least
+// `at_least` times: what measure_eager_step and measure_batch_load time.
+template <class Fn>
+double median_call(Fn&& fn, double window, int at_least) {
+  std::vector<double> times;
+  const auto begin = std::chrono::steady_clock::now();
+  auto since = [](auto t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  while (static_cast<int>(times.size()) < at_least || since(begin) < window) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(since(t0));
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
 // The model as layers: a Sequential as it is; any other model as the one
 // layer of a Sequential, profiled under the name "model".
 struct Layered {
@@ -270,16 +286,7 @@ double measure_eager_step(const train::Config& config, const EagerStep& how) {
   };
   for (int i = 0; i < kSettleSteps; ++i) step();
   std::this_thread::sleep_until(how.start);
-  std::vector<double> times;
-  const auto begin = std::chrono::steady_clock::now();
-  while (static_cast<int>(times.size()) < EagerStep::kMinSteps ||
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < EagerStep::kWindow) {
-    const auto t0 = std::chrono::steady_clock::now();
-    step();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return median_call(step, EagerStep::kWindow, EagerStep::kMinSteps);
 }
 
 double measure_batch_load(const train::Config& config, int64_t batch) {
@@ -294,15 +301,7 @@ double measure_batch_load(const train::Config& config, int64_t batch) {
     while (!loader->next()) loader->start_epoch(++epoch);
   };
   for (int i = 0; i < 3; ++i) next();
-  std::vector<double> times;
-  const auto begin = std::chrono::steady_clock::now();
-  while (times.size() < 10 || std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < 0.2) {
-    const auto t0 = std::chrono::steady_clock::now();
-    next();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return median_call(next, /*window=*/0.2, /*at_least=*/10);
 }
 
 }  // namespace braid::sim

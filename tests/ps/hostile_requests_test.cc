@@ -35,7 +35,7 @@ Bytes text(const std::string& s) {
 struct Fixture {
   NoTransport t;
   Server::Impl server;
-  ReplyBuffer out;
+  ReusedBuffer out;
 
   explicit Fixture(ServerOptions o = {.servers = 1, .workers = 2, .max_shard_bytes = 1 << 20, .max_message = 1 << 16})
       : server(t, o) {}
