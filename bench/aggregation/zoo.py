@@ -11,6 +11,7 @@ Rows (parallel.strategy and its keys; --rows picks, --row-set changes a key):
   easgd_sync/_async    easgd.beta, easgd.tau, easgd.mode (async: center on 1 parameter server)
   admm_sync/_async     admm.rho, admm.tau, admm.mode (async: z on 1 server), admm.barrier, admm.max_delay
   gossip_ring/_torus/_exponential   gossip.topology
+  gossip_async         gossip.mode=async (ring): mix with the neighbours' latest weights, never wait
   hybrid_drop/_stale   hybrid.timeout_ms (default: half the all-reduce step), hybrid.late
   ps_bsp/_asp/_ssp     parallel.strategy=ps, ps.consistency, ps.updater=momentum, 1 server
 
@@ -83,6 +84,7 @@ def row_table():
         ("gossip_ring", ["parallel.strategy=gossip", "gossip.topology=ring"], False, True),
         ("gossip_torus", ["parallel.strategy=gossip", "gossip.topology=torus"], False, True),
         ("gossip_exponential", ["parallel.strategy=gossip", "gossip.topology=exponential"], False, True),
+        ("gossip_async", ["parallel.strategy=gossip", "gossip.topology=ring", "gossip.mode=async"], False, True),
         ("hybrid_drop", ["parallel.strategy=hybrid", "hybrid.late=drop"], False, True),  # + hybrid.timeout_ms
         ("hybrid_stale", ["parallel.strategy=hybrid", "hybrid.late=stale"], False, True),
         ("ps_bsp", ["parallel.strategy=ps", "ps.consistency=bsp", PS_UPDATER], True, False),

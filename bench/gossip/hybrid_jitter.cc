@@ -4,8 +4,9 @@
 // "computes" for C ms and, with probability p, stalls D ms more, drawn from a
 // fixed seed so every plan meets the same stalls; its gradient is a vector of
 // N f32 entries. Prints per plan the wall time per step, the gradients late
-// per step and the coordinator's wait. Ranks sleep rather than spin, so the
-// figures hold on a loaded machine.
+// per step and the coordinator's wait. A plan with catch_up = skip (the
+// default) skips the compute of a step already closed without the rank.
+// Ranks sleep rather than spin, so the figures hold on a loaded machine.
 //
 //   build/bin/hybrid_jitter [P=4] [STEPS=200] [C_MS=5] [STALL_P=0.05] [D_MS=50] [N=262144]
 #include <chrono>
@@ -51,9 +52,11 @@ Result run(int ranks, int steps, double compute_ms, double stall_p, double stall
       for (int s = 0; s < steps; ++s) {
         h.before_forward();
         double ms = compute_ms;
-        if (stalls.uniform_f64() < stall_p) ms += stall_ms;
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-        w.set_grad(Tensor::full({n}, 1e-3 * (r + 1)));
+        if (stalls.uniform_f64() < stall_p) ms += stall_ms;  // drawn every step, so every plan meets the same
+        if (!h.step_decided()) {  // catch_up = skip: a closed step is not computed
+          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+          w.set_grad(Tensor::full({n}, 1e-3 * (r + 1)));
+        }
         h.combine_gradients();
         h.after_step();  // the optimizer's update does not matter here
       }
@@ -81,17 +84,19 @@ int main(int argc, char** argv) {
       {"deadline 2 ms, drop", {.wait = milliseconds(2), .late = Late::drop}},
       {"deadline 2 ms, stale", {.wait = milliseconds(2), .late = Late::stale}},
       {"deadline 10 ms, drop", {.wait = milliseconds(10), .late = Late::drop}},
+      {"2 ms, drop, compute", {.wait = milliseconds(2), .late = Late::drop, .catch_up = CatchUp::compute}},
+      {"2 ms, stale, compute", {.wait = milliseconds(2), .late = Late::stale, .catch_up = CatchUp::compute}},
   };
   std::printf("%d ranks, %d steps of %.0f ms compute; each rank stalls %.0f ms more with probability %.2f per step; "
               "%lld f32 entries\n", ranks, steps, compute_ms, stall_ms, stall_p, static_cast<long long>(n));
-  std::printf("%-26s %9s %12s %12s %8s %12s\n", "plan", "ms/step", "late/step", "stale/step", "max lag",
-              "waited ms");
+  std::printf("%-26s %9s %12s %12s %12s %8s %12s\n", "plan", "ms/step", "late/step", "stale/step", "skipped/step",
+              "max lag", "waited ms");
   for (const Plan& p : plans) {
     const Result r = run(ranks, steps, compute_ms, stall_p, stall_ms, n, p);
     const double s = static_cast<double>(r.totals.steps);
-    std::printf("%-26s %9.2f %12.3f %12.3f %8lld %12.2f\n", p.name, r.ms_per_step,
+    std::printf("%-26s %9.2f %12.3f %12.3f %12.3f %8lld %12.2f\n", p.name, r.ms_per_step,
                 static_cast<double>(r.totals.late) / s, static_cast<double>(r.totals.stale) / s,
-                static_cast<long long>(r.totals.max_lag), r.waited_ms);
+                static_cast<double>(r.totals.skipped) / s, static_cast<long long>(r.totals.max_lag), r.waited_ms);
   }
   return 0;
 }

@@ -28,6 +28,12 @@ class Aggregation {
   // At the start of a step, before forward: an exchange of the weights the
   // step starts from can begin here and overlap the step's compute.
   virtual void before_forward() {}
+  // Asked before forward (the trainer, on plans without a grad sync or a
+  // pipeline): true when this step's update is already decided without this
+  // rank's gradient (a timeout-hybrid worker behind its coordinator); the
+  // trainer then skips forward and backward, and combine_gradients() puts the
+  // decided update in .grad.
+  virtual bool step_decided() { return false; }
   // After backward (and the grad sync), before clipping and the optimizer:
   // the gradients in the parameters' .grad may be combined or adjusted here.
   virtual void combine_gradients() {}

@@ -104,6 +104,11 @@ double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const T
   });
 }
 
+bool Plan::step_decided() {
+  if (!p_.aggregation || p_.grad_sync || p_.mesh.degree(Axis::pipeline) > 1) return false;
+  return p_.aggregation->step_decided();
+}
+
 void Plan::finish_gradients() {
   if (p_.grad_sync) p_.grad_sync->finish();
   if (p_.aggregation) p_.aggregation->combine_gradients();

@@ -67,6 +67,11 @@ class Plan {
   // afterwards except for finish_gradients(). Returns the batch's mean loss.
   double forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target);
   void finish_gradients();
+  // Before forward_backward: true when this step's update is already decided
+  // without this rank's gradient (Aggregation::step_decided); the caller then
+  // skips forward_backward and calls finish_gradients() for the update.
+  // Never on plans with a grad sync or a pipeline, whose steps are collective.
+  bool step_decided();
   // The gradients this rank holds (the optimizer's slices under ZeRO, else
   // its parameters'); undefined where a parameter has none yet.
   std::vector<Tensor> gradients() const;

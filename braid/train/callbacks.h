@@ -25,7 +25,10 @@ struct StepMetrics {
   int64_t batch = 0;               // batches of this epoch consumed
   int64_t batches_per_epoch = 0;
   int64_t total_steps = 0;         // planned steps of the whole run
-  double loss = 0;                 // mean training loss over the steps since the last record
+  // Mean training loss over the steps since the last record that computed
+  // one; NaN when none did (a timeout-hybrid worker that caught up by
+  // applying decided updates, train/trainer.h).
+  double loss = 0;
   double lr = 0;
   double samples_per_s = 0;        // training throughput over the same window
   double step_ms = 0;              // mean wall time of one step in the window

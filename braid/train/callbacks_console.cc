@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -40,7 +41,7 @@ void ConsoleReporter::on_train_begin(int64_t start_step, int64_t total_steps) {
 }
 
 void ConsoleReporter::on_step(const StepMetrics& m) {
-  loss_ema_ = loss_ema_ < 0 ? m.loss : 0.95 * loss_ema_ + 0.05 * m.loss;
+  if (!std::isnan(m.loss)) loss_ema_ = loss_ema_ < 0 ? m.loss : 0.95 * loss_ema_ + 0.05 * m.loss;  // NaN: no loss
   if (mode_ != ConsoleMode::bar) return;
   const double t = now_s();
   const bool last = m.batch == m.batches_per_epoch;

@@ -21,6 +21,13 @@ void add_gossip_keys(Schema& s) {
   s.add({.name = "gossip.consensus_every", .type = T::Int, .default_value = int64_t{0},
          .help = "strategy gossip: measure and log the consensus distance mean ||x_i - mean x||^2 every n steps (one "
                  "all-reduce of the model); 0 = only at the end", .min = 0.0});
+  s.add({.name = "gossip.mode", .type = T::String, .default_value = std::string("sync"),
+         .help = "strategy gossip: sync = every step waits for the in-neighbours' weights of that step (D-PSGD); "
+                 "async = never wait: mix once with each neighbour's latest weights as they arrive, so a slow "
+                 "replica slows no one", .choices = {"sync", "async"}});
+  s.add({.name = "gossip.max_staleness", .type = T::Int, .default_value = int64_t{8},
+         .help = "gossip.mode = async: a neighbour's weights sent more than this many steps behind this replica's "
+                 "are not mixed", .min = 0.0});
   s.add({.name = "hybrid.timeout_ms", .type = T::Float, .default_value = 0.0,
          .help = "strategy hybrid: how long the coordinator (data rank 0) waits for the other replicas' gradients "
                  "after its own is ready before stepping with those that arrived; 0 = wait for all (synchronous SGD)",
@@ -35,6 +42,11 @@ void add_gossip_keys(Schema& s) {
   s.add({.name = "hybrid.max_staleness", .type = T::Int, .default_value = int64_t{4},
          .help = "hybrid.late = stale: late gradients older than this many steps are dropped", .min = 0.0,
          .max = 62.0});
+  s.add({.name = "hybrid.catch_up", .type = T::String, .default_value = std::string("skip"),
+         .help = "strategy hybrid: a worker that finds a step already closed without it (its aggregate waiting) "
+                 "skips that step's forward and backward and only applies the aggregate (skip), or computes its "
+                 "gradient anyway, which can then only count late (compute)",
+         .choices = {"skip", "compute"}});
   s.add({.name = "hybrid.max_lag", .type = T::Int, .default_value = int64_t{8},
          .help = "strategy hybrid: steps a replica may fall behind the coordinator; at the bound the coordinator "
                  "waits for it (up to parallel.timeout_s)", .min = 1.0});

@@ -88,8 +88,11 @@ double Trainer::train_step(const data::Batch& batch) {
   optimizer_->set_lr(lr_factor_ *
                      (bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(step_)));
   optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
-  double value;
-  {
+  // A step already decided without this rank (a timeout-hybrid worker catching
+  // up) has no forward, backward or loss: the update is applied below.
+  const bool decided = plan_->step_decided();
+  double value = std::numeric_limits<double>::quiet_NaN();
+  if (!decided) {
     Autocast autocast(o_.precision);
     // Loaders fill host tensors; the step runs where the model is. Under f16
     // the loss is scaled so that small gradients survive f16 (and unscaled
@@ -99,12 +102,12 @@ double Trainer::train_step(const data::Batch& batch) {
     value = plan_->forward_backward(*model_, loss, batch.input.to(device_), batch.target.to(device_));
     if (scaler_) value /= scaler_->scale();
   }
-  if (!std::isfinite(value)) {
+  if (!decided && !std::isfinite(value)) {
     fail<NumericError>("loss is {} at step {} (epoch {}, batch {}); stopped before updating the weights{}", value,
                        step_ + 1, epoch_ + 1, batch_ + 1,
                        last_checkpoint_.empty() ? "" : "; last good checkpoint: " + last_checkpoint_);
   }
-  if (o_.straggler_ms > 0 && plan_->data_rank() == o_.straggler_rank) {
+  if (!decided && o_.straggler_ms > 0 && plan_->data_rank() == o_.straggler_rank) {  // stands for slow compute
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o_.straggler_ms));
   }
   {
@@ -127,7 +130,7 @@ double Trainer::train_step(const data::Batch& batch) {
     if (bs) bs->count(batch.size());
     return value;
   }
-  if (bs && bs->observes_gradients()) {
+  if (bs && bs->observes_gradients() && !decided) {
     bs->noise().observe(plan_->gradients(), batch.size() * plan_->data_world(),
                         [this](const std::vector<Tensor>& t) { return plan_->sum_squares(t); });
   }
@@ -388,17 +391,19 @@ TrainSummary Trainer::fit() {
 
   TrainSummary s;
   double window_loss = 0, epoch_loss = 0;
-  int64_t window_steps = 0, window_samples = 0, epoch_steps = 0, samples = 0;
+  int64_t window_steps = 0, window_samples = 0, samples = 0;
+  int64_t window_losses = 0, epoch_losses = 0;  // steps that computed a loss (not decided without this rank)
+  const auto mean = [](double sum, int64_t n) { return n > 0 ? sum / static_cast<double>(n) : std::nan(""); };
   double train_seconds = 0, window_seconds = 0;
   auto record = [&](int64_t epoch, int64_t batch) {
     StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
-                  .total_steps = total_steps, .loss = window_loss / static_cast<double>(std::max<int64_t>(window_steps, 1)),
+                  .total_steps = total_steps, .loss = mean(window_loss, window_losses),
                   .lr = optimizer_->lr(),
                   .samples_per_s = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0,
                   .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1)),
                   .examples = window_samples, .codec = plan_->take_codec_stats()};
     log(m);
-    window_loss = 0, window_steps = 0, window_samples = 0, window_seconds = 0;
+    window_loss = 0, window_steps = 0, window_losses = 0, window_samples = 0, window_seconds = 0;
   };
   bool done = step_ >= total_steps;
   for (int64_t epoch = start_epoch; epoch < o_.epochs && !done; ++epoch) {
@@ -413,7 +418,7 @@ TrainSummary Trainer::fit() {
     if (epoch == start_epoch) {
       for (; batch < start_batch && train_->next(); ++batch) {}  // the resumed epoch's consumed batches
     }
-    epoch_loss = 0, epoch_steps = 0;
+    epoch_loss = 0, epoch_losses = 0;
     auto t_batch = Clock::now();
     while (true) {
       std::optional<data::Batch> b;
@@ -433,8 +438,8 @@ TrainSummary Trainer::fit() {
       const double dt = seconds_since(t_batch);
       watch_stragglers(stragglers, dt);
       train_seconds += dt, window_seconds += dt;
-      window_loss += loss, epoch_loss += loss;
-      ++window_steps, ++epoch_steps;
+      if (!std::isnan(loss)) window_loss += loss, epoch_loss += loss, ++window_losses, ++epoch_losses;
+      ++window_steps;
       window_samples += b->size(), samples += b->size();
       StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
                     .total_steps = total_steps, .loss = loss, .lr = optimizer_->lr(),
@@ -474,7 +479,7 @@ TrainSummary Trainer::fit() {
   s.steps = step_;
   s.train_seconds = train_seconds;
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;
-  s.final_loss = epoch_loss / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
+  s.final_loss = mean(epoch_loss, epoch_losses);
   s.last_checkpoint = last_checkpoint_;
   const std::string merged = timeline.close([this] { plan_->gather_world(0); });
   if (!merged.empty()) {

@@ -101,7 +101,9 @@ class Trainer {
   Tensor predict(data::Loader& loader, Tensor* targets = nullptr);
   // The same for one batch of inputs (on any device; the outputs on the host).
   Tensor predict(const Tensor& input);
-  // One training step on a batch; returns its loss. Public for tests and for
+  // One training step on a batch; returns its loss, or NaN when the plan had
+  // the step's update decided without this rank (Plan::step_decided: no
+  // forward or backward ran). Public for tests and for
   // callers that drive their own loop.
   double train_step(const data::Batch& batch);
   // Writes a checkpoint of the current state now; returns its stem.

@@ -229,6 +229,8 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                      .torus_rows = static_cast<int>(c.get_int("gossip.torus_rows")),
                      .final_average = c.get_bool("gossip.final_average"),
                      .consensus_every = c.get_int("gossip.consensus_every"),
+                     .async = c.get_string("gossip.mode") == "async",
+                     .max_staleness = c.get_int("gossip.max_staleness"),
                      .timeout = timeout},
           .hybrid = {.wait = std::chrono::duration_cast<Duration>(
                          std::chrono::duration<double, std::milli>(c.get_float("hybrid.timeout_ms"))),
@@ -236,6 +238,7 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                      .stale_weight = c.get_float("hybrid.stale_weight"),
                      .max_staleness = c.get_int("hybrid.max_staleness"),
                      .max_lag = c.get_int("hybrid.max_lag"),
+                     .catch_up = parallel::hybrid::parse_catch_up(c.get_string("hybrid.catch_up")),
                      .timeout = timeout}};
 }
 

@@ -149,7 +149,7 @@ TEST(TimeoutHybrid, APersistentStragglerFallsAtMostMaxLagStepsBehind) {
   std::vector<std::vector<double>> final_values(world);
   on_ranks(world, [&](int rank, comm::Communicator comm) {
     ToyReplica m(7);
-    TimeoutHybrid h(comm, {.wait = 10ms, .late = Late::drop, .max_lag = max_lag});
+    TimeoutHybrid h(comm, {.wait = 10ms, .late = Late::drop, .max_lag = max_lag, .catch_up = CatchUp::compute});
     h.setup(m.params, {}, {});
     for (int64_t s = 0; s < steps; ++s) {
       h.before_forward();
@@ -168,6 +168,52 @@ TEST(TimeoutHybrid, APersistentStragglerFallsAtMostMaxLagStepsBehind) {
   EXPECT_GE(totals[0].late, steps - 1);
   EXPECT_EQ(totals[0].late, totals[0].dropped);
   EXPECT_EQ(totals[0].arrived + totals[0].late, world * steps);
+}
+
+// The same straggler with catch_up = skip: at each step whose aggregate is
+// already waiting it skips the gradient (and the 150 ms that stand for its
+// compute), so the coordinator goes at its own pace, and the straggler's
+// header tells it which gradients never come.
+TEST(TimeoutHybrid, AStragglerThatSkipsDecidedStepsKeepsUpAndStaysIdentical) {
+  const int world = 3;
+  const int64_t steps = 12;
+  std::vector<HybridTotals> totals(world);
+  std::vector<std::vector<double>> final_values(world);
+  std::vector<int64_t> computed(world, 0);
+  double coordinator_s = 0;
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    ToyReplica m(7);
+    TimeoutHybrid h(comm, {.wait = 10ms, .late = Late::drop, .max_lag = 20, .catch_up = CatchUp::skip});
+    h.setup(m.params, {}, {});
+    const auto start = Clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      h.before_forward();
+      if (!h.step_decided()) {
+        m.backward_rows(s, rank, world);
+        ++computed[static_cast<size_t>(rank)];
+        std::this_thread::sleep_for(rank == 2 ? 150ms : 20ms);
+      }
+      h.combine_gradients();
+      m.sgd(kLr);
+      h.after_step();
+    }
+    if (rank == 0) coordinator_s = seconds_since(start);
+    h.finish();
+    totals[static_cast<size_t>(rank)] = h.totals();
+    final_values[static_cast<size_t>(rank)] = m.values();
+  });
+  for (int r = 1; r < world; ++r) EXPECT_EQ(final_values[static_cast<size_t>(r)], final_values[0]) << "rank " << r;
+  EXPECT_EQ(computed[0], steps);
+  EXPECT_EQ(computed[1], steps);
+  EXPECT_LT(computed[2], steps / 2) << "the straggler computes only the steps still open when it starts them";
+  const HybridTotals& t = totals[0];
+  EXPECT_EQ(t.skipped, steps - computed[2]);
+  EXPECT_EQ(t.arrived + t.late, world * steps);
+  EXPECT_EQ(t.late, t.dropped);
+  EXPECT_GE(t.late, t.skipped);
+  // Paced by the straggler it would take >= 12 x 150 ms; the coordinator
+  // does not wait for it while it still owes an earlier step (max_lag 20 never binds).
+  EXPECT_LT(coordinator_s, 1.0) << "the coordinator went at the straggler's pace";
 }
 
 TEST(TimeoutHybrid, FinishAveragesFloatBuffersAndResumesItsStepCount) {
@@ -246,6 +292,7 @@ TEST(TimeoutHybrid, RefusesOptionsOutOfRange) {
   EXPECT_THROW(TimeoutHybrid(c, {.max_lag = 0}), ConfigError);
   EXPECT_THROW(TimeoutHybrid(c, {.wait = -1ms}), ConfigError);
   EXPECT_THROW(parse_late("wait"), ConfigError);
+  EXPECT_THROW(parse_catch_up("never"), ConfigError);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ Gossip::Gossip(comm::Communicator data_axis, GossipOptions options)
       graph_(o_.topology, comm_.valid() ? comm_.size() : 1, o_.torus_rows) {
   if (!comm_.valid()) fail<ValueError>("gossip: needs a valid data-axis communicator");
   if (o_.consensus_every < 0) fail<ConfigError>("gossip.consensus_every must be >= 0, got {}", o_.consensus_every);
+  if (o_.max_staleness < 0) fail<ConfigError>("gossip.max_staleness must be >= 0, got {}", o_.max_staleness);
   in_ = graph_.in_neighbours(comm_.rank());
   out_ = graph_.out_neighbours(comm_.rank());
 }
@@ -38,13 +39,26 @@ void Gossip::setup(const std::vector<NamedParameter>& params, const std::vector<
   sent_ = flat_.empty();
   got_.clear();
   for (size_t j = 0; j < in_.size(); ++j) got_.push_back(flat_.empty());
+  if (o_.async && comm_.size() > 1) {
+    latest_ = std::make_unique<LatestExchange>(comm_, in_, out_, flat_.entries(), flat_.dtype(), o_.timeout);
+  }
   ready_ = true;
-  if (comm_.rank() == 0) logging::info("gossip (D-PSGD): {}", graph_.describe_in_full());
+  if (comm_.rank() == 0) {
+    logging::info("gossip (D-PSGD{}): {}",
+                  o_.async ? fmt::format(", asynchronous: latest weights up to {} steps old", o_.max_staleness) : "",
+                  graph_.describe_in_full());
+  }
 }
 
 void Gossip::before_forward() {
   if (!ready_) fail<ValueError>("gossip: before_forward() before setup()");
-  if (exchange_) fail<ValueError>("gossip: before_forward() twice without after_step() (step {})", steps_ + 1);
+  if (exchange_ || stepping_) fail<ValueError>("gossip: before_forward() twice without after_step() (step {})", steps_ + 1);
+  if (latest_) {
+    stepping_ = true;
+    const int sent = latest_->offer([&](const Tensor& into) { flat_.pack_values(into); }, steps_);
+    bytes_ += static_cast<double>(sent) * static_cast<double>(flat_.bytes());
+    return;
+  }
   Exchange e;
   flat_.pack_values(sent_);
   const uint64_t tag = static_cast<uint64_t>(steps_) % kTagSpace;
@@ -60,16 +74,23 @@ void Gossip::before_forward() {
 
 void Gossip::after_step() {
   if (!ready_) fail<ValueError>("gossip: after_step() before setup()");
-  if (!exchange_) fail<ValueError>("gossip: after_step() without before_forward() (step {})", steps_ + 1);
+  if (!exchange_ && !stepping_) fail<ValueError>("gossip: after_step() without before_forward() (step {})", steps_ + 1);
   autograd::NoGradGuard no_grad;
-  const Exchange e = std::move(*exchange_);
-  exchange_.reset();
-  for (size_t j = 0; j < in_.size(); ++j) wait(e.recvs[j], fmt::format("receive of rank {}'s weights", in_[j]));
-  mix();
-  // The next step overwrites the snapshot: its sends must be over (on a
-  // rendezvous transport, once the out-neighbours' before_forward took it).
-  for (size_t j = 0; j < out_.size(); ++j) wait(e.sends[j], fmt::format("send of its weights to rank {}", out_[j]));
-  bytes_ += static_cast<double>(out_.size() * flat_.bytes());
+  if (latest_) {
+    stepping_ = false;
+    latest_->poll();
+    mix_latest();
+  } else if (exchange_) {
+    const Exchange e = std::move(*exchange_);
+    exchange_.reset();
+    for (size_t j = 0; j < in_.size(); ++j) wait(e.recvs[j], fmt::format("receive of rank {}'s weights", in_[j]));
+    mix();
+    // The next step overwrites the snapshot: its sends must be over (on a
+    // rendezvous transport, once the out-neighbours' before_forward took it).
+    for (size_t j = 0; j < out_.size(); ++j) wait(e.sends[j], fmt::format("send of its weights to rank {}", out_[j]));
+    bytes_ += static_cast<double>(out_.size() * flat_.bytes());
+  }
+  stepping_ = false;
   ++steps_, ++steps_here_;
   if (o_.consensus_every > 0 && steps_ % o_.consensus_every == 0) {
     const double d = consensus_distance();
@@ -94,6 +115,41 @@ void Gossip::mix() {
         for (int64_t i = 0; i < count; ++i) x[i] += static_cast<T>(w) * (g[at + i] - s[at + i]);
         at += count;
       }
+    }
+  });
+}
+
+void Gossip::mix_latest() {
+  const double w = graph_.weight();
+  std::vector<const Tensor*> mixing;  // the in-neighbours' new weights, each mixed once
+  for (size_t j = 0; j < latest_->in_degree(); ++j) {
+    if (!latest_->fresh(j)) continue;  // none new: its weight stays on x_i
+    latest_->use(j);
+    const int64_t age = std::max<int64_t>(steps_ - latest_->sender_step(j), 0);
+    if (age > o_.max_staleness) {
+      ++too_old_;
+      continue;
+    }
+    ++mixed_, age_sum_ += age;
+    mixing.push_back(&latest_->latest(j));
+  }
+  if (mixing.empty()) return;
+  // x_i <- x_i + w sum_j (x_j - x_i) = (1 - k w) x_i + w sum_j x_j, all from the same x_i.
+  const double keep = 1.0 - static_cast<double>(mixing.size()) * w;
+  visit_flat_dtype(flat_.dtype(), [&](auto v) {
+    using T = decltype(v);
+    std::vector<const T*> g;
+    for (const Tensor* t : mixing) g.push_back(t->data<T>());
+    int64_t off = 0;
+    for (const Tensor& p : flat_.tensors()) {
+      T* x = p.data<T>();
+      const int64_t count = p.numel();
+      for (int64_t i = 0; i < count; ++i) {
+        T sum = 0;
+        for (const T* gj : g) sum += gj[off + i];
+        x[i] = static_cast<T>(keep) * x[i] + static_cast<T>(w) * sum;
+      }
+      off += count;
     }
   });
 }
@@ -129,7 +185,8 @@ double Gossip::consensus_distance() {
 
 void Gossip::finish() {
   if (!ready_) return;
-  if (exchange_) fail<ValueError>("gossip: finish() inside a step (before_forward() without after_step())");
+  if (exchange_ || stepping_) fail<ValueError>("gossip: finish() inside a step (before_forward() without after_step())");
+  if (latest_) latest_->close(steps_);  // every neighbour done: no message is left in flight
   // Every rank has taken the same steps, so all measure (and average) or none does.
   if (steps_ == averaged_at_) return;
   Tensor mean = flat_.empty();
@@ -196,16 +253,28 @@ nlohmann::json Gossip::stats() const {
           {"allreduce_bytes_per_step", allreduce},
           {"consensus_distance", consensus_ ? nlohmann::json(*consensus_) : nlohmann::json(nullptr)},
           {"consensus_step", consensus_step_},
-          {"final_average", o_.final_average}};
+          {"final_average", o_.final_average},
+          {"mode", o_.async ? "async" : "sync"},
+          {"sends_skipped", latest_ ? latest_->offers_skipped() : 0},
+          {"mixed_per_step", static_cast<double>(mixed_) / steps},
+          {"mean_staleness", mixed_ > 0 ? static_cast<double>(age_sum_) / static_cast<double>(mixed_) : 0.0},
+          {"too_old", too_old_}};
 }
 
 std::string Gossip::report() const {
   if (steps_here_ == 0) return "";
   const double per = bytes_ / static_cast<double>(steps_here_);
   const double allreduce = allreduce_bytes(static_cast<double>(flat_.bytes()), comm_.size());
+  const std::string async =
+      latest_ ? fmt::format("; asynchronous: {:.2f} neighbour weights mixed per step (mean staleness {:.2f} steps), {} "
+                            "too old, {} sends skipped (the previous to that neighbour still in flight)",
+                            static_cast<double>(mixed_) / static_cast<double>(steps_here_),
+                            mixed_ > 0 ? static_cast<double>(age_sum_) / static_cast<double>(mixed_) : 0.0, too_old_,
+                            latest_->offers_skipped())
+              : "";
   return fmt::format("gossip (D-PSGD): {}; rank {} receives from {}; {} steps, {:.0f} bytes sent per rank per step "
-                     "(all-reduce {:.0f}); consensus distance {} at step {}{}",
-                     graph_.describe(), comm_.rank(), in_, steps_here_, per, allreduce,
+                     "(all-reduce {:.0f}){}; consensus distance {} at step {}{}",
+                     graph_.describe(), comm_.rank(), in_, steps_here_, per, allreduce, async,
                      consensus_ ? fmt::format("{:.4g}", *consensus_) : std::string("not measured"), consensus_step_,
                      o_.final_average ? ", then averaged exactly" : "; replicas left apart (gossip.final_average = false)");
 }

@@ -25,6 +25,22 @@
 // the live replicas go on as they were). The average of the replicas moves
 // only by the mean update, since W is doubly stochastic.
 //
+// gossip.mode = async (latest_exchange.h) waits for no neighbour: at
+// before_forward a rank sends x_i(k) to its out-neighbours if its previous
+// message has left; at after_step it takes what has arrived and mixes, once
+// each, with the in-neighbours' latest weights that are new since its last
+// step, unless their sender's step is more than gossip.max_staleness behind
+// its own (a weight not mixed stays on x_i):
+//
+//   x_i <- x_i + sum_{j new} W_ij (x_j(latest) - x_i)
+//
+// A slow replica then slows no one (its neighbours mix with its weights when
+// they come, and without them once it is too far behind), at the price of the exact
+// average: stale values make the mixing no longer doubly stochastic, so the
+// replicas' mean drifts by what the stale differences carry; the final
+// exact average is unchanged. At finish every rank tells its neighbours it is
+// done and waits for theirs (a fast rank waits there for a slow one's budget).
+//
 // Bytes each rank sends per step: |D| n s (n entries of s bytes to each of its
 // |D| out-neighbours; ring 2 n s, exponential ceil(log2 P) n s), against
 // 2 (P-1)/P n s for a bandwidth-optimal all-reduce: gossip saves latency and
@@ -32,12 +48,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "braid/comm/communicator.h"
 #include "braid/parallel/aggregation.h"
 #include "braid/parallel/flat_replica.h"
+#include "braid/parallel/gossip/latest_exchange.h"
 #include "braid/parallel/gossip/mixing.h"
 
 namespace braid::parallel::gossip {
@@ -47,6 +65,8 @@ struct GossipOptions {
   int torus_rows = 0;            // torus: rows of the grid; 0 = auto (mixing.h)
   bool final_average = true;     // finish() leaves every replica at the exact average
   int64_t consensus_every = 0;   // steps between consensus-distance measurements (0: at finish only)
+  bool async = false;            // gossip.mode = async: never wait for a neighbour within the run
+  int64_t max_staleness = 8;     // async: weights sent more than this many steps behind this rank's are not mixed
   Duration timeout = std::chrono::seconds(300);
 };
 
@@ -87,6 +107,7 @@ class Gossip final : public Aggregation {
   // x-bar into `mean` ([n]) and mean_i ||x_i - x-bar||^2.
   double measure(const Tensor& mean);
   void mix();
+  void mix_latest();  // async
   void wait(const comm::Work& work, const std::string& what) const;
 
   comm::Communicator comm_;
@@ -100,6 +121,9 @@ class Gossip final : public Aggregation {
   Tensor sent_;
   std::vector<Tensor> got_;
   std::optional<Exchange> exchange_;  // started by before_forward, done by after_step
+  std::unique_ptr<LatestExchange> latest_;  // async
+  bool stepping_ = false;                   // async: between before_forward and after_step
+  int64_t mixed_ = 0, age_sum_ = 0, too_old_ = 0;  // async: weights mixed, their staleness summed, too old
   int64_t steps_ = 0, steps_here_ = 0;
   int64_t averaged_at_ = 0;    // steps_ when the replicas last were all equal
   double bytes_ = 0;

@@ -1,5 +1,6 @@
 #include "braid/parallel/hybrid/hybrid.h"
 
+#include <algorithm>
 
 #include "braid/base/digest.h"
 #include "braid/base/log.h"
@@ -8,7 +9,7 @@ namespace braid::parallel::hybrid {
 
 namespace {
 
-constexpr size_t kTotalsWords = 7;
+constexpr size_t kTotalsWords = 8;
 
 }  // namespace
 
@@ -44,7 +45,7 @@ void TimeoutHybrid::setup(const std::vector<NamedParameter>& params, const std::
 
 void TimeoutHybrid::expect() {
   const auto n = static_cast<size_t>(flat_.entries());
-  auto header = std::make_shared<std::vector<int64_t>>(8 + static_cast<size_t>(comm_.size()));
+  auto header = std::make_shared<std::vector<int64_t>>(StepRecord::kWords + static_cast<size_t>(comm_.size()));
   Tensor values = flat_.empty();
   // One tag, header first: matched in posting order.
   comm::Work header_work = comm_.recv(*header, 0, {.tag = aggregate_tag(steps_)});
@@ -60,6 +61,15 @@ void TimeoutHybrid::before_forward() {
   } else if (!expected_) {
     expect();
   }
+}
+
+bool TimeoutHybrid::step_decided() {
+  if (!ready_) fail<ValueError>("timeout-hybrid: step_decided() before setup()");
+  if (inbox_ || comm_.size() == 1 || o_.catch_up != CatchUp::skip) return false;
+  if (!expected_) expect();
+  // The coordinator sends the aggregate only once it has closed the step.
+  skipping_ = expected_->header_work.done() && expected_->values_work.done();
+  return skipping_;
 }
 
 void TimeoutHybrid::combine_gradients() {
@@ -126,12 +136,20 @@ void TimeoutHybrid::reap(int64_t through) {
 
 void TimeoutHybrid::follow() {
   if (!expected_) expect();
-  Tensor grad = flat_.empty();
-  flat_.pack_grads(grad);
-  comm::Work work = comm_.send({grad.raw_data(), static_cast<size_t>(flat_.entries()), flat_.dtype()}, 0,
-                               {.tag = grad_tag(steps_)});
-  sent_.push_back({.grad = grad, .work = work});
-  bytes_ += static_cast<double>(flat_.bytes());
+  // The header says whether the values follow: a skipped step sends none.
+  Sent out{.step = steps_,
+           .header = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{steps_, skipping_ ? 0 : 1}),
+           .grad = {}, .works = {}};
+  out.works.push_back(comm_.send(*out.header, 0, {.tag = grad_tag(steps_)}));
+  if (!skipping_) {
+    out.grad = flat_.empty();
+    flat_.pack_grads(out.grad);
+    out.works.push_back(comm_.send({out.grad.raw_data(), static_cast<size_t>(flat_.entries()), flat_.dtype()}, 0,
+                                   {.tag = values_tag(steps_)}));
+    bytes_ += static_cast<double>(flat_.bytes());
+  }
+  bytes_ += static_cast<double>(out.header->size() * sizeof(int64_t));
+  sent_.push_back(std::move(out));
   const Expected e = std::move(*expected_);
   expected_.reset();
   const auto start = Clock::now();
@@ -144,18 +162,32 @@ void TimeoutHybrid::follow() {
     fail<PeerError>("{}: it is the aggregate of step {}", context("receive of the aggregate"), rec.step + 1);
   }
   flat_.unpack_grads(e.values);
-  // The coordinator closed this step, so it has taken every gradient sent so far.
-  for (const Sent& x : sent_) {
-    wait_explained(x.work, Deadline::after(o_.timeout), [&] { return context("send of its gradient to rank 0"); });
-  }
-  sent_.clear();
+  // A late gradient's values are taken at the coordinator's next step, so a
+  // send may still be on its way; only the oldest are waited for.
+  reap_sent(steps_ - o_.max_lag);
   count(rec);
+}
+
+void TimeoutHybrid::reap_sent(int64_t through) {
+  while (!sent_.empty()) {
+    const Sent& x = sent_.front();
+    const bool done = std::all_of(x.works.begin(), x.works.end(), [](const comm::Work& w) { return w.done(); });
+    if (!done && x.step > through) break;
+    for (const comm::Work& w : x.works) {
+      wait_explained(w, Deadline::after(o_.timeout), [&] {
+        return fmt::format("rank {} of {} on the data axis: timeout-hybrid's send of its gradient of step {} to rank 0",
+                           comm_.rank(), comm_.size(), x.step + 1);
+      });
+    }
+    sent_.pop_front();
+  }
 }
 
 void TimeoutHybrid::count(const StepRecord& r) {
   last_ = r;
   ++totals_.steps;
   totals_.arrived += r.arrived, totals_.late += r.late, totals_.stale += r.stale, totals_.dropped += r.dropped;
+  totals_.skipped += r.skipped;
   totals_.max_staleness = std::max(totals_.max_staleness, r.max_staleness);
   totals_.max_lag = std::max(totals_.max_lag, r.lag);
 }
@@ -163,6 +195,7 @@ void TimeoutHybrid::count(const StepRecord& r) {
 void TimeoutHybrid::after_step() {
   if (!combined_) fail<ValueError>("timeout-hybrid: after_step() without combine_gradients() (step {})", steps_ + 1);
   combined_ = false;
+  skipping_ = false;
   ++steps_;
 }
 
@@ -173,9 +206,10 @@ void TimeoutHybrid::finish() {
     // unapplied, become every rank's.
     std::vector<int64_t> totals(kTotalsWords);
     if (inbox_) {
-      totals_.dropped += inbox_->drain();
+      const Inbox::Drained d = inbox_->drain();
+      totals_.dropped += d.dropped, totals_.skipped += d.skipped;
       const HybridTotals& t = totals_;
-      totals = {t.steps, t.arrived, t.late, t.stale, t.dropped, t.max_staleness, t.max_lag};
+      totals = {t.steps, t.arrived, t.late, t.stale, t.dropped, t.skipped, t.max_staleness, t.max_lag};
       std::vector<comm::Work> works;
       for (int r = 1; r < comm_.size(); ++r) works.push_back(comm_.send(totals, r, {.tag = totals_tag(steps_)}));
       reap(steps_);
@@ -187,7 +221,8 @@ void TimeoutHybrid::finish() {
     } else {
       wait_explained(comm_.recv(totals, 0, {.tag = totals_tag(steps_)}), Deadline::after(o_.timeout),
                      [&] { return context("receive of the run's counts from rank 0 after the last step"); });
-      totals_ = {totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6]};
+      reap_sent(steps_);  // the coordinator took every gradient before it sent the counts
+      totals_ = {totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6], totals[7]};
     }
     std::vector<Tensor> buffers;
     for (const auto& b : buffers_) buffers.push_back(b.tensor);
@@ -240,6 +275,8 @@ nlohmann::json TimeoutHybrid::stats() const {
           {"late", t.late},
           {"stale_applied", t.stale},
           {"dropped", t.dropped},
+          {"skipped", t.skipped},
+          {"catch_up", o_.catch_up == CatchUp::skip ? "skip" : "compute"},
           {"max_staleness", t.max_staleness},
           {"max_lag", t.max_lag},
           {"arrived_per_step", static_cast<double>(t.arrived) / steps},
@@ -256,11 +293,11 @@ std::string TimeoutHybrid::report() const {
   if (t.steps == 0) return "";
   const double steps = static_cast<double>(t.steps);
   return fmt::format("timeout-hybrid: {} steps of {} replicas, {}; {:.2f} gradients arrived per step, {} late, {} "
-                     "applied stale (max staleness {}), {} dropped; max lag {}; waited {:.1f} ms per step; {:.0f} "
+                     "applied stale (max staleness {}), {} dropped ({} never computed: skipped to catch up); max lag {}; waited {:.1f} ms per step; {:.0f} "
                      "bytes sent per step here (all-reduce {:.0f})",
                      t.steps, comm_.size(),
                      o_.wait.count() > 0 ? fmt::format("deadline {}", format_duration(o_.wait)) : std::string("no deadline"),
-                     static_cast<double>(t.arrived) / steps, t.late, t.stale, t.max_staleness, t.dropped, t.max_lag,
+                     static_cast<double>(t.arrived) / steps, t.late, t.stale, t.max_staleness, t.dropped, t.skipped, t.max_lag,
                      1e3 * waited_s_ / steps, bytes_ / steps,
                      allreduce_bytes(static_cast<double>(flat_.bytes()), comm_.size()));
 }

@@ -21,10 +21,14 @@
 //                      check that the parameters are bit-identical everywhere
 //
 // A worker behind the coordinator finds the aggregates it missed waiting and
-// applies them one per step without waiting, so it catches up while the
-// coordinator waits its timeout; hybrid.max_lag bounds how far behind it may
-// fall before the coordinator waits for it. A slow coordinator slows
-// everyone: every step needs its aggregate.
+// applies them one per step without waiting. With catch_up = skip (the
+// default) it does not compute those steps' gradients at all, which could
+// only be late (step_decided(): the trainer skips forward and backward), so a
+// worker slower than the others every step keeps up by contributing to every
+// few steps; with compute it computes every step and hybrid.max_lag bounds
+// how far behind it may fall before the coordinator waits for it. The
+// coordinator does not wait for a worker that still owes an earlier step. A
+// slow coordinator slows everyone: every step needs its aggregate.
 //
 // With hybrid.timeout_ms = 0 every step waits for every gradient: synchronous
 // SGD (the mean gradient), up to the order of the float sums.
@@ -49,7 +53,7 @@ using HybridOptions = InboxOptions;
 
 // Totals over the steps this process ran (the same on every rank after finish()).
 struct HybridTotals {
-  int64_t steps = 0, arrived = 0, late = 0, stale = 0, dropped = 0, max_staleness = 0, max_lag = 0;
+  int64_t steps = 0, arrived = 0, late = 0, stale = 0, dropped = 0, skipped = 0, max_staleness = 0, max_lag = 0;
 };
 
 class TimeoutHybrid final : public Aggregation {
@@ -62,6 +66,10 @@ class TimeoutHybrid final : public Aggregation {
   void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
              const nlohmann::json& description) override;
   void before_forward() override;
+  // A worker whose aggregate of this step is already in (the coordinator
+  // closed the step without it) with catch_up = skip: true, and this step
+  // sends the coordinator a header saying so instead of a gradient.
+  bool step_decided() override;
   void combine_gradients() override;
   void after_step() override;
   void finish() override;
@@ -90,14 +98,17 @@ class TimeoutHybrid final : public Aggregation {
     Tensor values;
     comm::Work header_work, values_work;
   };
-  struct Sent {  // a worker's gradient on its way
+  struct Sent {  // a worker's gradient on its way: header [step, follows], values
+    int64_t step;
+    std::shared_ptr<std::vector<int64_t>> header;
     Tensor grad;
-    comm::Work work;
+    std::vector<comm::Work> works;
   };
   void coordinate();
   void follow();
   void count(const StepRecord& r);
   void reap(int64_t through);  // waits for the coordinator's sends of steps <= through
+  void reap_sent(int64_t through);  // a worker's sends: those done, and those of steps <= through
   void expect();               // a worker posts the receive of step steps_'s aggregate
   std::string context(const std::string& what) const;
   void check_identical();
@@ -115,6 +126,7 @@ class TimeoutHybrid final : public Aggregation {
   HybridTotals totals_;
   double bytes_ = 0, waited_s_ = 0;
   bool combined_ = false;          // combine_gradients() ran in this step
+  bool skipping_ = false;          // step_decided() said so in this step
   bool ready_ = false;
 };
 

@@ -11,10 +11,21 @@
 //   lagging   a worker whose gradient of step k - max_lag has not arrived
 //             when step k closes is waited for (up to the timeout): no
 //             worker falls more than max_lag steps behind the coordinator
+//   behind    a worker that has not yet sent its word for an earlier step
+//             is not waited for: its gradient of this step is at least a
+//             whole step of compute away (with a deadline; never when
+//             waiting for every gradient)
+//
+// Every gradient comes as a header on grad_tag [step, follows] and, when
+// `follows`, the values on values_tag. A worker that caught up by skipping a
+// step already closed (catch_up = skip) sends the header alone; the
+// coordinator posts the values' receive only once the header says they come.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +37,12 @@ namespace braid::parallel::hybrid {
 
 enum class Late { drop, stale };
 Late parse_late(const std::string& name);  // ConfigError for an unknown name
+// What a worker does at a step the coordinator has already closed without it
+// (its aggregate is waiting before forward): `skip` applies it without
+// computing a gradient that could only be late; `compute` computes it anyway
+// (its gradient may still count with late = stale).
+enum class CatchUp { skip, compute };
+CatchUp parse_catch_up(const std::string& name);
 
 struct InboxOptions {
   Duration wait{};            // after the coordinator's own gradient; 0: every gradient of the step
@@ -33,6 +50,7 @@ struct InboxOptions {
   double stale_weight = 0.5;  // lambda in (0, 1]
   int64_t max_staleness = 4;  // in [0, 62]
   int64_t max_lag = 8;        // >= 1
+  CatchUp catch_up = CatchUp::skip;
   Duration timeout = std::chrono::seconds(300);
 };
 
@@ -46,12 +64,14 @@ struct StepRecord {
   int64_t late = 0;           // this step's gradients that missed the deadline
   int64_t stale = 0;          // earlier late gradients applied in this step
   int64_t dropped = 0;        // late gradients given up in this step
+  int64_t skipped = 0;        // of those, never computed (the worker caught up by skipping)
   int64_t max_staleness = 0;  // of the stale ones applied
   int64_t lag = 0;            // most gradients any worker still owed when the step closed
   double weight = 0;          // sum of the weights: the aggregate is sum w g / weight
   std::vector<uint64_t> included;  // [ranks] bit s: the rank's gradient of step - s is in it
 
-  // [8 + ranks] int64 words, as the coordinator sends it.
+  // [kWords + ranks] int64 words, as the coordinator sends it.
+  static constexpr size_t kWords = 9;
   std::vector<int64_t> encode() const;
   static StepRecord decode(const std::vector<int64_t>& words, int ranks);
 };
@@ -60,6 +80,7 @@ struct StepRecord {
 inline uint64_t grad_tag(int64_t step) { return (static_cast<uint64_t>(step) % (uint64_t{1} << 36)) * 4; }
 inline uint64_t aggregate_tag(int64_t step) { return grad_tag(step) + 1; }
 inline uint64_t totals_tag(int64_t step) { return grad_tag(step) + 2; }
+inline uint64_t values_tag(int64_t step) { return grad_tag(step) + 3; }
 
 class Inbox {
  public:
@@ -75,21 +96,33 @@ class Inbox {
   // step's gradients) and adds w * g of every gradient it takes to `sum`
   // ([entries] f64, holding the coordinator's own gradient with weight 1).
   StepRecord collect(int64_t step, Deadline deadline, std::vector<double>& sum);
-  // After the last step: waits for every receive still posted; the late
-  // gradients never applied count as dropped (returned).
-  int64_t drain();
+  // After the last step: waits for every receive still posted. Returns the
+  // late gradients never applied (dropped) and the headers of skipped steps
+  // not yet counted.
+  struct Drained {
+    int64_t dropped = 0, skipped = 0;
+  };
+  Drained drain();
 
  private:
   enum class State { pending, late, dropped };
   struct Incoming {
     int64_t step;
-    Tensor grad;
-    comm::Work work;
+    std::shared_ptr<std::vector<int64_t>> header;  // [step, follows]
+    comm::Work header_work;
+    Tensor grad;                      // once the header said the values follow
+    std::optional<comm::Work> values_work;
     State state;
   };
+  // Posts the values' receive once the header says they come; true when the
+  // gradient is in (or the header says it never will be).
+  bool arrived(Incoming& in, int rank);
+  bool skipped(const Incoming& in) const { return in.header_work.done() && (*in.header)[1] == 0; }
+  // Waits for the gradient until `deadline` (TimeoutError, PeerError with context).
+  void wait_for(Incoming& in, int rank, Deadline deadline, std::string_view what);
   void add(const Incoming& in, double weight, std::vector<double>& sum) const;
   std::string context(int rank, int64_t step, std::string_view what) const;
-  void check(const Incoming& in, int rank) const;  // PeerError with context if its receive failed
+  void check(const Incoming& in, int rank) const;  // PeerError with context if a receive failed
 
   comm::Communicator comm_;
   InboxOptions o_;
