@@ -4,9 +4,10 @@
 # small Fashion-MNIST MLP, checking each run's plan, report line, final
 # accuracy and --summary-json figures: gossip on a ring and an exponential
 # graph of 4 (spectral gap, bytes, consensus distance), resumed from a
-# checkpoint, and on the data axis of a two-stage pipeline; hybrid without a
-# deadline (every gradient in), and with a straggler past the deadline (late
-# gradients dropped, or applied stale). Then a worker of each is killed with
+# checkpoint, on the data axis of a two-stage pipeline, and asynchronous with
+# a straggler; hybrid without a deadline (every gradient in), and with a
+# straggler past the deadline (late gradients dropped, or applied stale; the
+# straggler skipping closed steps). Then a worker of each is killed with
 # SIGKILL mid-run in a job of two launchers (two "nodes" on loopback): the
 # survivors' own errors must name the dead rank, and both launchers must end
 # within 2 x parallel.timeout_s.
@@ -56,6 +57,11 @@ rm -rf "$out/run"
 run pipeline 4 "${g}ring of 2 .*; rank 0 receives from \[1\]" "assert a['replicas'] == 2, a" \
   parallel.strategy=gossip parallel.pipeline=2 parallel.microbatches=2 train.max_steps=20
 rm -rf "$out/run"
+# Asynchronous, with rank 1 20 ms slower a step: no one waits for it.
+run gossip_async 4 "${g}ring of 4 .* 30 steps, $bytes; asynchronous: [0-9.]+ neighbour weights mixed per step .*then averaged exactly" \
+  "assert a['mode'] == 'async' and a['steps'] == 30 and a['consensus_distance'] >= 0, a" \
+  parallel.strategy=gossip gossip.mode=async train.max_steps=30 train.straggler_rank=1 train.straggler_ms=20
+rm -rf "$out/run"
 
 h="timeout-hybrid: 30 steps of 3 replicas, "
 run hybrid_sync 3 "${h}no deadline; 3\.00 gradients arrived per step, 0 late" \
@@ -70,11 +76,17 @@ run hybrid_drop 3 "${h}deadline 5 ms; [12]\.[0-9]+ gradients arrived per step, [
   "assert a['late'] >= 25 and a['dropped'] == a['late'] and a['arrived'] + a['late'] == 90, a" \
   parallel.strategy=hybrid hybrid.timeout_ms=5 train.straggler_rank=1 train.straggler_ms=30 train.max_steps=30
 rm -rf "$out/run"
-# max_lag 2 keeps the late gradients within hybrid.max_staleness (4): applied stale.
+# Computing every step (catch_up = compute), max_lag 2 keeps the late
+# gradients within hybrid.max_staleness (4): applied stale.
 run hybrid_stale 3 "${h}deadline 5 ms; .* late, [1-9][0-9]* applied stale \(max staleness [1-4]\)" \
   "assert a['stale_applied'] >= 20 and a['max_lag'] <= 2 and a['late'] == a['stale_applied'] + a['dropped'], a" \
-  parallel.strategy=hybrid hybrid.timeout_ms=5 hybrid.late=stale hybrid.max_lag=2 train.straggler_rank=1 \
-  train.straggler_ms=30 train.max_steps=30
+  parallel.strategy=hybrid hybrid.timeout_ms=5 hybrid.late=stale hybrid.max_lag=2 hybrid.catch_up=compute \
+  train.straggler_rank=1 train.straggler_ms=30 train.max_steps=30
+rm -rf "$out/run"
+# Skipping (the default): the straggler computes only the steps still open.
+run hybrid_skip 3 "${h}deadline 5 ms; .* dropped \([1-9][0-9]* never computed: skipped to catch up\)" \
+  "assert a['skipped'] >= 10 and a['catch_up'] == 'skip' and a['late'] == a['stale_applied'] + a['dropped'], a" \
+  parallel.strategy=hybrid hybrid.timeout_ms=5 train.straggler_rank=1 train.straggler_ms=30 train.max_steps=30
 rm -rf "$out/run"
 
 # kill_one NAME DEAD_RANK MESSAGE_REGEX KEY=VALUE...: 4 ranks, each under its own
@@ -132,5 +144,7 @@ kill_one() {
 }
 kill_one gossip_kill 3 "rank 0 of 4 on the data axis: gossip's (receive of rank 3's weights|send of its weights to rank 3) in step [0-9]+ failed" \
   parallel.strategy=gossip
+kill_one gossip_async_kill 3 "rank 0 of 4 on the data axis: asynchronous gossip's (receive of rank 3's weights|send of its weights to rank 3) in step [0-9]+ failed" \
+  parallel.strategy=gossip gossip.mode=async
 kill_one hybrid_kill 2 "rank 0 of 4 on the data axis: timeout-hybrid's coordinator .*rank 2's gradient of step [0-9]+" \
   parallel.strategy=hybrid hybrid.timeout_ms=50

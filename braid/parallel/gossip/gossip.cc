@@ -78,7 +78,7 @@ void Gossip::after_step() {
   autograd::NoGradGuard no_grad;
   if (latest_) {
     stepping_ = false;
-    latest_->poll();
+    latest_->poll(steps_);
     mix_latest();
   } else if (exchange_) {
     const Exchange e = std::move(*exchange_);

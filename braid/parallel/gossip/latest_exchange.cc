@@ -30,7 +30,8 @@ LatestExchange::LatestExchange(comm::Communicator comm, std::vector<int> in, std
 }
 
 std::string LatestExchange::context(const std::string& what) const {
-  return fmt::format("rank {} of {} on the data axis: asynchronous gossip's {}", comm_.rank(), comm_.size(), what);
+  return fmt::format("rank {} of {} on the data axis: asynchronous gossip's {} in step {}", comm_.rank(), comm_.size(),
+                     what, step_ + 1);
 }
 
 void LatestExchange::post(Slot& s) {
@@ -52,7 +53,8 @@ void LatestExchange::take(Slot& s) {
   if (!s.ended) post(s);
 }
 
-void LatestExchange::poll() {
+void LatestExchange::poll(int64_t step) {
+  step_ = step;
   for (Slot& s : slots_) {
     while (!s.ended && s.header_work.done() && s.values_work.done()) take(s);
   }
@@ -60,6 +62,7 @@ void LatestExchange::poll() {
 
 int LatestExchange::offer(const std::function<void(const Tensor&)>& pack, int64_t step) {
   if (closed_) fail<ValueError>("gossip: offer() after close()");
+  step_ = step;
   int sent = 0;
   for (Outbox& o : outboxes_) {
     if (!idle(o)) {
@@ -106,6 +109,7 @@ void LatestExchange::wait_sends(const char* what) {
 void LatestExchange::close(int64_t step) {
   if (closed_) return;
   closed_ = true;
+  step_ = step;
   // The last message goes out at once, behind any still in flight (with the
   // buffer as it is, which those still read): a neighbour blocked on it must
   // not wait for this rank to wait for its own earlier sends.
@@ -115,7 +119,7 @@ void LatestExchange::close(int64_t step) {
   // to this rank progress only as this rank takes them.
   const Deadline deadline = Deadline::after(timeout_);
   while (true) {
-    poll();
+    poll(step);
     const auto open = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.ended; });
     if (open == slots_.end()) break;
     if (deadline.expired()) {

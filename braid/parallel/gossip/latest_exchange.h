@@ -38,8 +38,8 @@ class LatestExchange {
   // Sends this rank's weights at `step` (pack(buffer) fills a buffer) to
   // every out-neighbour whose previous message has left; returns how many.
   int offer(const std::function<void(const Tensor&)>& pack, int64_t step);
-  // Takes every message that has arrived; never waits.
-  void poll();
+  // Takes every message that has arrived; never waits. `step`: this rank's (for errors).
+  void poll(int64_t step);
   // In-neighbour j's latest weights, the step it sent them at, and whether
   // they arrived since the caller last used them (use(j)).
   const Tensor& latest(size_t j) const { return slots_[j].latest; }
@@ -88,6 +88,7 @@ class LatestExchange {
   std::vector<Slot> slots_;
   std::vector<Outbox> outboxes_;
   int64_t sent_ = 0, skipped_ = 0, taken_ = 0;
+  int64_t step_ = 0;  // this rank's step, for errors
   bool closed_ = false;
 };
 
