@@ -236,19 +236,24 @@ comm::Work Client::push_dense(std::span<const float> grads, int64_t clock, doubl
   return c.fan_out(c.all_servers(), fmt::format("{} push_dense clock {}", c.who(), clock), [&c, grads, clock, lr](int s) {
     const auto part = grads.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
     std::span<const std::byte> payload = std::as_bytes(part);
+    uint64_t flags = 0;
     if (c.codec) {  // on this server's lane thread: ranges encode in parallel
+      comm::codec::BucketState& state = c.codec_states[static_cast<size_t>(s)];
       const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::byte>& m = c.messages[static_cast<size_t>(s)];
-      c.codec->encode(part, comm::codec::flat_layout(part.size()), c.codec_states[static_cast<size_t>(s)], m);
-      c.codec_states[static_cast<size_t>(s)].steps++;
-      payload = m;
+      if (!c.codec->plain(state, part.size())) {  // else warming up, or a range below codec.min_elements
+        std::vector<std::byte>& m = c.messages[static_cast<size_t>(s)];
+        c.codec->encode(part, comm::codec::flat_layout(part.size()), state, m);
+        payload = m;
+        flags = kEncodedPush;
+      }
+      state.steps++;
       std::lock_guard lock(c.codec_mu);
-      c.codec_stats.add({.raw_bytes = part.size_bytes(), .wire_bytes = m.size(),
+      c.codec_stats.add({.raw_bytes = part.size_bytes(), .wire_bytes = payload.size(),
                          .encode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                          .calls = 1});
     }
     c.exchange(s, {.op = Op::push_dense, .clock = clock, .version = c.pulled_version[s].load(), .lr = lr,
-                   .count = part.size()},
+                   .count = part.size(), .flags = flags},
                payload, {});
   });
 }

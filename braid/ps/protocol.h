@@ -60,9 +60,10 @@ struct RequestHeader {
   double lr = 0;        // pushes
   uint64_t count = 0;   // values (dense) or keys (sparse)
   uint64_t bytes = 0;   // payload that follows
-  uint64_t reserved = 0;
+  uint64_t flags = 0;   // push_dense: kEncodedPush when the payload is a codec's message, else raw f32
 };
 static_assert(sizeof(RequestHeader) == 64);
+inline constexpr uint64_t kEncodedPush = 1;
 
 struct ReplyHeader {
   uint32_t magic = kMagic;

@@ -120,7 +120,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       }
       break;
     case Op::push_dense:
-      if (codec) {
+      if (h.flags & kEncodedPush) {  // (checked against the codec with the header)
         decoded.assign(h.count, 0.0f);
         codec->decode_add(payload, comm::codec::flat_layout(h.count), decoded);
         push_dense(worker, h, decoded);
@@ -197,8 +197,10 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
       return h.bytes;
     case Op::push_dense:
       if (!dense_count) break;
-      // Encoded: no codec's message exceeds 8 bytes a value (top-k at ratio 1) plus a header.
-      if (codec ? h.bytes > 2 * dense() + 4096 : h.bytes != dense()) break;
+      // Encoded (only with a codec): no codec's message exceeds 8 bytes a
+      // value (top-k at ratio 1) plus a header; else raw f32.
+      if (h.flags & ~kEncodedPush) break;
+      if (h.flags & kEncodedPush ? !codec || h.bytes > 2 * dense() + 4096 : h.bytes != dense()) break;
       return h.bytes;
     case Op::pull_dense:
     case Op::done:

@@ -77,6 +77,20 @@ TEST(HostilePsRequests, CountThatWrapsToTheRangeSizeIsRefused) {
   EXPECT_NE(refusal([&] { f.server.expected_bytes(0, h); }).find("push_dense with 40 bytes"), std::string::npos);
 }
 
+// An encoded push where the job has no codec, and flags no push defines.
+TEST(HostilePsRequests, EncodedPushWithoutACodecAndUnknownFlagsAreRefused) {
+  Fixture f;
+  f.hello(8);
+  const RequestHeader encoded{.op = Op::push_dense, .count = 8, .bytes = 32, .flags = kEncodedPush};
+  EXPECT_NE(refusal([&] { f.server.expected_bytes(0, encoded); }).find("push_dense with 32 bytes"), std::string::npos);
+  Fixture g;
+  g.hello(8, "asp", "topk");
+  const RequestHeader unknown{.op = Op::push_dense, .count = 8, .bytes = 32, .flags = 2};
+  EXPECT_NE(refusal([&] { g.server.expected_bytes(0, unknown); }).find("push_dense with 32 bytes"), std::string::npos);
+  const RequestHeader raw{.op = Op::push_dense, .count = 8, .bytes = 32};  // a warm-up push: raw f32
+  EXPECT_EQ(g.server.expected_bytes(0, raw), 32u);
+}
+
 // The hello's model size sized the shard: a negative one became a huge
 // size_t, a huge one was allocated as asked.
 TEST(HostilePsRequests, HelloWithANegativeOrHugeModelIsRefused) {

@@ -79,8 +79,7 @@ void Codec::wait(const Work& w, const Communicator& comm, const char* what, cons
 
 void Codec::average(Communicator& comm, std::span<float> grad, std::span<const Matrix> layout, BucketState& state,
                     const AverageOptions& o, CodecStats& stats) {
-  const bool plain = state.steps < o_.warmup_steps || grad.size() < static_cast<size_t>(o_.min_elements);
-  if (plain) {
+  if (plain(state, grad.size())) {
     wait(comm.allreduce(grad, {.op = Op::avg, .timeout = o.timeout}), comm, "plain all-reduce", state, o);
     stats.raw_bytes += grad.size_bytes();
     stats.wire_bytes += grad.size_bytes();

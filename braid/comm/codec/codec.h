@@ -101,9 +101,14 @@ class Codec {
   virtual void decode_add(std::span<const std::byte> message, std::span<const Matrix> layout,
                           std::span<float> out) const = 0;
 
+  // True when a call on `values` values goes uncompressed: a bucket's (or a
+  // parameter-server range's) first warmup_steps calls, and buckets below
+  // min_elements.
+  bool plain(const BucketState& state, size_t values) const {
+    return state.steps < o_.warmup_steps || values < static_cast<size_t>(o_.min_elements);
+  }
   // The data axis's average of every rank's `grad`, in place, bitwise equal
-  // on every rank. A bucket's first warmup_steps calls and buckets below
-  // min_elements are plain all-reduces; otherwise combine().
+  // on every rank. A plain() call is a plain all-reduce; otherwise combine().
   void average(Communicator& comm, std::span<float> grad, std::span<const Matrix> layout, BucketState& state,
                const AverageOptions& o, CodecStats& stats);
 
