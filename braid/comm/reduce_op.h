@@ -29,6 +29,14 @@ void check_reducible(DType dtype);
 void reduce_into(DType dtype, Op op, void* acc, const void* in, size_t count);
 // out[i] = a[i] (op) b[i]; out may alias a or b.
 void reduce_to(DType dtype, Op op, void* out, const void* a, const void* b, size_t count);
+// Bulk conversions between float and a 16-bit float H (f16 or bf16), rounding
+// to nearest even; f16 through F16C where the CPU has it (the scalar
+// _Float16 conversion does not vectorize).
+template <class H>
+void widen_half(const H* in, float* out, size_t n);
+template <class H>
+void narrow_half(const float* in, H* out, size_t n);
+
 // Applies the final step of `op` over `count` elements reduced across `ranks`
 // ranks (division for avg; nothing otherwise).
 void finish_reduction(DType dtype, Op op, void* buf, size_t count, int ranks);
