@@ -14,7 +14,8 @@ Per codec and setting:
   step_ms          train seconds / steps
 
 Settings (the runner and the namespaces are bench/aggregation/zoo.py's):
-  --net loopback  one `braid launch -n W` over tcp on 127.0.0.1
+  --net loopback  one `braid launch -n W` on this machine, over tcp on 127.0.0.1
+                  (or --transport shm: shared memory)
   --net netns     W network namespaces, each host's egress shaped by tc tbf
                   (--rate, e.g. 100mbit; tests/comm/netns_lib.sh). Needs root.
 
@@ -75,6 +76,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--net", choices=("loopback", "netns"), default="loopback")
     ap.add_argument("--rate", default="100mbit", help="netns: tbf rate")
+    ap.add_argument("--transport", default="tcp", help="loopback: tcp or shm (netns: always tcp)")
     ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--codecs", default=",".join(c for c, _ in CODECS))
@@ -90,10 +92,11 @@ def main():
     a.target = {"mlp": a.target or 0.85, "cnn": a.target or 0.88}
     a.epochs = {"mlp": 1000, "cnn": 1000}  # zoo.one_run: the step budget decides
     a.batch = {"mlp": zoo.BATCH, "cnn": zoo.BATCH}
-    a.transport = "tcp"
+    if a.net == "netns":
+        a.transport = "tcp"
     wanted = set(a.codecs.split(","))
     rows = [(c, s) for c, s in CODECS if c == "none" or c in wanted]
-    suffix = f"_{a.rate}" if a.net == "netns" else ""
+    suffix = f"_{a.rate}" if a.net == "netns" else ("" if a.transport == "tcp" else f"_{a.transport}")
     out = a.out or os.path.join(ROOT, "bench", "results", f"compression_{a.net}{suffix}.json")
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -135,7 +138,7 @@ def main():
             s[k] = zoo.med(r.get(k) for r in ok)
         table[codec] = s
     base = table["none"].get("time_to_target_s")
-    setting = f"tbf {a.rate} per host, {a.workers} namespaces" if ctx else "loopback tcp"
+    setting = f"tbf {a.rate} per host, {a.workers} namespaces" if ctx else f"loopback {a.transport}"
     print(f"\n# {a.model}, W={a.workers}, {setting}, {a.max_steps} steps, median of {a.reps}; "
           f"load {load_before[0]:.2f} on {os.cpu_count()} cpus")
     print(f"{'codec':9} {'ratio':>7} {'ms/MiB':>7} {'step ms':>8} {'to target s':>12} {'speed-up':>9} {'top-1':>7}")
