@@ -88,15 +88,17 @@ std::vector<float> reference(const comm::codec::CodecOptions& options, int serve
   return p;
 }
 
-class CodecPush : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+// The job: every worker pushes its gradient and pulls, kSteps times, bsp.
+struct Trained {
+  std::vector<std::vector<float>> weights;   // [worker] after the last pull
+  std::vector<comm::codec::CodecStats> stats;  // [worker]
+  testing::JobResult job;
+};
 
-TEST_P(CodecPush, ServersApplyTheEncodedThenDecodedGradient) {
-  const auto& [name, servers, workers] = GetParam();
-  const PsConfig config{.consistency = Consistency::bsp, .codec = codec_options(name)};
-  const auto expected = reference(config.codec, servers, workers);
-  std::vector<std::vector<float>> got(static_cast<size_t>(workers));
-  std::vector<comm::codec::CodecStats> stats(static_cast<size_t>(workers));
-  const auto r = run_job(servers, workers, 10s, [&](Client& c, int w) {
+Trained train(const PsConfig& config, int servers, int workers) {
+  Trained t{.weights = std::vector<std::vector<float>>(static_cast<size_t>(workers)),
+            .stats = std::vector<comm::codec::CodecStats>(static_cast<size_t>(workers)), .job = {}};
+  t.job = run_job(servers, workers, 10s, [&](Client& c, int w) {
     int64_t clock = c.hello(config, kDim);
     std::vector<float> p = initial();
     if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
@@ -106,22 +108,32 @@ TEST_P(CodecPush, ServersApplyTheEncodedThenDecodedGradient) {
       ++clock;
       c.pull_dense(p, clock).wait(Deadline::after(10s));
     }
-    got[static_cast<size_t>(w)] = p;
-    stats[static_cast<size_t>(w)] = c.take_codec_stats();
+    t.weights[static_cast<size_t>(w)] = p;
+    t.stats[static_cast<size_t>(w)] = c.take_codec_stats();
     c.done();
   });
+  return t;
+}
+
+class CodecPush : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
+
+TEST_P(CodecPush, ServersApplyTheEncodedThenDecodedGradient) {
+  const auto& [name, servers, workers] = GetParam();
+  const PsConfig config{.consistency = Consistency::bsp, .codec = codec_options(name)};
+  const auto expected = reference(config.codec, servers, workers);
+  const Trained t = train(config, servers, workers);
   for (int w = 0; w < workers; ++w) {
-    const auto& p = got[static_cast<size_t>(w)];
+    const auto& p = t.weights[static_cast<size_t>(w)];
     ASSERT_EQ(p.size(), expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
       ASSERT_NEAR(p[i], expected[i], 1e-4 * (1 + std::fabs(expected[i]))) << "worker " << w << ", value " << i;
     }
-    const auto& st = stats[static_cast<size_t>(w)];
+    const auto& st = t.stats[static_cast<size_t>(w)];
     EXPECT_EQ(st.calls, kSteps * servers);
     EXPECT_EQ(st.raw_bytes, static_cast<uint64_t>(kSteps * kDim) * sizeof(float));
     EXPECT_LT(st.wire_bytes, st.raw_bytes) << name << " sent no fewer bytes than f32";
   }
-  for (const auto& s : r.servers) EXPECT_EQ(s.gradients, kSteps * workers);
+  for (const auto& s : t.job.servers) EXPECT_EQ(s.gradients, kSteps * workers);
 }
 
 // codec.warmup_steps and codec.min_elements on pushes: the first two pushes
@@ -134,30 +146,15 @@ TEST(CodecPushPlain, WarmupAndSmallRangesGoRawF32) {
   options.min_elements = 334;
   const PsConfig config{.consistency = Consistency::bsp, .codec = options};
   const auto expected = reference(config.codec, servers, workers);
-  std::vector<std::vector<float>> got(static_cast<size_t>(workers));
-  std::vector<comm::codec::CodecStats> stats(static_cast<size_t>(workers));
-  run_job(servers, workers, 10s, [&](Client& c, int w) {
-    int64_t clock = c.hello(config, kDim);
-    std::vector<float> p = initial();
-    if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
-    c.pull_dense(p, -1).wait(Deadline::after(10s));
-    for (int s = 0; s < kSteps; ++s) {
-      c.push_dense(grad_of(p, w), clock, kLr).wait(Deadline::after(10s));
-      ++clock;
-      c.pull_dense(p, clock).wait(Deadline::after(10s));
-    }
-    got[static_cast<size_t>(w)] = p;
-    stats[static_cast<size_t>(w)] = c.take_codec_stats();
-    c.done();
-  });
+  const Trained t = train(config, servers, workers);
   const DenseLayout layout(kDim, servers);
   uint64_t raw_values = 0;  // pushed as raw f32: every range while warming up, the small one always
   for (int s = 0; s < servers; ++s) raw_values += static_cast<uint64_t>(layout.size(s)) * (layout.size(s) < 334 ? kSteps : 2);
   for (int w = 0; w < workers; ++w) {
     for (size_t i = 0; i < expected.size(); ++i) {
-      ASSERT_NEAR(got[w][i], expected[i], 1e-4 * (1 + std::fabs(expected[i]))) << "worker " << w << ", value " << i;
+      ASSERT_NEAR(t.weights[w][i], expected[i], 1e-4 * (1 + std::fabs(expected[i]))) << "worker " << w << ", value " << i;
     }
-    const auto& st = stats[static_cast<size_t>(w)];
+    const auto& st = t.stats[static_cast<size_t>(w)];
     EXPECT_EQ(st.calls, kSteps * servers);
     EXPECT_GT(st.wire_bytes, raw_values * sizeof(float));  // the raw pushes, plus the encoded ones
     EXPECT_LT(st.wire_bytes, raw_values * sizeof(float) + (kSteps * kDim - raw_values) * sizeof(float) / 8);
