@@ -77,10 +77,9 @@ void Gossip::after_step() {
   if (!exchange_ && !stepping_) fail<ValueError>("gossip: after_step() without before_forward() (step {})", steps_ + 1);
   autograd::NoGradGuard no_grad;
   if (latest_) {
-    stepping_ = false;
     latest_->poll(steps_);
     mix_latest();
-  } else if (exchange_) {
+  } else {
     const Exchange e = std::move(*exchange_);
     exchange_.reset();
     for (size_t j = 0; j < in_.size(); ++j) wait(e.recvs[j], fmt::format("receive of rank {}'s weights", in_[j]));
@@ -257,7 +256,7 @@ nlohmann::json Gossip::stats() const {
           {"mode", o_.async ? "async" : "sync"},
           {"sends_skipped", latest_ ? latest_->offers_skipped() : 0},
           {"mixed_per_step", static_cast<double>(mixed_) / steps},
-          {"mean_staleness", mixed_ > 0 ? static_cast<double>(age_sum_) / static_cast<double>(mixed_) : 0.0},
+          {"mean_staleness", mean_staleness()},
           {"too_old", too_old_}};
 }
 
@@ -269,7 +268,7 @@ std::string Gossip::report() const {
       latest_ ? fmt::format("; asynchronous: {:.2f} neighbour weights mixed per step (mean staleness {:.2f} steps), {} "
                             "too old, {} sends skipped (the previous to that neighbour still in flight)",
                             static_cast<double>(mixed_) / static_cast<double>(steps_here_),
-                            mixed_ > 0 ? static_cast<double>(age_sum_) / static_cast<double>(mixed_) : 0.0, too_old_,
+                            mean_staleness(), too_old_,
                             latest_->offers_skipped())
               : "";
   return fmt::format("gossip (D-PSGD): {}; rank {} receives from {}; {} steps, {:.0f} bytes sent per rank per step "

@@ -108,6 +108,9 @@ class Gossip final : public Aggregation {
   double measure(const Tensor& mean);
   void mix();
   void mix_latest();  // async
+  double mean_staleness() const {  // async: of the neighbour weights mixed
+    return mixed_ > 0 ? static_cast<double>(age_sum_) / static_cast<double>(mixed_) : 0.0;
+  }
   void wait(const comm::Work& work, const std::string& what) const;
 
   comm::Communicator comm_;

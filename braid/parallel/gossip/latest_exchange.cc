@@ -48,7 +48,6 @@ void LatestExchange::take(Slot& s) {
   std::swap(s.values, s.latest);
   s.step = (*s.header)[0];
   s.fresh = true;
-  ++taken_;
   s.ended = (*s.header)[1] != 0;
   if (!s.ended) post(s);
 }
@@ -81,15 +80,18 @@ void LatestExchange::send(Outbox& o, int64_t step, bool last) {
   f.works.push_back(comm_.send(*f.header, o.to, {.tag = kHeaderTag}));
   f.works.push_back(comm_.send({o.values.raw_data(), static_cast<size_t>(entries_), dtype_}, o.to, {.tag = kValuesTag}));
   o.flights.push_back(std::move(f));
-  ++sent_;
+}
+
+void LatestExchange::wait_flight(const Outbox& o, const Flight& f, const char* what) const {
+  for (const comm::Work& w : f.works) {
+    wait_explained(w, Deadline::after(timeout_), [&] { return context(fmt::format("{} to rank {}", what, o.to)); });
+  }
 }
 
 bool LatestExchange::idle(Outbox& o) {
   std::erase_if(o.flights, [&](const Flight& f) {
     if (!std::all_of(f.works.begin(), f.works.end(), [](const comm::Work& w) { return w.done(); })) return false;
-    for (const comm::Work& w : f.works) {  // done: rethrows a failure with context
-      wait_explained(w, Deadline::after(timeout_), [&] { return context(fmt::format("send of its weights to rank {}", o.to)); });
-    }
+    wait_flight(o, f, "send of its weights");  // done: rethrows a failure with context
     return true;
   });
   return o.flights.empty();
@@ -97,11 +99,7 @@ bool LatestExchange::idle(Outbox& o) {
 
 void LatestExchange::wait_sends(const char* what) {
   for (Outbox& o : outboxes_) {
-    for (const Flight& f : o.flights) {
-      for (const comm::Work& w : f.works) {
-        wait_explained(w, Deadline::after(timeout_), [&] { return context(fmt::format("{} to rank {}", what, o.to)); });
-      }
-    }
+    for (const Flight& f : o.flights) wait_flight(o, f, what);
     o.flights.clear();
   }
 }

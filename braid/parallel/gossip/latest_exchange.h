@@ -47,9 +47,7 @@ class LatestExchange {
   bool fresh(size_t j) const { return slots_[j].fresh; }
   void use(size_t j) { slots_[j].fresh = false; }
   size_t in_degree() const { return slots_.size(); }
-  int64_t messages_sent() const { return sent_; }
   int64_t offers_skipped() const { return skipped_; }  // per out-neighbour
-  int64_t messages_taken() const { return taken_; }
   // After the last step (`step` steps taken); collective with the neighbours.
   // What arrives meanwhile is taken and left unused.
   void close(int64_t step);
@@ -78,6 +76,8 @@ class LatestExchange {
   void send(Outbox& o, int64_t step, bool last);
   // Drops o's finished flights (a failed one: PeerError with context); true when none is left.
   bool idle(Outbox& o);
+  // Waits for one message's sends (up to the timeout; errors name `what` and the neighbour).
+  void wait_flight(const Outbox& o, const Flight& f, const char* what) const;
   void wait_sends(const char* what);
   std::string context(const std::string& what) const;
 
@@ -87,7 +87,7 @@ class LatestExchange {
   Duration timeout_;
   std::vector<Slot> slots_;
   std::vector<Outbox> outboxes_;
-  int64_t sent_ = 0, skipped_ = 0, taken_ = 0;
+  int64_t skipped_ = 0;
   int64_t step_ = 0;  // this rank's step, for errors
   bool closed_ = false;
 };

@@ -88,8 +88,7 @@ bool Inbox::arrived(Incoming& in, int rank) {
 void Inbox::wait_for(Incoming& in, int rank, Deadline deadline, std::string_view what) {
   const auto explain = [&] { return context(rank, in.step, what); };
   wait_explained(in.header_work, deadline, explain);
-  if (!arrived(in, rank)) wait_explained(*in.values_work, deadline, explain);
-  check(in, rank);
+  if (!arrived(in, rank)) wait_explained(*in.values_work, deadline, explain);  // arrived() checked the header
 }
 
 void Inbox::start_at(int64_t step) {
