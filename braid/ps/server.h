@@ -40,7 +40,7 @@ struct ServerOptions {
 struct ServerStats {
   int64_t updates = 0;        // dense updates applied
   int64_t gradients = 0;      // dense gradients received
-  int64_t dropped = 0;        // late gradients dropped (bsp with backup workers)
+  int64_t dropped = 0;        // late gradients dropped (bsp with backup workers), and clocks only dead workers pushed to
   int64_t max_staleness = 0;  // most updates between a worker's pull and its push
   int64_t clock = 0;
   int64_t recovered_version = -1;  // the checkpoint's update count, -1 when none was loaded

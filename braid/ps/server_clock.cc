@@ -139,6 +139,15 @@ void Server::Impl::complete_clocks() {
       if (workers[w].status == Status::live && !p.pushed.count(static_cast<int>(w))) everyone = false;
     }
     if (static_cast<int64_t>(p.pushed.size()) < need && !everyone) return;
+    if (p.pushed.empty()) {
+      // Only sparse rows came for this clock, from workers that are gone since
+      // (everyone left has finished): nobody's gradient for it is whole. Dropped.
+      ++stats.dropped;
+      applied_clock = it->first + 1;
+      pending_bytes -= p.bytes;
+      pending.erase(it);
+      continue;
+    }
     const float scale = 1.0f / static_cast<float>(p.pushed.size());
     for (float& g : p.dense) g *= scale;
     shard->apply_dense(p.dense, p.lr);

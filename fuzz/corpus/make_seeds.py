@@ -61,8 +61,8 @@ def store():
 OPS = dict(hello=1, init_dense=2, push_dense=3, pull_dense=4, define_table=5, push_sparse=6, pull_sparse=7, done=8)
 
 
-def request(worker, op, payload=b"", table=0, clock=0, version=0, lr=0.1, count=0):
-    h = struct.pack("<IIiiqqdQQQ", 0x31535042, OPS[op], worker, table, clock, version, lr, count, len(payload), 0)
+def request(worker, op, payload=b"", table=0, clock=0, version=0, lr=0.1, count=0, flags=0):
+    h = struct.pack("<IIiiqqdQQQ", 0x31535042, OPS[op], worker, table, clock, version, lr, count, len(payload), flags)
     assert len(h) == 64
     return bytes([worker]) + h + payload
 
@@ -85,7 +85,8 @@ def ps_session(consistency, codec="none", updater="sgd", backup=0, n=8, dim=4):
     out = request(0, "hello", hello) + request(1, "hello", hello) + request(0, "init_dense", floats, count=n)
     out += request(0, "define_table", json.dumps({"dim": dim, "init_std": 0.01}).encode(), table=3)
     for w in (0, 1):
-        out += request(w, "push_dense", floats, count=n, clock=0)
+        # With a codec the push is flagged encoded (kEncodedPush), so the codec decodes it.
+        out += request(w, "push_dense", floats, count=n, clock=0, flags=0 if codec == "none" else 1)
         out += request(w, "push_sparse", keys + rows, table=3, count=3, clock=0)
         out += request(w, "pull_dense", clock=1) + request(w, "pull_sparse", keys, table=3, count=3, clock=1)
     return out + request(0, "done") + request(1, "done")
@@ -97,9 +98,9 @@ def ps():
     write("ps_protocol", "bsp_backup", ps_session("bsp", backup=1))
     write("ps_protocol", "softsync", ps_session("softsync", updater="momentum"))
     write("ps_protocol", "ssp_adagrad", ps_session("ssp", updater="adagrad"))
-    # Codec pushes carry a codec's message instead of raw floats; the seeds
+    # Encoded pushes carry a codec's message instead of raw floats; the seeds
     # carry raw floats of the right count, which the codecs refuse or read.
-    for codec in ("fp16", "bf16", "qsgd", "onebit", "topk"):
+    for codec in ("fp16", "bf16", "qsgd", "onebit", "topk", "powersgd"):
         write("ps_protocol", "asp_" + codec, ps_session("asp", codec=codec))
 
 

@@ -146,6 +146,23 @@ TEST(CodecMessages, DecodeAloneAndRefuseGarbage) {
   }
 }
 
+// A chunk length near 2^64 in a hostile message must not wrap the chunk
+// count to zero (the decoder then read scales it never had).
+TEST(CodecMessages, HugeChunkLengthsDoNotWrap) {
+  const size_t n = 10;
+  std::vector<float> out(n, 0.0f);
+  auto onebit = make_codec(options("onebit"));
+  std::vector<std::byte> msg;
+  Writer w(msg);
+  w.put<uint64_t>(n);
+  w.put<uint64_t>(~uint64_t{0});   // one chunk of all 10 values
+  w.put_all<float>(std::vector<float>{1.0f, -2.0f});
+  std::vector<uint32_t> signs = {1, 0, 1, 0, 1, 0, 1, 0, 1, 0};
+  pack_bits(signs, 1, w.grow(packed_bytes(n, 1)));
+  onebit->decode_add(msg, flat_layout(n), out);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], i % 2 ? -2.0f : 1.0f) << i;
+}
+
 TEST(CodecMessages, PowerSgdRecoversALowRankMatrix) {
   CodecOptions o = options("powersgd");
   o.powersgd_rank = 2;

@@ -20,7 +20,7 @@ class OneBit final : public Codec {
   void encode(std::span<const float> grad, std::span<const Matrix>, BucketState& state,
               std::vector<std::byte>& message) override {
     const size_t n = grad.size(), chunk = static_cast<size_t>(o_.onebit_chunk);
-    const size_t chunks = (n + chunk - 1) / chunk;
+    const size_t chunks = chunk_count(n, chunk);
     std::vector<float> x(grad.begin(), grad.end());
     if (o_.error_feedback) {
       const std::vector<float>& m = state.tensor("memory", n);
@@ -57,7 +57,7 @@ class OneBit final : public Codec {
     const auto n = r.get<uint64_t>();
     const auto chunk = r.get<uint64_t>();
     if (n != out.size() || chunk == 0) fail<ValueError>("onebit message: {} values (expected {}), chunk {}", n, out.size(), chunk);
-    const size_t chunks = (n + chunk - 1) / chunk;
+    const size_t chunks = chunk_count(n, chunk);
     std::vector<float> scales(2 * chunks);
     std::memcpy(scales.data(), r.take(scales.size() * sizeof(float)), scales.size() * sizeof(float));
     const std::byte* bits = r.take(packed_bytes(n, 1));

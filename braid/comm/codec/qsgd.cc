@@ -31,7 +31,7 @@ class Qsgd final : public Codec {
     const auto s = static_cast<uint32_t>(o_.qsgd_levels);
     const auto chunk = static_cast<size_t>(o_.qsgd_chunk);
     const int width = 1 + level_bits(s);
-    const size_t n = grad.size(), chunks = (n + chunk - 1) / chunk;
+    const size_t n = grad.size(), chunks = chunk_count(n, chunk);
     message.clear();
     Writer w(message);
     w.put<uint64_t>(n);
@@ -69,7 +69,7 @@ class Qsgd final : public Codec {
     const auto chunk = r.get<uint32_t>();
     if (n != out.size() || s == 0 || s > (1u << 24) || chunk == 0)
       fail<ValueError>("qsgd message: {} values (expected {}), s = {}, chunk = {}", n, out.size(), s, chunk);
-    const size_t chunks = (n + chunk - 1) / chunk;
+    const size_t chunks = chunk_count(n, chunk);
     const auto* norms = reinterpret_cast<const float*>(r.take(chunks * sizeof(float)));
     const int width = 1 + level_bits(s);
     const std::byte* bits = r.take(packed_bytes(n, width));

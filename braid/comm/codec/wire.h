@@ -14,6 +14,10 @@
 
 namespace braid::comm::codec {
 
+// How many chunks of `chunk` values cover n values. Written without n + chunk - 1,
+// which wraps for a chunk length near 2^64 read from a hostile message.
+inline size_t chunk_count(size_t n, size_t chunk) { return n / chunk + (n % chunk != 0); }
+
 class Writer {
  public:
   explicit Writer(std::vector<std::byte>& out) : out_(out) {}
