@@ -114,7 +114,16 @@ void Server::Impl::mark_gone(int worker, const std::string& why) {
   }
   logging::warn("{}: worker {} (rank {}) is gone at clock {} ({}); training goes on without it", who(), worker,
                 rank_of(worker), w.clock, why);
-  if (config && config->consistency == Consistency::bsp) complete_clocks();
+  if (config && config->consistency == Consistency::bsp) {
+    // Called from serving threads outside their request's try: what completing
+    // the clocks throws (a checkpoint that cannot be written) ends the server
+    // with that error rather than escaping the thread.
+    try {
+      complete_clocks();
+    } catch (const std::exception&) {
+      set_fatal(std::current_exception());
+    }
+  }
   cv.notify_all();
 }
 
