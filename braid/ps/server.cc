@@ -185,6 +185,9 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
   // Clocks count steps: one past 2^62 is a corrupt or hostile header (and would overflow clock + 1).
   if ((h.op == Op::push_dense || h.op == Op::push_sparse) && (h.clock < 0 || h.clock >= (int64_t{1} << 62)))
     throw ValueError(fmt::format("{}: worker {} pushed clock {}", who(), worker, h.clock));
+  // A version is one the server sent (>= 0); a negative one overflowed the staleness (version - h.version).
+  if ((h.op == Op::push_dense || h.op == Op::push_sparse) && h.version < 0)
+    throw ValueError(fmt::format("{}: worker {} pushed against version {}", who(), worker, h.version));
   // Compared by counts, not count * 4: a count near 2^62 would wrap to the right byte size.
   const bool dense_count = shard && h.count == static_cast<uint64_t>(shard->dense_size());
   switch (h.op) {

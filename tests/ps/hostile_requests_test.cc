@@ -156,6 +156,10 @@ TEST(HostilePsRequests, BspPushesFarAheadAreBoundedAndHugeClocksRefused) {
   EXPECT_LE(f.server.pending_bytes, uint64_t{64} << 10);
   const RequestHeader h{.op = Op::push_dense, .clock = INT64_MAX, .count = 1024, .bytes = 4096};
   EXPECT_NE(refusal([&] { f.server.expected_bytes(1, h); }).find("pushed clock 9223372036854775807"), std::string::npos);
+  // A negative version overflowed the staleness, version - h.version (found by fuzz/ps_protocol.cc).
+  const RequestHeader v{.op = Op::push_dense, .clock = 1, .version = INT64_MIN, .count = 1024, .bytes = 4096};
+  EXPECT_NE(refusal([&] { f.server.expected_bytes(1, v); }).find("pushed against version -9223372036854775808"),
+            std::string::npos);
 }
 
 // Under bsp, a clock that only sparse rows were pushed to (a worker died
