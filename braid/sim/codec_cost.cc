@@ -5,20 +5,10 @@
 #include <random>
 #include <vector>
 
+#include "braid/base/deadline.h"
+#include "braid/base/median.h"
+
 namespace braid::sim {
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 CodecCost measure_codec(const comm::codec::CodecOptions& options, size_t values) {
   CodecCost c{.name = options.name, .raw_bytes = 4.0 * static_cast<double>(values),
@@ -41,16 +31,16 @@ CodecCost measure_codec(const comm::codec::CodecOptions& options, size_t values)
   std::vector<std::byte> message;
   std::vector<double> enc, dec;
   for (int i = 0; i < 5; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     codec->encode(grad, layout, state, message);
     enc.push_back(seconds_since(t0));
-    t0 = std::chrono::steady_clock::now();
+    t0 = Clock::now();
     codec->decode_add(message, layout, out);
     dec.push_back(seconds_since(t0));
   }
   c.wire_bytes = static_cast<double>(message.size());
-  c.encode = median(enc);
-  c.decode = median(dec);
+  c.encode = upper_median(enc);
+  c.decode = upper_median(dec);
   return c;
 }
 

@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "braid/base/atomic_file.h"
+#include "braid/base/deadline.h"
 #include "braid/base/error.h"
 #include "braid/base/json_number.h"
 #include "braid/base/log.h"
+#include "braid/base/median.h"
 #include "braid/base/rng.h"
 #include "braid/base/thread_pool.h"
 #include "braid/nn/init.h"
@@ -22,7 +24,6 @@ namespace braid::sim {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr int kVersion = 1;
@@ -33,8 +34,6 @@ constexpr int kVersion = 1;
 // convolution on several threads). Until then, timed calls would mix the
 // losing candidates, up to 20x slower, into the median.
 constexpr int kSettleCalls = cpu::kTuningTrials * 10;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Dropout names its generator by address (ops/dropout.h): the cost does not
 // depend on which generator draws, so entries are keyed and measured with 0
@@ -82,8 +81,7 @@ double measure(const op::OpDef& op, const op::Attrs& attrs, std::span<const op::
     op::call(op, inputs, attrs);
     times.push_back(seconds_since(t0));
   }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return upper_median(std::move(times));
 }
 
 std::string cpu_model() {

@@ -8,6 +8,7 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/base/log.h"
+#include "braid/base/median.h"
 #include "braid/base/thread_pool.h"
 #include "braid/graph/passes.h"
 #include "braid/graph/step.h"
@@ -40,8 +41,7 @@ double median_call(Fn&& fn, double window, int at_least) {
     fn();
     times.push_back(since(t0));
   }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return upper_median(std::move(times));
 }
 
 // The model as layers: a Sequential as it is; any other model as the one

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "braid/base/median.h"
+
 namespace braid::train {
 
 std::string StragglerReport::message() const {
@@ -28,12 +30,7 @@ std::vector<StragglerReport> StragglerWatch::judge(int64_t step, const std::vect
     std::vector<double> others;
     for (int q = 0; q < p; ++q)
       if (q != r) others.push_back(all_ms[q]);
-    std::nth_element(others.begin(), others.begin() + others.size() / 2, others.end());
-    double median = others[others.size() / 2];
-    if (others.size() % 2 == 0) {  // even count: the mean of the two middle figures
-      const double below = *std::max_element(others.begin(), others.begin() + others.size() / 2);
-      median = (median + below) / 2;
-    }
+    const double median = braid::median(std::move(others));
     const double ratio = median > 0 ? all_ms[r] / median : 0;
     if (median > 0 && ratio >= o_.ratio) {
       // Named once, when the streak reaches `windows`; a longer streak stays quiet.

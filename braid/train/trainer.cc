@@ -8,6 +8,7 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
+#include "braid/base/deadline.h"
 #include "braid/ops/autocast.h"
 #include "braid/ops/shape.h"
 #include "braid/optim/clip.h"
@@ -16,14 +17,6 @@
 #include "braid/train/timeline.h"
 
 namespace braid::train {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-}  // namespace
 
 TopK count_topk(const Tensor& logits, const Tensor& targets) {
   if (logits.ndim() < 1 || numel(targets.shape()) * logits.size(-1) != logits.numel()) {

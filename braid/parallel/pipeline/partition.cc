@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "braid/autograd/engine.h"
+#include "braid/base/deadline.h"
+#include "braid/base/median.h"
 #include "braid/ops/reduce.h"
 
 namespace braid::parallel::pipeline {
@@ -23,13 +25,12 @@ std::vector<double> measured_costs(const nn::Sequential& model, const Tensor& sa
     Tensor y;
     for (int r = 0; r < std::max(1, repeats); ++r) {
       const Tensor in = is_floating(x.dtype()) ? x.detach().set_requires_grad() : x;
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       y = model[i].forward(in);
       if (y.requires_grad()) backward(sum(y));
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      times.push_back(seconds_since(t0));
     }
-    std::sort(times.begin(), times.end());
-    costs.push_back(times[times.size() / 2]);
+    costs.push_back(upper_median(std::move(times)));
     x = y.detach();
   }
   // The timing runs left gradients behind.
