@@ -31,8 +31,11 @@ Philox4 philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
 }
 
 uint32_t Generator::next_u32() {
-  Philox4 block = philox(seed_, stream_, offset_ / 4);
-  return block[offset_++ % 4];
+  if (offset_ / 4 != block_at_) {
+    block_at_ = offset_ / 4;
+    block_ = philox(seed_, stream_, block_at_);
+  }
+  return block_[offset_++ % 4];
 }
 
 uint64_t Generator::next_u64() {
@@ -51,11 +54,15 @@ double Generator::normal() {
 }
 
 uint64_t Generator::below(uint64_t n) {
-  // Rejection sampling removes modulo bias.
-  uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  // Rejection sampling removes modulo bias: x is redrawn at or past limit =
+  // UINT64_MAX - UINT64_MAX % n. That limit is above UINT64_MAX - n, so a draw
+  // below that (almost all, for any n a shuffle meets) is taken without the
+  // division limit costs.
   uint64_t x;
-  do x = next_u64();
-  while (x >= limit);
+  while (true) {
+    x = next_u64();
+    if (x <= UINT64_MAX - n || x < UINT64_MAX - UINT64_MAX % n) break;
+  }
   return x % n;
 }
 

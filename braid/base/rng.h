@@ -33,12 +33,21 @@ class Generator {
     uint64_t seed, stream, offset;
   };
   State state() const { return {seed_, stream_, offset_}; }
-  void set_state(State s) { seed_ = s.seed; stream_ = s.stream; offset_ = s.offset; }
+  void set_state(State s) {
+    seed_ = s.seed, stream_ = s.stream, offset_ = s.offset;
+    block_at_ = kNoBlock;
+  }
   uint64_t seed() const { return seed_; }
 
  private:
   uint64_t seed_, stream_;
   uint64_t offset_ = 0;  // 32-bit words drawn so far
+  // The Philox block of counter block_at_ (words offset_ / 4 * 4 ..): one
+  // block serves four draws instead of being recomputed for each (the state
+  // above still says everything; this is only a cache of it).
+  static constexpr uint64_t kNoBlock = UINT64_MAX;
+  Philox4 block_{};
+  uint64_t block_at_ = kNoBlock;
 };
 
 }  // namespace braid

@@ -86,6 +86,33 @@ TEST(Rng, ReproducibleAndStreamsDiffer) {
   EXPECT_LT(same, 3);
 }
 
+// The generator caches a Philox block across draws; its words must still be
+// word `offset` of block offset / 4, whatever the path to that offset
+// (consecutive draws, set_state into the middle of a block, back again), and
+// below() must keep the plain rejection rule's values.
+TEST(Rng, CachedBlocksAndBelowMatchTheDefinition) {
+  Generator g(9, 3);
+  for (uint64_t k = 0; k < 41; ++k) EXPECT_EQ(g.next_u32(), philox(9, 3, k / 4)[k % 4]) << k;
+  for (uint64_t at : {uint64_t{6}, uint64_t{2}, uint64_t{7}, uint64_t{1} << 40, uint64_t{3}}) {
+    g.set_state({9, 3, at});
+    EXPECT_EQ(g.next_u32(), philox(9, 3, at / 4)[at % 4]) << at;
+    EXPECT_EQ(g.next_u32(), philox(9, 3, (at + 1) / 4)[(at + 1) % 4]) << at;
+  }
+  auto reference_below = [](Generator& r, uint64_t n) {
+    const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do x = r.next_u64();
+    while (x >= limit);
+    return x % n;
+  };
+  Generator a(5, 1), b(5, 1);
+  for (uint64_t n : {uint64_t{1}, uint64_t{2}, uint64_t{7}, uint64_t{12174}, uint64_t{1} << 63,
+                     (uint64_t{1} << 63) + 1, UINT64_MAX - 1, UINT64_MAX}) {
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(a.below(n), reference_below(b, n)) << n;
+    ASSERT_EQ(a.state().offset, b.state().offset) << n;
+  }
+}
+
 TEST(Rng, UniformAndNormalMoments) {
   Generator g(7);
   double sum = 0, sq = 0, nsum = 0, nsq = 0;
