@@ -25,8 +25,7 @@ double logistic_delta(double y, double alpha, double z, double q) {
   constexpr double kEdge = 35, kTolerance = 1e-10;
   const double a0 = alpha * y;
   const double c = std::clamp(a0, 1e-12, 1 - 1e-12);
-  double t = std::log(c / (1 - c)), lo = -kEdge, hi = kEdge;
-  t = std::clamp(t, lo, hi);
+  double t = std::log(c / (1 - c)), lo = -kEdge, hi = kEdge;  // |t| <= 27.7 < kEdge
   double s = 1 / (1 + std::exp(-t));
   for (int it = 0; it < 50; ++it) {
     const double g = t + y * z + (s - a0) * q;

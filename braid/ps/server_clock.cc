@@ -152,25 +152,22 @@ void Server::Impl::complete_clocks() {
       // Only sparse rows came for this clock, from workers that are gone since
       // (everyone left has finished): nobody's gradient for it is whole. Dropped.
       ++stats.dropped;
-      applied_clock = it->first + 1;
-      pending_bytes -= p.bytes;
-      pending.erase(it);
-      continue;
-    }
-    const float scale = 1.0f / static_cast<float>(p.pushed.size());
-    for (float& g : p.dense) g *= scale;
-    shard->apply_dense(p.dense, p.lr);
-    for (auto& [table, rows] : p.rows) {
-      for (auto& [key, g] : rows) {
-        for (float& v : g) v *= scale;
-        shard->apply_rows(table, std::span<const uint64_t>(&key, 1), g, p.lr);
+    } else {
+      const float scale = 1.0f / static_cast<float>(p.pushed.size());
+      for (float& g : p.dense) g *= scale;
+      shard->apply_dense(p.dense, p.lr);
+      for (auto& [table, rows] : p.rows) {
+        for (auto& [key, g] : rows) {
+          for (float& v : g) v *= scale;
+          shard->apply_rows(table, std::span<const uint64_t>(&key, 1), g, p.lr);
+        }
       }
+      ++stats.updates;
     }
-    ++stats.updates;
     applied_clock = it->first + 1;
     pending_bytes -= p.bytes;
     pending.erase(it);
-    maybe_checkpoint();
+    maybe_checkpoint();  // nothing to do for a dropped clock: the shard's version did not move
   }
 }
 
