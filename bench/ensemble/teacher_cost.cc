@@ -12,23 +12,18 @@
 //                batch (what computing the targets during the student's steps
 //                costs, every epoch, without the student's own work)
 // Member 0 prints one JSON object: the median seconds of each, per epoch.
-#include <algorithm>
 #include <cstdio>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "braid/base/median.h"
 #include "braid/train/distill.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/trainer_setup.h"
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -70,10 +65,10 @@ int main(int argc, char** argv) {
                               {"examples", run.train_data->size()},
                               {"batch_size", batch},
                               {"reps", reps},
-                              {"precomputed_seconds", median(pre)},
-                              {"precomputed_allreduce_seconds", median(pre_ar)},
-                              {"online_seconds_per_epoch", median(online)},
-                              {"online_allreduce_seconds_per_epoch", median(online_ar)},
+                              {"precomputed_seconds", upper_median(pre)},
+                              {"precomputed_allreduce_seconds", upper_median(pre_ar)},
+                              {"online_seconds_per_epoch", upper_median(online)},
+                              {"online_allreduce_seconds_per_epoch", upper_median(online_ar)},
                               {"online_allreduces_per_epoch", online_allreduces}};
     std::printf("%s\n", j.dump().c_str());
     return 0;

@@ -12,17 +12,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "braid/base/median.h"
 #include "braid/braid.h"
 #include "braid/cuda/runtime.h"
 
 namespace {
 
 using namespace braid;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 cudaDataType_t cuda_type(DType d) {
   switch (d) {
@@ -82,7 +78,7 @@ int main(int argc, char** argv) {
         t_direct.push_back(seconds_per_call(direct, calls));
       }
       const double flop = 2.0 * n * n * n;
-      const double tf_ours = flop / median(t_ours) / 1e12, tf_direct = flop / median(t_direct) / 1e12;
+      const double tf_ours = flop / upper_median(t_ours) / 1e12, tf_direct = flop / upper_median(t_direct) / 1e12;
       std::printf("%-6s %6lld %12.1f %12.1f %8.3f\n", std::string(name(dtype)).c_str(), static_cast<long long>(n),
                   tf_ours, tf_direct, tf_ours / tf_direct);
     }

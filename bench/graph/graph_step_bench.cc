@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "braid/base/median.h"
 #include "braid/base/thread_pool.h"
 #include "braid/graph/memory.h"
 #include "braid/graph/step.h"
@@ -56,11 +57,6 @@ std::pair<Tensor, Tensor> batch(const ModelCase& m, int step) {
 }
 
 Tensor loss_of(const Tensor& out, const Tensor& y) { return cross_entropy(reshape(out, {-1, out.size(-1)}), reshape(y, {-1})); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -119,7 +115,7 @@ int main(int argc, char** argv) {
         p = std::max(p, peak);
       }
     }
-    const double e = median(eager_ms), g = median(graph_ms);
+    const double e = upper_median(eager_ms), g = upper_median(graph_ms);
     const double planned = static_cast<double>(graph::plan_memory(step.graph()).peak_bytes) / (1 << 20);
     std::printf("%-17s %10.2f %10.2f %6.2fx %10.1fMiB %10.1fMiB %6.2fx %10.1fMiB\n", m.name, e, g, e / g,
                 static_cast<double>(eager_peak) / (1 << 20), static_cast<double>(graph_peak) / (1 << 20),

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "braid/base/median.h"
 #include "braid/nn/sequential.h"
 #include "braid/tensor/allocator.h"
 #include "braid/train/trainer_setup.h"
@@ -24,10 +25,7 @@ using namespace braid;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+double median_or_zero(const std::vector<double>& v) { return v.empty() ? 0 : upper_median(v); }
 
 }  // namespace
 
@@ -70,7 +68,7 @@ int main(int argc, char** argv) try {
   }
   const parallel::Plan& plan = trainer.plan();
   const AllocatorStats mem = CachingAllocator::host().stats();
-  const double step_ms = median(ms);
+  const double step_ms = median_or_zero(ms);
   size_t largest_layer = 0;  // bytes of the largest layer's parameters (ZeRO stage 3 gathers one at a time)
   if (const auto* seq = dynamic_cast<const nn::Sequential*>(&trainer.model())) {
     for (size_t i = 0; i < seq->size(); ++i) {
@@ -96,8 +94,8 @@ int main(int argc, char** argv) try {
   if (!busy.empty()) {
     // Busy: this stage's forward and backward compute; the stage's step: its
     // part of the step from the first forward to the loss broadcast.
-    out["busy_ms"] = median(busy);
-    out["stage_ms"] = median(stage_ms);
+    out["busy_ms"] = median_or_zero(busy);
+    out["stage_ms"] = median_or_zero(stage_ms);
     out["max_live_microbatches"] = max_live;
   }
   std::printf("MP_STEP %s\n", out.dump().c_str());

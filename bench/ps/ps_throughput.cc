@@ -26,6 +26,7 @@
 
 #include "braid/base/error.h"
 #include "braid/base/log.h"
+#include "braid/base/median.h"
 #include "braid/parallel/process_group.h"
 #include "braid/ps/client.h"
 
@@ -62,8 +63,7 @@ Timing time_op(const Options& o, F&& op) {
     for (int64_t i = 0; i < ops; ++i) op();
     per_op.push_back(seconds_since(start) / static_cast<double>(ops));
   }
-  std::nth_element(per_op.begin(), per_op.begin() + per_op.size() / 2, per_op.end());
-  return {per_op[per_op.size() / 2], ops};
+  return {upper_median(std::move(per_op)), ops};
 }
 
 int run(const Options& o) {

@@ -1,6 +1,5 @@
 #include "braid/sim/codec_cost.h"
 
-#include <algorithm>
 #include <chrono>
 #include <random>
 #include <vector>

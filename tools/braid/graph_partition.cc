@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "braid/base/error.h"
+#include "braid/base/median.h"
 #include "braid/base/thread_pool.h"
 #include "braid/graph/dot.h"
 #include "braid/graph/partition.h"
@@ -24,11 +25,6 @@ namespace braid::cli {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -108,7 +104,7 @@ void graph_partition(const train::Config& config, const GraphPartitionArgs& args
   }
   if (has_loss) {
     std::printf("graph run: %d ranks, %lld steps, %.3f ms/step (median), batch %lld\n", ranks,
-                static_cast<long long>(args.run), median(ms), static_cast<long long>(m.batch));
+                static_cast<long long>(args.run), (ms.empty() ? 0 : upper_median(ms)), static_cast<long long>(m.batch));
   }
 }
 

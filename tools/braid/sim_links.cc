@@ -32,6 +32,7 @@
 
 #include "braid/base/atomic_file.h"
 #include "braid/base/error.h"
+#include "braid/base/median.h"
 #include "braid/comm/bootstrap.h"
 #include "braid/comm/env.h"
 #include "braid/comm/reduce_op.h"
@@ -129,8 +130,7 @@ void sim_measure_link_child(const std::string& transport, const std::string& out
       comm::reduce_into(DType::f32, comm::Op::sum, acc.data(), in.data(), n);
       times.push_back(seconds_since(r0));
     }
-    std::nth_element(times.begin(), times.begin() + kReduce / 2, times.end());
-    f[5] = times[kReduce / 2] / static_cast<double>(kLargeBytes);
+    f[5] = upper_median(std::move(times)) / static_cast<double>(kLargeBytes);
   }
   write_file_atomic(fmt::format("{}.{}", out, me), fmt::format("{:.9g} {:.9g} {:.9g} {:.9g} {:.9g} {:.9g}\n", f[0],
                                                                f[1], f[2], f[3], f[4], f[5]));
