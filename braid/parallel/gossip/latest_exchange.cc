@@ -34,6 +34,24 @@ std::string LatestExchange::context(const std::string& what) const {
                      what, step_ + 1);
 }
 
+// A posted receive or send holds a pointer into a slot's or an outbox's
+// buffers, and the transport's threads may still fill or read it after this
+// object is gone: an error unwinding the job (a dead neighbour) while a live
+// neighbour's message is arriving freed the buffer under the transport's
+// reader (heap corruption, seen in the kill test). Each pending work now owns
+// its buffers until it finishes; a finished one releases them at once.
+LatestExchange::~LatestExchange() {
+  for (Slot& s : slots_) {
+    s.header_work.on_done([keep = s.header](std::exception_ptr) {});
+    s.values_work.on_done([keep = s.values](std::exception_ptr) {});
+  }
+  for (Outbox& o : outboxes_) {
+    for (Flight& f : o.flights) {
+      for (comm::Work& w : f.works) w.on_done([header = f.header, values = o.values](std::exception_ptr) {});
+    }
+  }
+}
+
 void LatestExchange::post(Slot& s) {
   const auto n = static_cast<size_t>(entries_);
   s.header_work = comm_.recv(*s.header, s.from, {.tag = kHeaderTag});

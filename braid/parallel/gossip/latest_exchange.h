@@ -34,6 +34,11 @@ class LatestExchange {
  public:
   LatestExchange(comm::Communicator comm, std::vector<int> in, std::vector<int> out, int64_t entries, DType dtype,
                  Duration timeout);
+  // Receives and sends still posted keep their buffers until the transport
+  // finishes them (see the .cc).
+  ~LatestExchange();
+  LatestExchange(const LatestExchange&) = delete;
+  LatestExchange& operator=(const LatestExchange&) = delete;
 
   // Sends this rank's weights at `step` (pack(buffer) fills a buffer) to
   // every out-neighbour whose previous message has left; returns how many.
