@@ -32,9 +32,8 @@ Two settings:
   --net netns     4 network namespaces, each host's egress shaped by tc tbf
                   (RATE, default 1gbit; tests/comm/netns_lib.sh), one
                   `braid launch -n 1 --nnodes W --node-rank i` per host over
-                  tcp; only the rows that run across nodes (parameter-server
-                  jobs are one node only in braid launch: ps_* and the async
-                  rows are left out, and the output says so). Needs root.
+                  tcp (parameter-server rows: host 0 `--servers 1 --workers 1`,
+                  the others `--servers 0 --workers 1`). Needs root.
 
 Strategies (or keys) the binary does not know are skipped with a note (checked
 with `braid inspect config --set ...`). Runs are repeated --reps times, the rows
@@ -70,26 +69,26 @@ PS_UPDATER = "ps.updater=momentum"  # the servers run the trainer's sgd + moment
 
 
 def row_table():
-    """(name, strategy sets, needs a parameter-server job, runs across nodes). The first is the baseline."""
+    """(name, strategy sets, needs a parameter-server job). The first is the baseline."""
     return [
-        ("allreduce", ["parallel.strategy=allreduce"], False, True),
-        ("local_sgd", ["parallel.strategy=local_sgd", "local_sgd.period=8", "local_sgd.warmup=0"], False, True),
+        ("allreduce", ["parallel.strategy=allreduce"], False),
+        ("local_sgd", ["parallel.strategy=local_sgd", "local_sgd.period=8", "local_sgd.warmup=0"], False),
         ("bmuf", ["parallel.strategy=bmuf", "local_sgd.period=8", "bmuf.momentum=0.5", "bmuf.lr=1",
-                  "bmuf.nesterov=true"], False, True),
-        ("easgd_sync", ["parallel.strategy=easgd", "easgd.mode=sync", "easgd.beta=0.9", "easgd.tau=4"], False, True),
-        ("easgd_async", ["parallel.strategy=easgd", "easgd.mode=async", "easgd.beta=0.9", "easgd.tau=4"], True, False),
-        ("admm_sync", ["parallel.strategy=admm", "admm.mode=sync", "admm.rho=0.01", "admm.tau=8"], False, True),
+                  "bmuf.nesterov=true"], False),
+        ("easgd_sync", ["parallel.strategy=easgd", "easgd.mode=sync", "easgd.beta=0.9", "easgd.tau=4"], False),
+        ("easgd_async", ["parallel.strategy=easgd", "easgd.mode=async", "easgd.beta=0.9", "easgd.tau=4"], True),
+        ("admm_sync", ["parallel.strategy=admm", "admm.mode=sync", "admm.rho=0.01", "admm.tau=8"], False),
         ("admm_async", ["parallel.strategy=admm", "admm.mode=async", "admm.rho=0.01", "admm.tau=8", "admm.barrier=0",
-                        "admm.max_delay=2"], True, False),
-        ("gossip_ring", ["parallel.strategy=gossip", "gossip.topology=ring"], False, True),
-        ("gossip_torus", ["parallel.strategy=gossip", "gossip.topology=torus"], False, True),
-        ("gossip_exponential", ["parallel.strategy=gossip", "gossip.topology=exponential"], False, True),
-        ("gossip_async", ["parallel.strategy=gossip", "gossip.topology=ring", "gossip.mode=async"], False, True),
-        ("hybrid_drop", ["parallel.strategy=hybrid", "hybrid.late=drop"], False, True),  # + hybrid.timeout_ms
-        ("hybrid_stale", ["parallel.strategy=hybrid", "hybrid.late=stale"], False, True),
-        ("ps_bsp", ["parallel.strategy=ps", "ps.consistency=bsp", PS_UPDATER], True, False),
-        ("ps_asp", ["parallel.strategy=ps", "ps.consistency=asp", PS_UPDATER], True, False),
-        ("ps_ssp", ["parallel.strategy=ps", "ps.consistency=ssp", "ps.staleness=2", PS_UPDATER], True, False),
+                        "admm.max_delay=2"], True),
+        ("gossip_ring", ["parallel.strategy=gossip", "gossip.topology=ring"], False),
+        ("gossip_torus", ["parallel.strategy=gossip", "gossip.topology=torus"], False),
+        ("gossip_exponential", ["parallel.strategy=gossip", "gossip.topology=exponential"], False),
+        ("gossip_async", ["parallel.strategy=gossip", "gossip.topology=ring", "gossip.mode=async"], False),
+        ("hybrid_drop", ["parallel.strategy=hybrid", "hybrid.late=drop"], False),  # + hybrid.timeout_ms
+        ("hybrid_stale", ["parallel.strategy=hybrid", "hybrid.late=stale"], False),
+        ("ps_bsp", ["parallel.strategy=ps", "ps.consistency=bsp", PS_UPDATER], True),
+        ("ps_asp", ["parallel.strategy=ps", "ps.consistency=asp", PS_UPDATER], True),
+        ("ps_ssp", ["parallel.strategy=ps", "ps.consistency=ssp", "ps.staleness=2", PS_UPDATER], True),
     ]
 
 
@@ -172,7 +171,7 @@ def read_lines(stream, t0, lines):
 def one_run(a, ctx, model, workers, row, sets, seed, port):
     """One job; its eval points with arrival times, the summary and the strategy's report."""
     braid = os.path.join(a.build, "bin", "braid")
-    name, _, ps_job, _ = row
+    name, _, ps_job = row
     tmp = tempfile.mkdtemp(prefix="zoo-")
     try:
         summary = os.path.join(tmp, "summary.json")
@@ -196,7 +195,8 @@ def one_run(a, ctx, model, workers, row, sets, seed, port):
             for i in reversed(range(workers)):  # host 0 last: it prints rank 0's lines
                 cmd = ["ip", "netns", "exec", ns.host(i), "env", "BRAID_TOKEN=zoo", f"BRAID_HOST={ns.ip(i)}",
                        f"BRAID_TRANSPORT={transport}",
-                       braid, "launch", "-n", "1", "--nnodes", str(workers), "--node-rank", str(i),
+                       braid, "launch", *(["--servers", str(int(i == 0)), "--workers", "1"] if ps_job else ["-n", "1"]),
+                       "--nnodes", str(workers), "--node-rank", str(i),
                        "--master-addr", ns.ip(0), "--master-port", str(port), "--"] + train
                 if i == 0:
                     main = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -436,24 +436,21 @@ def main():
     wanted = [w for w in a.rows.split(",") if w]
     rows, skipped = [], []
     for row in row_table():
-        name, sets, ps_job, cross = row
+        name, sets, ps_job = row
         if name != "allreduce" and "all" not in wanted and not any(name.startswith(w) for w in wanted):
             continue
         for rs in a.row_set:
             sel, kv = rs.split(":", 1)
             if name.startswith(sel):
                 sets = merge_sets(sets, [kv])
-        row = (name, sets, ps_job, cross)
+        row = (name, sets, ps_job)
         why = unknown_reason(braid, sets + a.sets + ["hybrid.timeout_ms=1"] * name.startswith("hybrid"))
         if why:
             skipped.append({"row": name, "why": f"unknown to this binary: {why}"})
-        elif a.net == "netns" and not cross:
-            skipped.append({"row": name, "why": "single-node: braid launch runs parameter-server jobs "
-                                                "(--servers/--workers) on one node only; --net loopback has it"})
         else:
             rows.append(row)
     if a.list:
-        for name, sets, ps_job, cross in rows:
+        for name, sets, ps_job in rows:
             print(f"{name:20} {' '.join(sets)}{'  [--servers 1 --workers W]' if ps_job else ''}")
         for s in skipped:
             print(f"{s['row']:20} skipped: {s['why']}")
@@ -542,7 +539,7 @@ def main():
                   "transport": "tcp" if a.net == "netns" else a.transport, "braid": version, "build": a.build,
                   "build_source_commit": git_commit(os.path.dirname(a.build)),
                   "threads_per_rank": 1, "reps": a.reps, "args": {k: v for k, v in vars(a).items()},
-                  "rows": [{"name": n, "sets": s, "ps_job": p, "cross_node": c} for n, s, p, c in rows],
+                  "rows": [{"name": n, "sets": s, "ps_job": p} for n, s, p in rows],
                   "skipped": skipped, "groups": groups})
     print(f"  -> {out}")
     return 0

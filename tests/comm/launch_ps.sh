@@ -80,8 +80,68 @@ echo "ok (c): failed server stopped everyone, restarted once, exit 4, ${elapsed}
 # (d) Options that do not go together.
 run -n 2 --servers 1 --workers 1 -- true
 [ "$code" != 0 ] && grep -q "not both" <<<"$err" || fail "(d) -n with --servers accepted"
-run --servers 1 --workers 1 --nnodes 2 -- true
-[ "$code" != 0 ] && grep -q "one node only" <<<"$err" || fail "(d) --nnodes 2 with --servers accepted"
+run --servers 0 --workers 0 --nnodes 2 --master-port 1 -- true
+[ "$code" != 0 ] && grep -q "at least one rank" <<<"$err" || fail "(d) a node of no ranks accepted"
 run -- true
 [ "$code" != 0 ] && grep -q "give -n N" <<<"$err" || fail "(d) neither -n nor --workers accepted"
 echo "ok (d): conflicting options rejected"
+
+# (e) Three nodes, one launcher each on loopback, each with its own counts:
+# node 0 one server and one worker, node 1 workers only, node 2 a server only.
+# The job's servers are ranks 0-1 (node 0's, then node 2's), its workers 2-4
+# (node 0's, then node 1's two). Node 2's server outlives every worker on its
+# node (it has none) and is not stopped; the servers exit once worker 0 is done.
+port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+export BRAID_TOKEN=launch-ps-test
+node() {  # node K S W: runs in the background, output in $dir/nodeK.{out,err}
+  "$braid" launch --nnodes 3 --node-rank "$1" --master-addr 127.0.0.1 --master-port "$port" \
+    --servers "$2" --workers "$3" --stop-grace 1 \
+    --server-program /bin/sh --server-arg -c \
+    --server-arg "while [ ! -e '$dir/e.done' ]; do sleep 0.1; done; $show" \
+    -- sh -c "$show; if [ \"\$RANK\" = 2 ]; then sleep 2; touch '$dir/e.done'; fi" \
+    >"$dir/node$1.out" 2>"$dir/node$1.err" &
+}
+start=$(date +%s)
+node 0 1 1; n0=$!
+node 1 0 2; n1=$!
+node 2 1 0; n2=$!
+codes=
+for p in $n0 $n1 $n2; do wait "$p"; codes="$codes $?"; done
+elapsed=$(( $(date +%s) - start ))
+out=$(cat "$dir"/node*.out); err=$(cat "$dir"/node*.err)
+[ "$codes" = " 0 0 0" ] || fail "(e) exit codes$codes, expected 0 0 0"
+[ "$elapsed" -lt 30 ] || fail "(e) took ${elapsed}s"
+expect() {  # expect NODE RANK LOCAL_WORLD_SIZE ROLE
+  grep -qx "\[rank $2\] env RANK=$2 WORLD_SIZE=5 LOCAL_WORLD_SIZE=$3 ROLE=$4 SERVERS=2" "$dir/node$1.out" ||
+    fail "(e) node $1 has no $4 of rank $2"
+}
+expect 0 0 2 server; expect 0 2 2 worker; expect 1 3 2 worker; expect 1 4 2 worker; expect 2 1 1 server
+grep -q "still running" <<<"$err" && fail "(e) a server was stopped"
+echo "ok (e): 3 nodes with their own counts: servers ranks 0-1, workers 2-4, every node exit 0, ${elapsed}s"
+
+# (f) Nodes that together have no worker: refused on every node, naming the counts.
+node 0 1 0; n0=$!
+node 1 1 0; n1=$!
+node 2 1 0; n2=$!
+codes=
+for p in $n0 $n1 $n2; do wait "$p"; codes="$codes $?"; done
+err=$(cat "$dir"/node*.err)
+[ "$codes" != " 0 0 0" ] || fail "(f) a job without workers succeeded"
+[ "$(grep -c "the job has 3 servers and 0 workers over its 3 nodes (node 0: 1 + 0, node 1: 1 + 0, node 2: 1 + 0)" <<<"$err")" = 3 ] ||
+  fail "(f) not every node named the counts"
+echo "ok (f): a job without workers refused on every node"
+
+# (g) Two nodes; node 1's only worker fails. Node 0 (the server and worker 0)
+# succeeds, node 1 reports that none of its workers succeeded and exits 1.
+node2() {  # node2 K S W WORKER_SCRIPT
+  "$braid" launch --nnodes 2 --node-rank "$1" --master-addr 127.0.0.1 --master-port "$port" \
+    --servers "$2" --workers "$3" --server-program /bin/sh --server-arg -c --server-arg "sleep 1" \
+    -- sh -c "$4" >"$dir/g$1.out" 2>"$dir/g$1.err" &
+}
+node2 0 1 1 "sleep 0.5"; n0=$!
+node2 1 0 1 "exit 3"; n1=$!
+wait "$n0"; c0=$?; wait "$n1"; c1=$?
+[ "$c0" = 0 ] && [ "$c1" = 1 ] || { err=$(cat "$dir"/g*.err); fail "(g) exit codes $c0 $c1, expected 0 1"; }
+grep -q "worker rank 2 exited with code 3" "$dir/g1.err" && grep -q "no worker of this node succeeded" "$dir/g1.err" ||
+  { err=$(cat "$dir"/g1.err); fail "(g) node 1 did not report its failed worker"; }
+echo "ok (g): a node whose only worker failed exits 1, the node of worker 0 exits 0"

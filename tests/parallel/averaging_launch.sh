@@ -4,7 +4,8 @@
 # plan, its bytes against all-reduce (fewer) and the final accuracy, with the
 # same figures in --summary-json; a resumed run; local SGD on the data axis of
 # a two-stage pipeline; asynchronous EASGD and ADMM through a parameter
-# server. Faults: kill -9 of a worker of a local SGD job (the launcher stops
+# server, on one node and over two launchers (node 0 the server and worker 0,
+# node 1 worker 1 only). Faults: kill -9 of a worker of a local SGD job (the launcher stops
 # the group within 2x parallel.timeout_s naming the rank; with --max-restarts 1
 # the group resumes from its checkpoint and finishes) and of a worker of an
 # asynchronous EASGD job (the others finish without it).
@@ -66,6 +67,26 @@ run easgd_async easgd "EASGD \(asynchronous, center on parameter servers, alpha 
   --servers 1 --workers 2 -- train.max_steps=30 easgd.mode=async
 run admm_async admm "ADMM \(asynchronous, z on parameter servers, barrier 1, max delay 1" \
   --servers 1 --workers 2 -- train.max_steps=30 admm.mode=async admm.barrier=1 admm.max_delay=1
+
+# Asynchronous EASGD over two launchers on loopback, as on two hosts: node 0
+# runs the server and worker 0 (rank 1), node 1 worker 1 (rank 2) only.
+port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+two=(--nnodes 2 --master-addr 127.0.0.1 --master-port "$port")
+job=("$braid" train "$config" "${small[@]}" --set parallel.strategy=easgd --set easgd.mode=async
+     --set train.max_steps=30 --set train.out_dir="$out/two-nodes-run")
+BRAID_TOKEN=averaging-two-nodes timeout 300 "$braid" launch "${two[@]}" --node-rank 1 --servers 0 --workers 1 \
+  -- "${job[@]}" >"$out/two-nodes-1.log" 2>&1 &
+node1=$!
+BRAID_TOKEN=averaging-two-nodes timeout 300 "$braid" launch "${two[@]}" --node-rank 0 --servers 1 --workers 1 \
+  -- "${job[@]}" >"$out/two-nodes-0.log" 2>&1 || fail "node 0 of the two-node EASGD job exited with $?" "$out/two-nodes-0.log"
+wait "$node1" || fail "node 1 of the two-node EASGD job exited with $?" "$out/two-nodes-1.log"
+grep -q "\[rank 1\] EASGD (asynchronous, center on parameter servers, alpha 0.45, beta 0.9): 7 exchanges" \
+  "$out/two-nodes-0.log" || fail "worker 0 of the two-node job printed no EASGD report" "$out/two-nodes-0.log"
+grep -q "\[rank 2\] .*joined a group of 3 ranks over tcp" "$out/two-nodes-1.log" ||
+  fail "worker 1 of the two-node job did not join" "$out/two-nodes-1.log"
+grep -q "group of 2 workers and 1 parameter server over tcp" "$out/two-nodes-0.log" ||
+  fail "the two-node job is not one group of 2 workers and a server" "$out/two-nodes-0.log"
+echo "ok: easgd_async over two launchers: $(grep -o 'final test accuracy: top-1 [0-9.]*' "$out/two-nodes-0.log")"
 
 # Waits (bounded) for a first checkpoint in OUTDIR (older ones are pruned, so
 # any will do), then kill -9s the process of that job with RANK.

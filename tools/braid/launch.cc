@@ -5,11 +5,12 @@
 // whole group is restarted up to --max-restarts times (BRAID_RESTART tells the
 // ranks which attempt they are in, and namespaces their store keys).
 //
-// Parameter-server jobs (--servers S --workers W, one node): ranks 0..S-1 run
-// the server program (default: this binary's `ps server`), ranks S..S+W-1 run
-// PROGRAM. A failed worker is reported and the rest go on (the servers decide
-// whether training can); a failed server stops and restarts the group as above.
-// The job succeeds when every server and worker 0 (rank S) succeed.
+// Parameter-server jobs (--servers S --workers W, launch_ps.h): servers run
+// the server program (default: this binary's `ps server`), workers PROGRAM;
+// with --nnodes each node gives its own counts. A failed worker is reported
+// and the rest go on (the servers decide whether training can); a failed
+// server stops and restarts this node's group as above. The job succeeds when
+// every server and worker 0 succeed.
 #include <unistd.h>
 
 #include <array>
@@ -20,14 +21,15 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "braid/base/digest.h"
 #include "braid/base/error.h"
 #include "braid/base/log.h"
 #include "braid/comm/store/server.h"
+#include "braid/comm/store/store.h"
 #include "tools/braid/commands.h"
 #include "tools/braid/launch_group.h"
+#include "tools/braid/launch_ps.h"
 
 namespace braid::cli {
 
@@ -59,51 +61,12 @@ void check_ps_options(const LaunchOptions& o) {
                       "(a parameter-server job)");
   if (!o.ps && (!o.server_program.empty() || !o.server_args.empty()))
     fail<ConfigError>("braid launch: --server-program and --server-arg need --servers and --workers");
-  if (o.ps && (o.servers < 1 || o.workers < 1))
+  if (o.ps && o.nnodes == 1 && (o.servers < 1 || o.workers < 1))
     fail<ConfigError>("braid launch: a parameter-server job needs --servers >= 1 and --workers >= 1 (got {} and {})",
                       o.servers, o.workers);
-  if (o.ps && o.nnodes > 1)
-    fail<ConfigError>("braid launch: --servers/--workers run on one node only; --nnodes {} is not supported",
-                      o.nnodes);
-}
-
-// Ranks 0..S-1 run the server program, S..S+W-1 PROGRAM (spec.argv); every
-// rank learns its role and S. Workers may fail without stopping the group.
-void add_ps_ranks(const LaunchOptions& o, GroupSpec& spec) {
-  std::vector<std::string> server_argv;
-  if (o.server_program.empty()) {
-    server_argv = {self_exe(), "ps", "server"};
-  } else {
-    server_argv = {o.server_program};
-  }
-  server_argv.insert(server_argv.end(), o.server_args.begin(), o.server_args.end());
-  spec.ranks.clear();
-  for (int i = 0; i < o.servers + o.workers; ++i) {
-    bool server = i < o.servers;
-    spec.ranks.push_back({.argv = server ? server_argv : std::vector<std::string>{},
-                          .env = {{"BRAID_PS_SERVERS", std::to_string(o.servers)},
-                                  {"BRAID_ROLE", server ? "server" : "worker"}},
-                          .role = server ? "server" : "worker",
-                          .may_fail = !server});
-  }
-  spec.on_tolerated_failure = [](const RankFailure& f) {
-    std::fprintf(stderr, "braid launch: %s rank %d %s after %.1f s; the servers decide whether training goes on%s\n",
-                 f.role.c_str(), f.rank, f.how.c_str(), f.after, describe_tail(f.rank, f.tail).c_str());
-    std::fflush(stderr);
-  };
-}
-
-// Exit code of a parameter-server attempt in which no server failed.
-int finish_ps(const LaunchOptions& o, const GroupSpec& spec, const GroupResult& r) {
-  if (r.drained)
-    std::fprintf(stderr, "braid launch: ranks [%s] were still running %.1f s after the last worker ended; stopped them\n",
-                 fmt::format("{}", fmt::join(r.stopped, ", ")).c_str(), spec.stop_grace.count() / 1000.0);
-  if (!r.tolerated.empty())
-    std::fprintf(stderr, "braid launch: training finished without workers [%s]\n",
-                 fmt::format("{}", fmt::join(r.tolerated, ", ")).c_str());
-  if (r.exit_codes.at(o.servers) == 0) return 0;
-  std::fprintf(stderr, "braid launch: worker 0 (rank %d) did not succeed; exiting with 1\n", o.servers);
-  return 1;
+  if (o.ps && o.nnodes > 1 && (o.servers < 0 || o.workers < 0 || o.servers + o.workers < 1))
+    fail<ConfigError>("braid launch: node {} needs --servers >= 0 and --workers >= 0, at least one rank (got {} and {})",
+                      o.node_rank, o.servers, o.workers);
 }
 
 // `mpirun -n 2 braid launch -n 4 -- prog` would start two unrelated groups of
@@ -124,7 +87,7 @@ int launch(const LaunchOptions& o) {
   if (o.program.empty()) fail<ConfigError>("braid launch: no program given (braid launch -n 2 -- PROGRAM ARGS)");
   check_ps_options(o);
   check_not_one_of_many(o);
-  int nproc = o.ps ? o.servers + o.workers : o.nproc;
+  const int nproc = o.ps ? o.servers + o.workers : o.nproc;
   if (nproc < 1 || o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)
     fail<ConfigError>("braid launch: need -n >= 1, --nnodes >= 1 and 0 <= --node-rank < --nnodes");
   std::string token;
@@ -155,7 +118,18 @@ int launch(const LaunchOptions& o) {
   spec.nproc = nproc;
   spec.world_size = nproc * o.nnodes;
   spec.first_rank = o.node_rank * nproc;
-  if (o.ps) add_ps_ranks(o, spec);
+  PsLayout layout;
+  if (o.ps) {
+    if (o.nnodes == 1) {
+      layout = single_node_layout(o.servers, o.workers);
+    } else {
+      comm::Store store({.host = o.master_addr, .port = port, .token = token,
+                         .who = fmt::format("braid launch (node {})", o.node_rank)});
+      layout = exchange_layout(store, o.node_rank, o.nnodes, o.servers, o.workers);
+    }
+    add_ps_ranks(layout, {.server_program = o.server_program, .server_args = o.server_args}, spec);
+    spec.drain = o.nnodes == 1;
+  }
   spec.node_rank = o.node_rank;
   spec.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_s * 1000));
   for (int attempt = 0;; ++attempt) {
@@ -166,7 +140,7 @@ int launch(const LaunchOptions& o) {
     GroupResult r = run_group(spec);
     if (r.ok) {
       if (const std::string named = describe_stragglers(r); !named.empty()) std::fprintf(stderr, "%s\n", named.c_str() + 1);
-      return o.ps ? finish_ps(o, spec, r) : 0;
+      return o.ps ? finish_ps(layout, spec, r) : 0;
     }
     std::fprintf(stderr, "%s\n", describe_failure(r).c_str());
     if (r.interrupted || attempt >= o.max_restarts) return r.exit_code == 0 ? 1 : r.exit_code;
@@ -190,10 +164,11 @@ void add_launch(CLI::App& app) {
       "launch", "Run N ranks of a program (like torchrun), or a parameter-server job (--servers/--workers)");
   auto* nproc = cmd->add_option("-n,--nproc-per-node", opts->nproc, "Ranks on this node (plain jobs)");
   auto* servers = cmd->add_option("--servers", opts->servers,
-                                  "Parameter-server job: ranks 0..S-1 run the server program (one node only)");
+                                  "Parameter-server job: S ranks (of this node) run the server program; the job's servers are ranks "
+                                  "0..S-1 over all nodes");
   auto* workers = cmd->add_option("--workers", opts->workers,
-                                  "Parameter-server job: ranks S..S+W-1 run PROGRAM; a failed worker does not "
-                                  "stop the job, a failed server does");
+                                  "Parameter-server job: W ranks (of this node) run PROGRAM, numbered after every server; a failed "
+                                  "worker does not stop the job, a failed server does");
   cmd->add_option("--server-program", opts->server_program,
                   "Executable the servers run (default: this braid binary, as `braid ps server`)");
   // One value per occurrence, appended as parsed: a vector option would also

@@ -109,11 +109,16 @@ void read_available(Child& c, char* buf, size_t size, size_t keep) {
   }
 }
 
+int rank_of(const GroupSpec& spec, int local) {
+  if (!spec.ranks.empty() && spec.ranks[local].rank >= 0) return spec.ranks[local].rank;
+  return spec.first_rank + local;
+}
+
 pid_t spawn(const GroupSpec& spec, int local, int out[2], int err[2]) {
   // Everything the child needs is prepared before fork (no allocation after).
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  int rank = spec.first_rank + local;
+  const int rank = rank_of(spec, local);
   auto set = [&](const std::string& k, const std::string& v) {
     std::erase_if(env_strings, [&](const std::string& s) { return s.rfind(k + "=", 0) == 0; });
     env_strings.push_back(k + "=" + v);
@@ -186,7 +191,7 @@ GroupResult run_group(const GroupSpec& spec) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
       fail<IoError>("braid launch: pipe: {}", std::strerror(errno));
-    kids[i].rank = spec.first_rank + i;
+    kids[i].rank = rank_of(spec, i);
     if (!spec.ranks.empty()) {
       kids[i].role = spec.ranks[i].role;
       kids[i].may_fail = spec.ranks[i].may_fail;
@@ -260,7 +265,7 @@ GroupResult run_group(const GroupSpec& spec) {
       result.exit_code = exit_code_of(status);
       stop_others();
     }
-    if (any_may_fail && !stopping) {
+    if (any_may_fail && spec.drain && !stopping) {
       if (drain_at == Clock::time_point::max() &&
           std::none_of(kids.begin(), kids.end(), [](const Child& c) { return c.may_fail && c.running; }))
         drain_at = Clock::now() + spec.stop_grace;

@@ -25,6 +25,7 @@ struct RankSpec {
   EnvList env;                    // added after GroupSpec::env
   std::string role;               // "server", "worker", or "" (named in messages)
   bool may_fail = false;          // its failure is reported, the group goes on
+  int rank = -1;                  // global rank; -1: GroupSpec::first_rank + local rank
 };
 
 // How a `may_fail` rank failed (handed to GroupSpec::on_tolerated_failure).
@@ -51,8 +52,11 @@ struct GroupSpec {
   std::function<void(const RankFailure&)> on_tolerated_failure;
   // After a failure, SIGTERM the others; SIGKILL what is left after this. Also
   // how long the other ranks may outlive the last `may_fail` rank before they
-  // are sent SIGTERM.
+  // are sent SIGTERM (when `drain`).
   std::chrono::milliseconds stop_grace{3000};
+  // Stop the other ranks once every `may_fail` rank has ended. Off when this
+  // node's workers are not all of the job's (servers serve other nodes too).
+  bool drain = true;
   size_t tail_lines = 10;  // lines of output kept per rank for the summary
 };
 
