@@ -86,8 +86,11 @@ void ParameterServer::finish() {
   if (finished_) return;
   finished_ = true;
   push_.wait(Deadline::after(o_.timeout * 3));
+  // The final model, for evaluation and the checkpoint: worker 0's is the
+  // job's, so it is the servers' once every worker is through.
+  if (client_.worker() == 0) client_.wait_for_other_workers();
   const ps::Consistency c = o_.config.consistency;
-  pull(c == ps::Consistency::bsp ? clock_ : -1);  // the final model, for evaluation and the checkpoint
+  pull(c == ps::Consistency::bsp ? clock_ : -1);
   client_.done();
 }
 

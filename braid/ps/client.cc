@@ -342,6 +342,30 @@ void Client::done() {
       .wait(Deadline::after(c.o.timeout * 2));
 }
 
+void Client::wait_for_other_workers(Duration poll) {
+  Impl& c = *impl_;
+  int64_t last_version = -1;
+  Clock::time_point last_progress = Clock::now();
+  const auto started = Clock::now();
+  while (true) {
+    std::vector<int64_t> training(static_cast<size_t>(c.o.servers), 0);
+    c.fan_out(c.all_servers(), c.who() + " status", [&c, &training](int s) {
+      training[static_cast<size_t>(s)] = c.exchange(s, {.op = Op::status}, {}, {}).training;
+    }).wait(Deadline::after(c.o.timeout * 2));
+    // Servers hear of a finished worker one by one: the most any still counts.
+    const int64_t others = *std::max_element(training.begin(), training.end()) - 1;
+    if (others <= 0) return;
+    const int64_t version = view().version;
+    if (version != last_version) last_version = version, last_progress = Clock::now();
+    if (Clock::now() - last_progress > c.o.timeout * 2) {
+      fail<TimeoutError>("{} waited {} for the other workers to finish: {} still training, and no update reached the "
+                         "servers in the last {}",
+                         c.who(), format_duration(Clock::now() - started), others, format_duration(c.o.timeout * 2));
+    }
+    std::this_thread::sleep_for(poll);
+  }
+}
+
 comm::codec::CodecStats Client::take_codec_stats() {
   std::lock_guard lock(impl_->codec_mu);
   comm::codec::CodecStats s = impl_->codec_stats;

@@ -62,6 +62,12 @@ class Client {
   comm::Work pull_sparse(int table, std::span<const uint64_t> keys, std::span<float> rows, int64_t clock);
   // Tells every server this worker finished (blocking).
   void done();
+  // Blocks until every other worker has finished training (or is gone, or
+  // silent past the servers' timeout), asking the servers every `poll`: the
+  // job's final model is the servers' once all its workers are through. A
+  // TimeoutError, naming how many still train, when no update reached the
+  // servers for twice the timeout meanwhile (the others hung without dying).
+  void wait_for_other_workers(Duration poll = std::chrono::milliseconds(20));
 
   ServerView view() const;
   // Bytes and encode time of the dense pushes since the last call (a codec's

@@ -18,6 +18,7 @@
 //   push_sparse   count keys, then count * D gradient values
 //   pull_sparse   count keys                    -> count * D values
 //   done          none: the worker finished training
+//   status        none: only the reply header (its `training` count)
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ enum class Op : uint32_t {
   push_sparse = 6,
   pull_sparse = 7,
   done = 8,
+  status = 9,
 };
 
 const char* op_name(Op op);
@@ -72,7 +74,7 @@ struct ReplyHeader {
   int64_t clock = 0;     // clocks fully applied (bsp), else the newest clock pushed
   int64_t slowest = -1;  // the slowest live worker's clock when the reply left
   uint64_t bytes = 0;
-  uint64_t reserved = 0;
+  int64_t training = 0;  // workers still training (neither done, gone nor silent), the asker included
 };
 static_assert(sizeof(ReplyHeader) == 48);
 

@@ -162,6 +162,9 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       if (config->consistency == Consistency::bsp) complete_clocks();
       if (live_workers() == 0 && config->consistency == Consistency::softsync) flush_softsync();
       break;
+    case Op::status:
+      note_silent_workers();  // a hung worker must not hold up whoever waits for the others to finish
+      break;
   }
   cv.notify_all();
   reply.version = shard ? shard->version() : 0;
@@ -169,6 +172,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
   // meanwhile (with backup workers they may be clocks ahead of a slow starter).
   reply.clock = h.op == Op::hello ? start_clock : applied_clock;
   reply.slowest = slowest();
+  reply.training = training_workers();
   reply.bytes = out.size;
 }
 
@@ -207,6 +211,7 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
       return h.bytes;
     case Op::pull_dense:
     case Op::done:
+    case Op::status:
       if (h.bytes != 0) break;
       return 0;
     case Op::push_sparse:

@@ -131,6 +131,11 @@ int64_t Server::Impl::live_workers() const {
   return std::count_if(workers.begin(), workers.end(), [](const WorkerState& w) { return w.status == Status::live; });
 }
 
+int64_t Server::Impl::training_workers() const {
+  return std::count_if(workers.begin(), workers.end(),
+                       [](const WorkerState& w) { return w.status == Status::live && !w.silent; });
+}
+
 int64_t Server::Impl::gone_workers() const {
   return std::count_if(workers.begin(), workers.end(), [](const WorkerState& w) { return w.status == Status::gone; });
 }

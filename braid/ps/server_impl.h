@@ -121,6 +121,7 @@ struct Server::Impl {
   std::vector<int> missing_for(int64_t clock) const;
   int64_t live_workers() const;
   int64_t gone_workers() const;
+  int64_t training_workers() const;  // live and not silent
   // Whether a pull at `clock` may be answered now (dense pulls also need the initial weights).
   bool gate_open(int64_t clock, bool dense) const;
   // Waits until gate_open, up to twice the timeout; a worker held here is present, not silent.

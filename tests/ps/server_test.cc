@@ -114,6 +114,65 @@ TEST(Ssp, PullsNeverRunAheadOfTheBound) {
   EXPECT_GT(max_lead, 0) << "the fast workers never ran ahead: the test did not exercise staleness";
 }
 
+// Worker 0's final model is the job's: it waits until the slower workers have
+// pushed their last gradients and finished, and then pulls every update.
+TEST(Asp, WorkerZeroWaitsForTheOthersBeforeItsFinalPull) {
+  const int workers = 3, steps = 6;
+  std::atomic<int> finished{0};
+  std::atomic<int> seen_finished{-1};
+  std::vector<float> final0;
+  const auto r = run_job(2, workers, 10s, [&](Client& c, int w) {
+    int64_t clock = c.hello({.consistency = Consistency::asp}, kDim);
+    std::vector<float> p = initial();
+    if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
+    c.pull_dense(p, -1).wait(Deadline::after(10s));
+    for (int k = 0; k < steps; ++k) {
+      if (w > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * w));  // worker 0 runs ahead
+      c.push_dense(grad_of(p, w), clock, 0.05).wait(Deadline::after(10s));
+      ++clock;
+      c.pull_dense(p, -1).wait(Deadline::after(10s));
+    }
+    if (w == 0) {
+      c.wait_for_other_workers(std::chrono::milliseconds(5));
+      seen_finished = finished.load();
+      c.pull_dense(p, -1).wait(Deadline::after(10s));
+      final0 = p;
+      EXPECT_EQ(c.view().version, 2 * steps * workers) << "some update came after worker 0's final pull";
+    } else {
+      ++finished;
+    }
+    c.done();
+  });
+  EXPECT_EQ(seen_finished, workers - 1);
+  for (const auto& s : r.servers) EXPECT_EQ(s.updates, steps * workers);
+}
+
+// A worker that stops without finishing (hung, still connected) holds worker
+// 0's wait only until the servers call it silent (their timeout).
+TEST(Asp, WaitingForTheOthersEndsWhenTheLastOneFallsSilent) {
+  std::atomic<bool> waited{false};
+  double waited_s = 0;
+  run_job(1, 2, 1000ms, [&](Client& c, int w) {
+    int64_t clock = c.hello({.consistency = Consistency::asp, .timeout_s = 0.5}, kDim);
+    std::vector<float> p = initial();
+    if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
+    c.pull_dense(p, -1).wait(Deadline::after(10s));
+    c.push_dense(grad_of(p, w), clock, 0.05).wait(Deadline::after(10s));
+    if (w == 1) {  // quiet until worker 0 is through waiting
+      while (!waited) std::this_thread::sleep_for(10ms);
+      c.done();
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    c.wait_for_other_workers(std::chrono::milliseconds(5));
+    waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    waited = true;
+    c.done();
+  });
+  EXPECT_GE(waited_s, 0.4);
+  EXPECT_LT(waited_s, 5.0);
+}
+
 TEST(Asp, SilentWorkerDoesNotStopTheOthers) {
   std::atomic<bool> others_done{false};
   const auto r = run_job(1, 3, 1000ms, [&](Client& c, int w) {

@@ -122,8 +122,7 @@ void Admm::finish() {
   if (!ready_ || finished_) return;
   finished_ = true;
   if (z_on_servers_) {
-    z_on_servers_->pull(z_);  // after this worker's last push (one server exchange at a time, in order)
-    z_on_servers_->finish();
+    z_on_servers_->finish(z_);
   } else {
     world_.average_buffers(buffers_);
   }

@@ -44,10 +44,12 @@ void CenterOnServers::pull(std::span<float> center) {
   client_.pull_dense(center, gated ? clock_ : -1).wait(Deadline::after(o_.timeout * 3));
 }
 
-void CenterOnServers::finish() {
+void CenterOnServers::finish(std::span<float> center) {
   if (done_) return;
   done_ = true;
   push_.wait(Deadline::after(o_.timeout * 3));
+  if (client_.worker() == 0) client_.wait_for_other_workers();
+  pull(center);
   client_.done();
 }
 

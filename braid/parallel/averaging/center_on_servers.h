@@ -44,8 +44,10 @@ class CenterOnServers {
   // The center as the servers hold it now, after this worker's pushes;
   // under ssp held back as the staleness bound and barrier say.
   void pull(std::span<float> center);
-  // The last pushes are through; tells the servers this worker is done.
-  void finish();
+  // The last pushes are through; worker 0 (whose model is the job's) waits
+  // for every other worker to finish; then the center as the servers hold it
+  // goes into `center` and the servers are told this worker is done.
+  void finish(std::span<float> center);
 
   int64_t clock() const { return clock_; }
   double bytes_sent() const { return bytes_; }

@@ -90,8 +90,7 @@ void Easgd::finish() {
   if (!ready_ || finished_) return;
   finished_ = true;
   if (center_on_servers_) {
-    center_on_servers_->pull(center_);  // after this worker's last push (one server exchange at a time, in order)
-    center_on_servers_->finish();
+    center_on_servers_->finish(center_);
   } else {
     world_.average_buffers(buffers_);
   }
