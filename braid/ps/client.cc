@@ -349,11 +349,11 @@ void Client::wait_for_other_workers(Duration poll) {
   const auto started = Clock::now();
   while (true) {
     std::vector<int64_t> training(static_cast<size_t>(c.o.servers), 0);
-    c.fan_out(c.all_servers(), c.who() + " status", [&c, &training](int s) {
-      training[static_cast<size_t>(s)] = c.exchange(s, {.op = Op::status}, {}, {}).training;
+    c.fan_out(c.all_servers(), c.who() + " await_others", [&c, &training](int s) {
+      training[static_cast<size_t>(s)] = c.exchange(s, {.op = Op::await_others}, {}, {}).training;
     }).wait(Deadline::after(c.o.timeout * 2));
     // Servers hear of a finished worker one by one: the most any still counts.
-    const int64_t others = *std::max_element(training.begin(), training.end()) - 1;
+    const int64_t others = *std::max_element(training.begin(), training.end());
     if (others <= 0) return;
     const int64_t version = view().version;
     if (version != last_version) last_version = version, last_progress = Clock::now();

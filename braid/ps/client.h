@@ -62,9 +62,11 @@ class Client {
   comm::Work pull_sparse(int table, std::span<const uint64_t> keys, std::span<float> rows, int64_t clock);
   // Tells every server this worker finished (blocking).
   void done();
-  // Blocks until every other worker has finished training (or is gone, or
-  // silent past the servers' timeout), asking the servers every `poll`: the
-  // job's final model is the servers' once all its workers are through. A
+  // After this worker's last push: blocks until every other worker has
+  // finished training (or is gone, or silent past the servers' timeout),
+  // asking the servers every `poll`; meanwhile no consistency gate waits for
+  // this worker (as if it had finished), though it may still pull. The job's
+  // final model is the servers' once all its workers are through. A
   // TimeoutError, naming how many still train, when no update reached the
   // servers for twice the timeout meanwhile (the others hung without dying).
   void wait_for_other_workers(Duration poll = std::chrono::milliseconds(20));

@@ -12,7 +12,7 @@ const char* op_name(Op op) {
     case Op::push_sparse: return "push_sparse";
     case Op::pull_sparse: return "pull_sparse";
     case Op::done: return "done";
-    case Op::status: return "status";
+    case Op::await_others: return "await_others";
   }
   return "unknown op";
 }

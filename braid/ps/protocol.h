@@ -18,7 +18,9 @@
 //   push_sparse   count keys, then count * D gradient values
 //   pull_sparse   count keys                    -> count * D values
 //   done          none: the worker finished training
-//   status        none: only the reply header (its `training` count)
+//   await_others  none: the worker pushed its last update and waits for the
+//                 others (the gates treat it as finished from now on; it may
+//                 still pull) -> only the reply header, its `training` count
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ enum class Op : uint32_t {
   push_sparse = 6,
   pull_sparse = 7,
   done = 8,
-  status = 9,
+  await_others = 9,
 };
 
 const char* op_name(Op op);
@@ -74,7 +76,7 @@ struct ReplyHeader {
   int64_t clock = 0;     // clocks fully applied (bsp), else the newest clock pushed
   int64_t slowest = -1;  // the slowest live worker's clock when the reply left
   uint64_t bytes = 0;
-  int64_t training = 0;  // workers still training (neither done, gone nor silent), the asker included
+  int64_t training = 0;  // workers still training: live, not silent, not awaiting the others
 };
 static_assert(sizeof(ReplyHeader) == 48);
 

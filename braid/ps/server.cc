@@ -162,8 +162,10 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
       if (config->consistency == Consistency::bsp) complete_clocks();
       if (live_workers() == 0 && config->consistency == Consistency::softsync) flush_softsync();
       break;
-    case Op::status:
-      note_silent_workers();  // a hung worker must not hold up whoever waits for the others to finish
+    case Op::await_others:
+      ws.pushed_last = true;  // the gates go on without it, as without a finished worker
+      if (config->consistency == Consistency::bsp) complete_clocks();
+      note_silent_workers();  // a hung worker must not hold up the one waiting here
       break;
   }
   cv.notify_all();
@@ -211,7 +213,7 @@ uint64_t Server::Impl::expected_bytes(int worker, const RequestHeader& h) {
       return h.bytes;
     case Op::pull_dense:
     case Op::done:
-    case Op::status:
+    case Op::await_others:
       if (h.bytes != 0) break;
       return 0;
     case Op::push_sparse:

@@ -13,7 +13,7 @@ namespace braid::ps {
 int64_t Server::Impl::slowest() const {
   int64_t s = -1;
   for (const WorkerState& w : workers) {
-    if (w.status != Status::live || w.silent) continue;
+    if (w.status != Status::live || w.silent || w.pushed_last) continue;
     s = s < 0 ? w.clock : std::min(s, w.clock);
   }
   return s < 0 ? applied_clock : s;
@@ -24,7 +24,7 @@ bool Server::Impl::barrier_reached(int64_t clock) const {
   // Finished workers count as arrived; gone ones lower the bar (the job goes on without them).
   int64_t reached = 0;
   for (const WorkerState& w : workers) {
-    if (w.status == Status::done || (w.status == Status::live && w.clock >= clock)) ++reached;
+    if (w.status == Status::done || w.pushed_last || (w.status == Status::live && w.clock >= clock)) ++reached;
   }
   return reached >= std::min<int64_t>(config->barrier, o.workers - gone_workers());
 }
@@ -33,7 +33,7 @@ std::vector<int> Server::Impl::missing_for(int64_t clock) const {
   std::vector<int> m;
   auto it = pending.find(clock);
   for (size_t w = 0; w < workers.size(); ++w) {
-    if (workers[w].status == Status::done) continue;
+    if (workers[w].status == Status::done || workers[w].pushed_last) continue;
     if (it == pending.end() || !it->second.pushed.count(static_cast<int>(w))) m.push_back(static_cast<int>(w));
   }
   return m;
@@ -133,7 +133,7 @@ int64_t Server::Impl::live_workers() const {
 
 int64_t Server::Impl::training_workers() const {
   return std::count_if(workers.begin(), workers.end(),
-                       [](const WorkerState& w) { return w.status == Status::live && !w.silent; });
+                       [](const WorkerState& w) { return w.status == Status::live && !w.silent && !w.pushed_last; });
 }
 
 int64_t Server::Impl::gone_workers() const {
@@ -150,7 +150,8 @@ void Server::Impl::complete_clocks() {
     PendingClock& p = it->second;
     bool everyone = true;
     for (size_t w = 0; w < workers.size(); ++w) {
-      if (workers[w].status == Status::live && !p.pushed.count(static_cast<int>(w))) everyone = false;
+      const WorkerState& s = workers[w];
+      if (s.status == Status::live && !s.pushed_last && !p.pushed.count(static_cast<int>(w))) everyone = false;
     }
     if (static_cast<int64_t>(p.pushed.size()) < need && !everyone) return;
     if (p.pushed.empty()) {

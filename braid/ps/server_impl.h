@@ -49,6 +49,7 @@ struct WorkerState {
   Clock::time_point last_heard = Clock::now();
   bool silent = false;
   bool held = false;  // waiting in a pull gate: present, not silent
+  bool pushed_last = false;  // sent await_others: no gate waits for it, as for a finished worker
 };
 
 // Gradients of one bsp clock, summed until enough workers pushed it.
@@ -121,7 +122,7 @@ struct Server::Impl {
   std::vector<int> missing_for(int64_t clock) const;
   int64_t live_workers() const;
   int64_t gone_workers() const;
-  int64_t training_workers() const;  // live and not silent
+  int64_t training_workers() const;  // live, not silent, not pushed_last
   // Whether a pull at `clock` may be answered now (dense pulls also need the initial weights).
   bool gate_open(int64_t clock, bool dense) const;
   // Waits until gate_open, up to twice the timeout; a worker held here is present, not silent.

@@ -58,7 +58,7 @@ def store():
 
 
 # ---- ps_protocol: (u8 worker | RequestHeader | payload)*
-OPS = dict(hello=1, init_dense=2, push_dense=3, pull_dense=4, define_table=5, push_sparse=6, pull_sparse=7, done=8, status=9)
+OPS = dict(hello=1, init_dense=2, push_dense=3, pull_dense=4, define_table=5, push_sparse=6, pull_sparse=7, done=8, await_others=9)
 
 
 def request(worker, op, payload=b"", table=0, clock=0, version=0, lr=0.1, count=0, flags=0):
@@ -90,7 +90,7 @@ def ps_session(consistency, codec="none", updater="sgd", backup=0, n=8, dim=4):
         out += request(w, "push_sparse", keys + rows, table=3, count=3, clock=0)
         out += request(w, "pull_dense", clock=1) + request(w, "pull_sparse", keys, table=3, count=3, clock=1)
     # Worker 0 asks how many still train (its wait for the others' last updates) around worker 1's done.
-    return out + request(1, "done") + request(0, "status") + request(0, "done")
+    return out + request(1, "done") + request(0, "await_others") + request(0, "done")
 
 
 def ps():

@@ -147,6 +147,39 @@ TEST(Asp, WorkerZeroWaitsForTheOthersBeforeItsFinalPull) {
   for (const auto& s : r.servers) EXPECT_EQ(s.updates, steps * workers);
 }
 
+// A worker waiting for the others holds back no gate: under bsp and ssp a
+// worker with more steps than worker 0 goes on past worker 0's last clock,
+// and worker 0's final pull has every update.
+class UnevenSteps : public ::testing::TestWithParam<Consistency> {};
+
+TEST_P(UnevenSteps, TheWorkerWithMoreStepsIsNotHeldByTheOneWaiting) {
+  const int steps[2] = {2, 7};
+  std::vector<float> final0, final1;
+  const auto r = run_job(1, 2, 10s, [&](Client& c, int w) {
+    int64_t clock = c.hello({.consistency = GetParam(), .staleness = 1, .timeout_s = 5.0}, kDim);
+    std::vector<float> p = initial();
+    if (w == 0) c.init_dense(p).wait(Deadline::after(10s));
+    c.pull_dense(p, -1).wait(Deadline::after(10s));
+    for (int k = 0; k < steps[w]; ++k) {
+      c.push_dense(grad_of(p, w), clock, 0.05).wait(Deadline::after(10s));
+      ++clock;
+      c.pull_dense(p, clock).wait(Deadline::after(10s));
+    }
+    if (w == 0) {
+      c.wait_for_other_workers(std::chrono::milliseconds(5));
+      c.pull_dense(p, -1).wait(Deadline::after(10s));
+      final0 = p;
+    } else {
+      final1 = p;
+    }
+    c.done();
+  });
+  EXPECT_EQ(r.servers[0].gradients, steps[0] + steps[1]);
+  EXPECT_EQ(final0, final1) << "worker 0's final pull missed updates";
+}
+
+INSTANTIATE_TEST_SUITE_P(Consistency, UnevenSteps, ::testing::Values(Consistency::bsp, Consistency::ssp));
+
 // A worker that stops without finishing (hung, still connected) holds worker
 // 0's wait only until the servers call it silent (their timeout).
 TEST(Asp, WaitingForTheOthersEndsWhenTheLastOneFallsSilent) {
