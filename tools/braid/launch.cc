@@ -164,10 +164,10 @@ void add_launch(CLI::App& app) {
       "launch", "Run N ranks of a program (like torchrun), or a parameter-server job (--servers/--workers)");
   auto* nproc = cmd->add_option("-n,--nproc-per-node", opts->nproc, "Ranks on this node (plain jobs)");
   auto* servers = cmd->add_option("--servers", opts->servers,
-                                  "Parameter-server job: S ranks (of this node) run the server program; the job's servers are ranks "
-                                  "0..S-1 over all nodes");
+                                  "Parameter-server job: servers on this node; the job's servers, node by node, are its first "
+                                  "ranks");
   auto* workers = cmd->add_option("--workers", opts->workers,
-                                  "Parameter-server job: W ranks (of this node) run PROGRAM, numbered after every server; a failed "
+                                  "Parameter-server job: workers (PROGRAM) on this node, numbered after every server; a failed "
                                   "worker does not stop the job, a failed server does");
   cmd->add_option("--server-program", opts->server_program,
                   "Executable the servers run (default: this braid binary, as `braid ps server`)");
