@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -344,7 +345,8 @@ void Client::done() {
 
 void Client::wait_for_other_workers(Duration poll) {
   Impl& c = *impl_;
-  int64_t last_version = -1;
+  // Progress: a dense update applied, or one more worker through.
+  std::pair<int64_t, int64_t> last{-1, -1};
   Clock::time_point last_progress = Clock::now();
   const auto started = Clock::now();
   while (true) {
@@ -355,11 +357,10 @@ void Client::wait_for_other_workers(Duration poll) {
     // Servers hear of a finished worker one by one: the most any still counts.
     const int64_t others = *std::max_element(training.begin(), training.end());
     if (others <= 0) return;
-    const int64_t version = view().version;
-    if (version != last_version) last_version = version, last_progress = Clock::now();
+    if (const std::pair now{view().version, others}; now != last) last = now, last_progress = Clock::now();
     if (Clock::now() - last_progress > c.o.timeout * 2) {
       fail<TimeoutError>("{} waited {} for the other workers to finish: {} still training, and no update reached the "
-                         "servers in the last {}",
+                         "servers and none finished in the last {}",
                          c.who(), format_duration(Clock::now() - started), others, format_duration(c.o.timeout * 2));
     }
     std::this_thread::sleep_for(poll);

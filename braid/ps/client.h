@@ -67,8 +67,9 @@ class Client {
   // asking the servers every `poll`; meanwhile no consistency gate waits for
   // this worker (as if it had finished), though it may still pull. The job's
   // final model is the servers' once all its workers are through. A
-  // TimeoutError, naming how many still train, when no update reached the
-  // servers for twice the timeout meanwhile (the others hung without dying).
+  // TimeoutError, naming how many still train, when for twice the timeout
+  // no dense update reached the servers and no other worker finished (the
+  // others hung without dying).
   void wait_for_other_workers(Duration poll = std::chrono::milliseconds(20));
 
   ServerView view() const;
