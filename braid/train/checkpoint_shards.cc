@@ -137,6 +137,13 @@ std::vector<std::string> shards_of_step(const std::string& dir, int64_t step) {
     if (t == INT_MAX) continue;
     have.push_back(s);
     tensor = std::max(tensor, t + 1), stages = std::max(stages, p + 1);
+    // The writer's degrees, where its sidecar has them: without them a lone
+    // shard-t0-p0 of a two-stage run (its other stage killed before writing
+    // the step) would pass for a whole one-stage grid.
+    const nlohmann::json shard = read_checkpoint_sidecar(checkpoint_stem(dir + "/" + s, step))
+                                     .value("extra", nlohmann::json::object())
+                                     .value("shard", nlohmann::json::object());
+    tensor = std::max(tensor, shard.value("tensor", 1)), stages = std::max(stages, shard.value("pipeline", 1));
   }
   // A later run under another layout writes other folders beside these; a
   // step counts only where its folders tile a whole tensor x pipeline grid.

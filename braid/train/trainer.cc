@@ -284,6 +284,8 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   }
   if (!plan_->shard_name().empty()) {
     c.extra["shard"] = {{"name", plan_->shard_name()}, {"mesh", plan_->mesh().describe()},
+                        {"tensor", plan_->mesh().degree(parallel::Axis::tensor)},
+                        {"pipeline", plan_->mesh().degree(parallel::Axis::pipeline)},
                         {"specs", parallel::to_json(plan_->shards())}, {"params", order}};
   }
   save_checkpoint(dir, c);

@@ -77,6 +77,26 @@ TEST(CheckpointShards, TensorSlicesAndStagesMergeIntoTheWholeModel) {
   EXPECT_EQ(shard_param_order(dir, 20), (std::vector<std::string>{"1.weight", "2.weight", "2.bias", "3.weight"}));
 }
 
+// A step only the first stage of a two-stage run wrote (the second was killed
+// first) is no whole checkpoint, though shard-t0-p0 alone looks like a grid
+// of one: the writer's degrees in its sidecar say so.
+TEST(CheckpointShards, TheFirstStageAloneIsNotAWholeCheckpoint) {
+  test::TempDir tmp;
+  const std::string dir = tmp.path();
+  for (int step : {100, 200}) {
+    for (int p = 0; p < 2; ++p) {
+      Checkpoint c;
+      c.step = step;
+      c.model = {{p == 0 ? "1.weight" : "3.weight", iota({2}, 0)}};
+      c.extra = {{"shard", {{"name", "t0-p" + std::to_string(p)}, {"tensor", 1}, {"pipeline", 2},
+                            {"params", {c.model[0].first}}}},
+                 {"run_id", "run-a"}};
+      if (step == 100 || p == 0) save_checkpoint(dir + "/shard-t0-p" + std::to_string(p), c);
+    }
+  }
+  EXPECT_EQ(latest_common_shard_step(dir), std::optional<int64_t>(100));
+}
+
 // The message must name the file and both runs, for the operator to find
 // which run wrote into the folder.
 void expect_io_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
