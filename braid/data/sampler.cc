@@ -17,13 +17,18 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream) {
   return p;
 }
 
-SequentialSampler::SequentialSampler(int64_t n) : n_(n) {
+SequentialSampler::SequentialSampler(int64_t n, int rank, int world) {
   if (n < 0) fail<ValueError>("SequentialSampler: negative size {}", n);
+  if (world < 1 || rank < 0 || rank >= world) {
+    fail<ValueError>("SequentialSampler: rank {} is not in [0, world = {})", rank, world);
+  }
+  begin_ = n * rank / world;
+  end_ = n * (rank + 1) / world;
 }
 
 std::vector<int64_t> SequentialSampler::indices(int64_t) const {
-  std::vector<int64_t> p(static_cast<size_t>(n_));
-  std::iota(p.begin(), p.end(), int64_t{0});
+  std::vector<int64_t> p(static_cast<size_t>(end_ - begin_));
+  std::iota(p.begin(), p.end(), begin_);
   return p;
 }
 

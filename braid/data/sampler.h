@@ -18,15 +18,18 @@ class Sampler {
   virtual int64_t size() const = 0;
 };
 
-// 0, 1, ..., n-1 every epoch (evaluation).
+// 0, 1, ..., n-1 every epoch (evaluation); with (rank, world), the rank's
+// contiguous share of them, [n*rank/world, n*(rank+1)/world): the shares
+// cover every index exactly once (evaluation split over replicas that hold
+// the same model, whose counts are then summed).
 class SequentialSampler final : public Sampler {
  public:
-  explicit SequentialSampler(int64_t n);
+  explicit SequentialSampler(int64_t n, int rank = 0, int world = 1);
   std::vector<int64_t> indices(int64_t epoch) const override;
-  int64_t size() const override { return n_; }
+  int64_t size() const override { return end_ - begin_; }
 
  private:
-  int64_t n_;
+  int64_t begin_, end_;
 };
 
 // A fresh uniform permutation of [0, n) each epoch, drawn from Philox(seed, epoch).

@@ -49,6 +49,10 @@ class GradSync {
   virtual bool splits_optimizer() const { return false; }
   // The optimizer that will update optimizer_parameters(), after setup().
   virtual void attach(optim::Optimizer& /*optimizer*/) {}
+  // True when forward itself is collective over the data axis (ZeRO-3
+  // gathers each layer's parameters as it runs): every data rank must then
+  // run the same batches, in evaluation too.
+  virtual bool collective_forward() const { return false; }
 
   // Checkpoints hold the whole model and whole optimizer buffers (numbered by
   // the model's parameter order), so any later plan can load them. Collective

@@ -191,6 +191,17 @@ void Plan::share_from_model_end(std::vector<double>& values) const {
   g.broadcast(values, {.root = g.size() - 1, .timeout = timeout}).wait(Deadline::after(timeout * 2));
 }
 
+bool Plan::evaluates_shares() const {
+  return p_.grad_sync && !p_.aggregation && !p_.grad_sync->collective_forward() && data_world() > 1;
+}
+
+void Plan::sum_over_replicas(std::vector<double>& values) const {
+  if (p_.mesh.degree(Axis::data) == 1) return;
+  const Duration timeout = timeout_of(p_.mesh);
+  comm::Communicator g = p_.mesh.group(Axis::data);
+  g.allreduce(values, {.op = comm::Op::sum, .timeout = timeout}).wait(Deadline::after(timeout * 2));
+}
+
 int Plan::data_rank() const { return p_.aggregation ? p_.aggregation->replica() : p_.mesh.coord(Axis::data); }
 
 int Plan::data_world() const { return p_.aggregation ? p_.aggregation->replicas() : p_.mesh.degree(Axis::data); }

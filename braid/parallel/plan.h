@@ -94,6 +94,16 @@ class Plan {
   // Values computed where the model ends, copied to every rank of the
   // pipeline (evaluation metrics); in place.
   void share_from_model_end(std::vector<double>& values) const;
+  // True when the data axis's replicas hold the same model after every step
+  // (a synchronous gradient sync and no aggregation: the same combined
+  // gradient, the same optimizer, rank 0's buffers) and each may evaluate
+  // its own share of a set on its own (ZeRO-3's forward is collective).
+  // Then evaluation splits the set over the replicas and sums their counts
+  // with sum_over_replicas: data_world() times less work per rank.
+  bool evaluates_shares() const;
+  // Every data replica's `values` summed, on every rank (collective over the
+  // data axis); in place.
+  void sum_over_replicas(std::vector<double>& values) const;
 
   // The replica this process trains and how many there are (its data shard).
   int data_rank() const;

@@ -194,10 +194,10 @@ void Trainer::setup_plan() {
 
 EvalMetrics Trainer::evaluate() {
   if (!test_) return {.step = step_, .epoch = epoch_};
-  return evaluate(*test_);
+  return evaluate(*test_, o_.test_shares);
 }
 
-EvalMetrics Trainer::evaluate(data::Loader& loader) {
+EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares) {
   setup_plan();
   EvalMetrics m;
   m.step = step_;
@@ -222,6 +222,7 @@ EvalMetrics Trainer::evaluate(data::Loader& loader) {
   std::vector<double> figures{loss_sum, static_cast<double>(total.top1), static_cast<double>(total.top5),
                               static_cast<double>(total.n)};
   plan_->share_from_model_end(figures);
+  if (shares) plan_->sum_over_replicas(figures);
   loss_sum = figures[0];
   total = {static_cast<int64_t>(figures[1]), static_cast<int64_t>(figures[2]), static_cast<int64_t>(figures[3])};
   if (total.n > 0) {

@@ -39,6 +39,9 @@ struct TrainerOptions {
   // Also steps between evaluations within epochs (0: none). Plans that train
   // replicas apart evaluate this rank's replica there, not their combined model.
   int64_t eval_steps = 0;
+  // The test loader reads this data rank's share of the test set
+  // (Plan::evaluates_shares): evaluation sums the replicas' counts.
+  bool test_shares = false;
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: end of each epoch
   int keep_checkpoints = 3;      // older ones are deleted
   bool checkpoints = true;       // false: never write any
@@ -91,9 +94,12 @@ class Trainer {
   // NumericError naming the step when the loss or gradient is not finite;
   // checkpoints written before stay valid.
   TrainSummary fit();
-  // One pass over the test loader (or `loader`) in eval mode without gradients.
+  // One pass over the test loader (or `loader`) in eval mode without
+  // gradients. `shares`: `loader` reads this data rank's share of its set
+  // (Plan::evaluates_shares), and the figures are summed over the replicas
+  // (collective over the data axis).
   EvalMetrics evaluate();
-  EvalMetrics evaluate(data::Loader& loader);
+  EvalMetrics evaluate(data::Loader& loader, bool shares = false);
   // The model's whole outputs over one pass of `loader` (eval mode, no
   // gradients, the run's precision), rows in the loader's order: [N, ...]
   // f32 on the host where the model ends, undefined on other pipeline stages. `targets`,

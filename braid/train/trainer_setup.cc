@@ -435,9 +435,13 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   }
   run.train_loader = make_train_loader(data_config, ds.train, {.rank = rank, .world = world});
   run.train_examples = ds.train->size();
+  // Replicas that hold the same model evaluate a share of the test set each.
+  const bool test_shares = plan->evaluates_shares();
   if (ds.test) {
     run.test_loader = std::make_shared<data::Loader>(
-        ds.test, std::make_shared<data::SequentialSampler>(ds.test->size()),
+        ds.test,
+        test_shares ? std::make_shared<data::SequentialSampler>(ds.test->size(), rank, world)
+                    : std::make_shared<data::SequentialSampler>(ds.test->size()),
         data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
     run.test_examples = ds.test->size();
   }
@@ -457,7 +461,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                                         .warmup_steps = c.get_int("optim.warmup_steps")});
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
-                    .eval_steps = c.get_int("train.eval_steps"),
+                    .eval_steps = c.get_int("train.eval_steps"), .test_shares = test_shares,
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,

@@ -22,6 +22,25 @@ TEST(Sampler, SequentialAndShuffled) {
   EXPECT_EQ(sorted, SequentialSampler(1000).indices(0));  // a permutation
 }
 
+TEST(Sampler, SequentialSharesCoverEveryIndexOnceInOrder) {
+  for (int world : {1, 2, 3, 4, 7}) {
+    for (int64_t n : {0, 1, 5, 20, 23, 10000}) {
+      std::vector<int64_t> all;
+      for (int r = 0; r < world; ++r) {
+        const SequentialSampler share(n, r, world);
+        const auto p = share.indices(r);  // the epoch does not matter
+        EXPECT_EQ(static_cast<int64_t>(p.size()), share.size());
+        EXPECT_LE(share.size(), (n + world - 1) / world);
+        EXPECT_GE(share.size(), n / world);
+        all.insert(all.end(), p.begin(), p.end());
+      }
+      EXPECT_EQ(all, SequentialSampler(n).indices(0)) << "n " << n << ", world " << world;
+    }
+  }
+  EXPECT_THROW(SequentialSampler(5, 2, 2), ValueError);
+  EXPECT_THROW(SequentialSampler(5, 0, 0), ValueError);
+}
+
 TEST(Sampler, ShuffleIsRoughlyUniform) {
   // Where index 0 lands over many epochs: each of 10 positions about 1/10 of the time.
   ShuffledSampler s(10, 7);

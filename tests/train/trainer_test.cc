@@ -243,6 +243,59 @@ TEST(Trainer, NoiseRuleTakesTheSameBatchOnEveryRank) {
   EXPECT_EQ(weights[0], weights[1]);
 }
 
+// Synchronous data-parallel replicas hold the same model, so each evaluates
+// a share of the test set (91 examples over 3 ranks: 30, 30, 31, in batches
+// of 8 that do not divide them) and the summed counts are the whole set's
+// figures, the same on every rank as one rank's pass over all of it. Plans
+// whose replicas differ (local SGD) or whose forward is collective (ZeRO-3)
+// evaluate the whole set.
+TEST(Trainer, SynchronousReplicasEvaluateTheirSharesOfTheTestSet) {
+  const int world = 3;
+  const int64_t n = 91;
+  std::vector<EvalMetrics> shared(world), whole(world);
+  parallel::testing::on_ranks(world, [&](int r, comm::Communicator comm) {
+    Generator gen(11);
+    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+    parallel::PlannedModel planned =
+        parallel::make_plan({.strategy = "allreduce"}, comm, nullptr, model, nn::cross_entropy_loss);
+    EXPECT_TRUE(planned.plan->evaluates_shares());
+    auto train = std::make_shared<data::Loader>(
+        std::make_shared<Blobs>(300, 1),
+        std::make_shared<data::DistributedSampler>(300, data::DistributedSamplerOptions{.rank = r, .world = world}),
+        data::LoaderOptions{.batch_size = 8, .workers = 0});
+    auto test_set = std::make_shared<Blobs>(n, 2);
+    auto share = std::make_shared<data::Loader>(test_set, std::make_shared<data::SequentialSampler>(n, r, world),
+                                                data::LoaderOptions{.batch_size = 8, .workers = 0});
+    data::Loader all(test_set, std::make_shared<data::SequentialSampler>(n), {.batch_size = 8, .workers = 0});
+    auto opt = std::make_unique<optim::SGD>(planned.model->parameters(), optim::SGDOptions{.lr = 0.05});
+    Trainer t(planned.model, std::move(opt), nullptr, planned.loss, train, share,
+              {.epochs = 1, .test_shares = true, .checkpoints = false});
+    t.set_plan(std::move(planned.plan));
+    t.fit();
+    shared[r] = t.evaluate();
+    whole[r] = t.evaluate(all);
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(shared[r].examples, n) << "rank " << r;
+    EXPECT_EQ(shared[r].top1, whole[0].top1) << "rank " << r;
+    EXPECT_NEAR(shared[r].loss, whole[0].loss, 1e-6) << "rank " << r;
+    EXPECT_EQ(whole[r].top1, whole[0].top1);  // the replicas are the same model
+  }
+  EXPECT_GT(whole[0].top1, 0.5);  // it learned: the figures are not all alike by accident
+
+  parallel::testing::on_ranks(2, [&](int, comm::Communicator comm) {
+    Generator gen(11);
+    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+    EXPECT_FALSE(parallel::make_plan({.strategy = "local_sgd"}, comm, nullptr, model, nn::cross_entropy_loss)
+                     .plan->evaluates_shares());
+    EXPECT_FALSE(parallel::make_plan({.strategy = "zero", .zero = {.stage = 3}}, comm, nullptr, model,
+                                     nn::cross_entropy_loss)
+                     .plan->evaluates_shares());
+  });
+}
+
 TEST(Trainer, CountTopK) {
   Tensor logits = Tensor::from_vector<float>({0.1f, 0.9f, 0.0f, 0.5f, 0.2f, 0.3f}, {2, 3});
   Tensor targets = Tensor::from_vector<int64_t>({1, 2}, {2});

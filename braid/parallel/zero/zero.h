@@ -59,6 +59,7 @@ class ZeroSync final : public GradSync {
   std::vector<NamedParameter> optimizer_parameters() const override { return slices_; }
   bool splits_optimizer() const override { return true; }
   void attach(optim::Optimizer& optimizer) override;
+  bool collective_forward() const override { return o_.stage == 3; }
 
   nn::NamedTensors model_state(const nn::Module& model) override;
   void load_model_state(nn::Module& model, const nn::NamedTensors& state) override;
