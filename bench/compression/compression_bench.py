@@ -116,7 +116,7 @@ def main():
                 run_dir = os.path.join(keep, f"{codec}-{rep}")
                 sets = ["parallel.strategy=allreduce", f"parallel.codec={codec}", f"train.out_dir={run_dir}",
                         "train.log_every=50"] + sets + a.sets
-                row = (codec, sets, False, True)
+                row = (codec, sets, False)  # (name, sets, ps_job) as zoo.py rows
                 r = zoo.one_run(a, ctx, a.model, a.workers, row, sets, seed=rep, port=29700 + 10 * rep + i)
                 if r["ok"]:
                     r.update(codec_figures(os.path.join(run_dir, "metrics.jsonl")) or {})
