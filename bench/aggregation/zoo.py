@@ -18,8 +18,10 @@ Rows (parallel.strategy and its keys; --rows picks, --row-set changes a key):
 Per row and setting: the time to reach a test-accuracy target (--target-mlp
 0.85, --target-cnn 0.88), read off rank 0's `eval after|in epoch E (step S):
 ... top-1 X` lines (one evaluation per epoch and every --eval-steps steps,
-train.eval_steps; plans that train replicas apart are evaluated on rank 0's
-replica within an epoch) as the launch's elapsed time when the line arrived; the final
+train.eval_steps; within an epoch EASGD and ADMM are evaluated on the center
+/ z rank 0 last saw, the other plans that train replicas apart on rank 0's
+replica; synchronous all-reduce splits the test set over its replicas) as the
+launch's elapsed time when the line arrived; the final
 accuracy after a fixed budget (the same epochs, or --max-steps, per worker
 for every row); the bytes a worker sent per step (the strategy's own count
 from --summary-json, else an estimate: all-reduce 2(W-1)/W x 4 x parameters,

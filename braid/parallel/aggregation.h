@@ -44,6 +44,12 @@ class Aggregation {
   // After the last step, before the final evaluation: bring the local model
   // up to date and leave the job.
   virtual void finish() {}
+  // Around an evaluation during training (before finish()): put the model
+  // the job produces in the parameters where this replica holds a copy of it
+  // (EASGD's center, ADMM's z), and this replica's own values back after.
+  // Local, no communication. Default: the replica is evaluated as it is.
+  virtual void begin_evaluation() {}
+  virtual void end_evaluation() {}
   virtual nlohmann::json state_dict() const { return nlohmann::json::object(); }
   virtual void load_state_dict(const nlohmann::json& /*state*/) {}
   // The model a checkpoint holds when replicas differ between combinations:

@@ -195,6 +195,11 @@ bool Plan::evaluates_shares() const {
   return p_.grad_sync && !p_.aggregation && !p_.grad_sync->collective_forward() && data_world() > 1;
 }
 
+bool Plan::evaluation_is_collective() const {
+  return evaluates_shares() || p_.mesh.degree(Axis::tensor) > 1 || p_.mesh.degree(Axis::pipeline) > 1 ||
+         (p_.grad_sync && p_.grad_sync->collective_forward() && p_.mesh.degree(Axis::data) > 1);
+}
+
 void Plan::sum_over_replicas(std::vector<double>& values) const {
   if (p_.mesh.degree(Axis::data) == 1) return;
   const Duration timeout = timeout_of(p_.mesh);

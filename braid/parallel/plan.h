@@ -90,6 +90,14 @@ class Plan {
 
   // Evaluation: the whole output on ranks that end the model, else undefined.
   Tensor evaluate(nn::Module& model, const Tensor& input);
+  // Around a pass of evaluate() calls: the aggregation's job model swapped
+  // in and out (Aggregation::begin_evaluation).
+  void begin_evaluation() {
+    if (p_.aggregation) p_.aggregation->begin_evaluation();
+  }
+  void end_evaluation() {
+    if (p_.aggregation) p_.aggregation->end_evaluation();
+  }
   bool ends_model() const;
   // Values computed where the model ends, copied to every rank of the
   // pipeline (evaluation metrics); in place.
@@ -101,6 +109,10 @@ class Plan {
   // Then evaluation splits the set over the replicas and sums their counts
   // with sum_over_replicas: data_world() times less work per rank.
   bool evaluates_shares() const;
+  // True when an evaluation involves other ranks (shares summed, a pipeline,
+  // tensor-parallel layers, ZeRO-3's gathers): every rank must run it. False:
+  // a rank evaluates on its own, and one whose figures nobody reads may skip it.
+  bool evaluation_is_collective() const;
   // Every data replica's `values` summed, on every rank (collective over the
   // data axis); in place.
   void sum_over_replicas(std::vector<double>& values) const;

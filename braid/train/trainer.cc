@@ -206,6 +206,11 @@ EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares) {
   autograd::NoGradGuard no_grad;
   Autocast autocast(o_.precision);
   model_->eval();
+  plan_->begin_evaluation();  // the job's model, where a replica holds a copy
+  struct EndEvaluation {
+    parallel::Plan& plan;
+    ~EndEvaluation() { plan.end_evaluation(); }
+  } end_evaluation{*plan_};
   double loss_sum = 0;
   TopK total;
   loader.start_epoch(0);

@@ -37,7 +37,9 @@ struct TrainerOptions {
   int64_t log_every = 100;       // steps between on_log records
   int64_t eval_every = 1;        // epochs between evaluations; 0: never
   // Also steps between evaluations within epochs (0: none). Plans that train
-  // replicas apart evaluate this rank's replica there, not their combined model.
+  // replicas apart evaluate the job's model where a replica holds a copy
+  // (Aggregation::begin_evaluation: EASGD's center, ADMM's z), else this
+  // rank's replica, not their combined model.
   int64_t eval_steps = 0;
   // The test loader reads this data rank's share of the test set
   // (Plan::evaluates_shares): evaluation sums the replicas' counts.
@@ -112,6 +114,9 @@ class Trainer {
   // forward or backward ran). Public for tests and for
   // callers that drive their own loop.
   double train_step(const data::Batch& batch);
+  // No evaluations from now on (a rank whose figures nobody reads, where the
+  // plan lets it evaluate alone: Plan::evaluation_is_collective false).
+  void skip_evaluations() { o_.eval_every = 0, o_.eval_steps = 0; }
   // Writes a checkpoint of the current state now; returns its stem.
   std::string save(int64_t epoch, int64_t batch_in_epoch);
 

@@ -311,11 +311,64 @@ TEST(Easgd, AsynchronousWithOneWorkerIsTheSynchronousUpdate) {
       m.sgd_step();
       a.after_step();
     }
+    // An evaluation before finish() sees the center as this worker knows it
+    // (its last pull plus its own push: here the servers' whole center) and
+    // leaves the replica as it was.
+    const Values own = m.values();
+    a.begin_evaluation();
+    const Values evaluated = m.values();
+    a.end_evaluation();
+    EXPECT_EQ(m.values(), own);
     a.finish();
     EXPECT_EQ(a.exchanges(), steps / o.tau);
     async = m.values();
+    expect_near(evaluated, async, 1e-6, "evaluated center vs the servers' at finish");
+    EXPECT_NE(evaluated, own);
   });
   expect_near(async, sync[0], 2e-5, "async vs sync");
+}
+
+// Synchronous EASGD and ADMM evaluate the center / z every worker holds, and
+// give each replica its own values back afterwards.
+TEST(Averaging, EvaluationSeesTheJobsModelAndRestoresTheReplica) {
+  const int world = 3;
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    for (const bool admm : {false, true}) {
+      ToyModel<float> m(rank == 0 ? 7 : 40 + static_cast<uint64_t>(rank));
+      std::unique_ptr<Aggregation> a;
+      if (admm) {
+        a = std::make_unique<Admm>(comm, AdmmOptions{.rho = 0.5, .tau = 2});
+      } else {
+        a = std::make_unique<Easgd>(comm, EasgdOptions{.beta = 0.6, .tau = 2});
+      }
+      a->setup(m.params, {}, {});
+      for (int64_t s = 0; s < 5; ++s) {  // an odd count: the replica moved since the last exchange
+        zero_grads(m);
+        auto [x, t] = rows_of(s, rank, world);
+        backward(m.loss(x, t));
+        a->combine_gradients();
+        m.sgd_step();
+        a->after_step();
+      }
+      const std::vector<float>& center = admm ? static_cast<Admm&>(*a).consensus() : static_cast<Easgd&>(*a).center();
+      const std::vector<double> job(center.begin(), center.end());
+      auto flat = [&] {
+        std::vector<double> out;
+        for (const auto& v : m.values()) out.insert(out.end(), v.begin(), v.end());
+        return out;
+      };
+      const std::vector<double> own = flat();
+      EXPECT_NE(own, job);  // the replica moved since the last exchange
+      a->begin_evaluation();
+      EXPECT_EQ(flat(), job) << (admm ? "admm" : "easgd");
+      a->end_evaluation();
+      EXPECT_EQ(flat(), own) << (admm ? "admm" : "easgd");
+      a->finish();
+      a->begin_evaluation();  // after finish() the parameters are the job's model already
+      a->end_evaluation();
+      EXPECT_EQ(flat(), job);
+    }
+  });
 }
 
 // Least squares y = A x + b on each worker's own rows (different per worker):

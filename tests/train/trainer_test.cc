@@ -260,6 +260,7 @@ TEST(Trainer, SynchronousReplicasEvaluateTheirSharesOfTheTestSet) {
     parallel::PlannedModel planned =
         parallel::make_plan({.strategy = "allreduce"}, comm, nullptr, model, nn::cross_entropy_loss);
     EXPECT_TRUE(planned.plan->evaluates_shares());
+    EXPECT_TRUE(planned.plan->evaluation_is_collective());
     auto train = std::make_shared<data::Loader>(
         std::make_shared<Blobs>(300, 1),
         std::make_shared<data::DistributedSampler>(300, data::DistributedSamplerOptions{.rank = r, .world = world}),
@@ -288,11 +289,13 @@ TEST(Trainer, SynchronousReplicasEvaluateTheirSharesOfTheTestSet) {
     Generator gen(11);
     std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
-    EXPECT_FALSE(parallel::make_plan({.strategy = "local_sgd"}, comm, nullptr, model, nn::cross_entropy_loss)
-                     .plan->evaluates_shares());
-    EXPECT_FALSE(parallel::make_plan({.strategy = "zero", .zero = {.stage = 3}}, comm, nullptr, model,
-                                     nn::cross_entropy_loss)
-                     .plan->evaluates_shares());
+    const auto local = parallel::make_plan({.strategy = "local_sgd"}, comm, nullptr, model, nn::cross_entropy_loss);
+    EXPECT_FALSE(local.plan->evaluates_shares());
+    EXPECT_FALSE(local.plan->evaluation_is_collective());  // a rank that does not report may skip it
+    const auto zero3 =
+        parallel::make_plan({.strategy = "zero", .zero = {.stage = 3}}, comm, nullptr, model, nn::cross_entropy_loss);
+    EXPECT_FALSE(zero3.plan->evaluates_shares());
+    EXPECT_TRUE(zero3.plan->evaluation_is_collective());
   });
 }
 

@@ -61,7 +61,10 @@ void add_train(CLI::App& app) {
     }
     train::TrainingRun run = train::make_training_run(config);
     if (!run.leader) {
-      run.trainer->fit();  // rank 0 reports for the group
+      // Rank 0 reports for the group; the others evaluate only where rank 0's
+      // evaluation needs them (an asynchronous worker trains on instead).
+      if (!run.trainer->plan().evaluation_is_collective()) run.trainer->skip_evaluations();
+      run.trainer->fit();
       return;
     }
     run.trainer->add_callback(

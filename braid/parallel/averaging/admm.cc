@@ -130,6 +130,12 @@ void Admm::finish() {
   params_.unpack_values(flat_);
 }
 
+void Admm::begin_evaluation() {
+  if (ready_ && !finished_) evaluation_.begin(params_, z_);
+}
+
+void Admm::end_evaluation() { evaluation_.end(params_); }
+
 void Admm::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;
   steps_ = json_integer<int64_t>(state.at("steps"));

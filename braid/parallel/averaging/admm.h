@@ -53,6 +53,10 @@ class Admm final : public Aggregation {
   void combine_gradients() override;  // + rho (x - z + u)
   void after_step() override;
   void finish() override;             // every worker takes z
+  // z as of this worker's last round in the parameters for an
+  // evaluation, and back.
+  void begin_evaluation() override;
+  void end_evaluation() override;
   nlohmann::json state_dict() const override { return {{"steps", steps_}}; }
   void load_state_dict(const nlohmann::json& state) override;
   nn::NamedTensors model_state(const nn::Module& model) override;  // z
@@ -75,6 +79,7 @@ class Admm final : public Aggregation {
   Exchange world_;
   std::unique_ptr<CenterOnServers> z_on_servers_;
   FlatParams params_;
+  EvaluationSwap evaluation_;
   std::vector<NamedParameter> buffers_;  // floating ones, averaged at the end (synchronous only)
   Tensor flat_, grads_;                  // [n] staging
   std::vector<float> z_, u_, share_, change_;

@@ -72,6 +72,8 @@ void Easgd::exchange() {
       x[i] -= change_[i];
     }
     center_on_servers_->add(change_);
+    // The center as far as this worker knows (what begin_evaluation shows).
+    for (size_t i = 0; i < n; ++i) center_[i] += change_[i];
   } else {
     mean_.assign(x, x + n);
     world_.average(mean_, "all-reduce of the parameters", steps_);
@@ -97,6 +99,12 @@ void Easgd::finish() {
   std::copy(center_.begin(), center_.end(), flat_.data<float>());
   params_.unpack_values(flat_);
 }
+
+void Easgd::begin_evaluation() {
+  if (ready_ && !finished_) evaluation_.begin(params_, center_);
+}
+
+void Easgd::end_evaluation() { evaluation_.end(params_); }
 
 void Easgd::load_state_dict(const nlohmann::json& state) {
   if (state.empty()) return;

@@ -46,6 +46,11 @@ class Easgd final : public Aggregation {
   void after_step() override;
   // Every worker takes the center.
   void finish() override;
+  // The center in the parameters for an evaluation, and back: synchronous,
+  // the one every worker holds; asynchronous, as this worker last pulled it
+  // plus its own push (no request to the servers).
+  void begin_evaluation() override;
+  void end_evaluation() override;
   nlohmann::json state_dict() const override { return {{"steps", steps_}}; }
   void load_state_dict(const nlohmann::json& state) override;
   // The center (synchronous: every worker holds it; asynchronous: pulled).
@@ -66,6 +71,7 @@ class Easgd final : public Aggregation {
   Exchange world_;
   std::unique_ptr<CenterOnServers> center_on_servers_;
   FlatParams params_;
+  EvaluationSwap evaluation_;
   std::vector<NamedParameter> buffers_;  // floating ones, averaged at the end (synchronous only)
   Tensor flat_;                          // [n] staging
   std::vector<float> center_, mean_, change_;

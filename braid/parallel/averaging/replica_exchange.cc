@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "braid/autograd/node.h"
 #include "braid/base/deadline.h"
 #include "braid/base/error.h"
 
@@ -26,6 +29,28 @@ void Exchange::average_buffers(const std::vector<NamedParameter>& buffers) {
   std::vector<Tensor> tensors;
   for (const auto& b : buffers) tensors.push_back(b.tensor);
   bytes_ += average_over(comm_, tensors, timeout_, rule_);
+}
+
+void EvaluationSwap::begin(const FlatParams& params, std::span<const float> job_model) {
+  if (active_) fail<ValueError>("EvaluationSwap: begin() twice without end()");
+  autograd::NoGradGuard no_grad;
+  own_ = params.empty();
+  params.pack_values(own_);
+  Tensor job = params.empty();
+  if (static_cast<size_t>(job.numel()) != job_model.size()) {
+    fail<ValueError>("EvaluationSwap: the job's model has {} entries, the replica {}", job_model.size(), job.numel());
+  }
+  std::copy(job_model.begin(), job_model.end(), job.data<float>());
+  params.unpack_values(job);
+  active_ = true;
+}
+
+void EvaluationSwap::end(const FlatParams& params) {
+  if (!active_) return;
+  autograd::NoGradGuard no_grad;
+  params.unpack_values(own_);
+  own_ = Tensor();
+  active_ = false;
 }
 
 FlatParams flat_f32(const std::vector<NamedParameter>& params, const std::string& rule) {

@@ -51,4 +51,17 @@ FlatParams flat_f32(const std::vector<NamedParameter>& params, const std::string
 // A [n] f32 tensor's values as a span, and a vector copied from / into one.
 inline std::span<float> values(const Tensor& t) { return {t.data<float>(), static_cast<size_t>(t.numel())}; }
 
+// The job's model (EASGD's center, ADMM's z) in a replica's parameters while
+// it is evaluated, and the replica's own values back afterwards
+// (Aggregation::begin_evaluation / end_evaluation).
+class EvaluationSwap {
+ public:
+  void begin(const FlatParams& params, std::span<const float> job_model);
+  void end(const FlatParams& params);
+
+ private:
+  Tensor own_;
+  bool active_ = false;
+};
+
 }  // namespace braid::parallel::averaging
