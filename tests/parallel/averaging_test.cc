@@ -38,6 +38,18 @@ void zero_grads(ToyModel<float>& m) {
   }
 }
 
+// `steps` plain SGD steps of replica `rank` on its rows, under aggregation `a`.
+void train_steps(ToyModel<float>& m, Aggregation& a, int64_t steps, int rank, int world) {
+  for (int64_t s = 0; s < steps; ++s) {
+    zero_grads(m);
+    auto [x, t] = rows_of(s, rank, world);
+    backward(m.loss(x, t));
+    a.combine_gradients();
+    m.sgd_step();
+    a.after_step();
+  }
+}
+
 // Each rank trains ToyModel on its rows with plain SGD under `make`'s
 // aggregation for `steps` steps; returns every rank's final parameters.
 template <class Make>
@@ -47,14 +59,7 @@ std::vector<Values> train(int world, int64_t steps, Make make, bool finish = tru
     ToyModel<float> m(rank == 0 ? 7 : 40 + static_cast<uint64_t>(rank));  // rank 0's start must win
     std::unique_ptr<Aggregation> a = make(comm);
     a->setup(m.params, {}, {});
-    for (int64_t s = 0; s < steps; ++s) {
-      zero_grads(m);
-      auto [x, t] = rows_of(s, rank, world);
-      backward(m.loss(x, t));
-      a->combine_gradients();
-      m.sgd_step();
-      a->after_step();
-    }
+    train_steps(m, *a, steps, rank, world);
     if (finish) a->finish();
     out[static_cast<size_t>(rank)] = m.values();
   });
@@ -342,14 +347,7 @@ TEST(Averaging, EvaluationSeesTheJobsModelAndRestoresTheReplica) {
         a = std::make_unique<Easgd>(comm, EasgdOptions{.beta = 0.6, .tau = 2});
       }
       a->setup(m.params, {}, {});
-      for (int64_t s = 0; s < 5; ++s) {  // an odd count: the replica moved since the last exchange
-        zero_grads(m);
-        auto [x, t] = rows_of(s, rank, world);
-        backward(m.loss(x, t));
-        a->combine_gradients();
-        m.sgd_step();
-        a->after_step();
-      }
+      train_steps(m, *a, 5, rank, world);  // an odd count: the replica moved since the last exchange
       const std::vector<float>& center = admm ? static_cast<Admm&>(*a).consensus() : static_cast<Easgd&>(*a).center();
       const std::vector<double> job(center.begin(), center.end());
       auto flat = [&] {

@@ -29,11 +29,16 @@ namespace fs = std::filesystem;
 using testing::Blobs;
 using test::TempDir;
 
+// 4 inputs -> 16 -> 3 classes (the blobs), the same weights every call.
+std::shared_ptr<nn::Module> blobs_mlp() {
+  Generator gen(11);
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+}
+
 std::unique_ptr<Trainer> make_trainer(const std::string& out_dir, TrainerOptions o, nn::LossFn loss = nn::cross_entropy_loss,
                                       double lr = 0.1) {
-  Generator gen(11);
-  auto model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+  auto model = blobs_mlp();
   auto train_set = std::make_shared<Blobs>(300, 1);
   auto test_set = std::make_shared<Blobs>(90, 2);
   auto train = std::make_shared<data::Loader>(train_set, std::make_shared<data::ShuffledSampler>(300, 5),
@@ -217,9 +222,7 @@ TEST(Trainer, NoiseRuleTakesTheSameBatchOnEveryRank) {
   std::vector<int64_t> batches(world), steps(world);
   std::vector<std::vector<float>> weights(world);
   parallel::testing::on_ranks(world, [&](int r, comm::Communicator comm) {
-    Generator gen(11);
-    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+    std::shared_ptr<nn::Module> model = blobs_mlp();
     parallel::PlannedModel planned =
         parallel::make_plan({.strategy = "allreduce"}, comm, nullptr, model, nn::cross_entropy_loss);
     auto train = std::make_shared<data::Loader>(
@@ -254,9 +257,7 @@ TEST(Trainer, SynchronousReplicasEvaluateTheirSharesOfTheTestSet) {
   const int64_t n = 91;
   std::vector<EvalMetrics> shared(world), whole(world);
   parallel::testing::on_ranks(world, [&](int r, comm::Communicator comm) {
-    Generator gen(11);
-    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+    std::shared_ptr<nn::Module> model = blobs_mlp();
     parallel::PlannedModel planned =
         parallel::make_plan({.strategy = "allreduce"}, comm, nullptr, model, nn::cross_entropy_loss);
     EXPECT_TRUE(planned.plan->evaluates_shares());
@@ -286,9 +287,7 @@ TEST(Trainer, SynchronousReplicasEvaluateTheirSharesOfTheTestSet) {
   EXPECT_GT(whole[0].top1, 0.5);  // it learned: the figures are not all alike by accident
 
   parallel::testing::on_ranks(2, [&](int, comm::Communicator comm) {
-    Generator gen(11);
-    std::shared_ptr<nn::Module> model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Linear>(4, 16, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3, gen)});
+    std::shared_ptr<nn::Module> model = blobs_mlp();
     const auto local = parallel::make_plan({.strategy = "local_sgd"}, comm, nullptr, model, nn::cross_entropy_loss);
     EXPECT_FALSE(local.plan->evaluates_shares());
     EXPECT_FALSE(local.plan->evaluation_is_collective());  // a rank that does not report may skip it
