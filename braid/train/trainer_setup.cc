@@ -440,8 +440,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   if (ds.test) {
     run.test_loader = std::make_shared<data::Loader>(
         ds.test,
-        test_shares ? std::make_shared<data::SequentialSampler>(ds.test->size(), rank, world)
-                    : std::make_shared<data::SequentialSampler>(ds.test->size()),
+        std::make_shared<data::SequentialSampler>(ds.test->size(), test_shares ? rank : 0, test_shares ? world : 1),
         data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
     run.test_examples = ds.test->size();
   }

@@ -70,10 +70,9 @@ void Easgd::exchange() {
     for (size_t i = 0; i < n; ++i) {
       change_[i] = a * (x[i] - center_[i]);
       x[i] -= change_[i];
+      center_[i] += change_[i];  // the center as far as this worker knows (what begin_evaluation shows)
     }
     center_on_servers_->add(change_);
-    // The center as far as this worker knows (what begin_evaluation shows).
-    for (size_t i = 0; i < n; ++i) center_[i] += change_[i];
   } else {
     mean_.assign(x, x + n);
     world_.average(mean_, "all-reduce of the parameters", steps_);
