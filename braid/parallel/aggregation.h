@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ class Aggregation {
   // After the local optimizer's update (when it does not own the optimizer);
   // the step's gradients are still in the parameters' .grad.
   virtual void after_step() {}
+  // The steps every replica together has taken, as this replica last heard
+  // from the others (counted where replicas report to parameter servers:
+  // their pushes times the steps each stands for); nullopt where replicas do
+  // not count them together. A job-wide budget (`train.budget = job`) stops
+  // every replica once it reaches the budget, whoever took the steps.
+  virtual std::optional<int64_t> job_steps() const { return std::nullopt; }
   // After the last step, before the final evaluation: bring the local model
   // up to date and leave the job.
   virtual void finish() {}

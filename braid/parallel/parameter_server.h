@@ -43,6 +43,8 @@ class ParameterServer final : public Aggregation {
   bool owns_optimizer() const override { return true; }
   void step(double lr) override;
   void finish() override;
+  // Every worker's pushes, each n_push steps.
+  std::optional<int64_t> job_steps() const override { return client_.view().pushes * o_.n_push; }
   int replica() const override { return client_.worker(); }
   int replicas() const override { return client_.workers(); }
 

@@ -86,6 +86,10 @@ class Plan {
   bool owns_optimizer() const { return p_.aggregation && p_.aggregation->owns_optimizer(); }
   void step(double lr);
   void after_step();
+  // The aggregation's count of steps over every replica (Aggregation::job_steps).
+  std::optional<int64_t> job_steps() const {
+    return p_.aggregation ? p_.aggregation->job_steps() : std::nullopt;
+  }
   void finish();
 
   // Evaluation: the whole output on ranks that end the model, else undefined.

@@ -81,7 +81,7 @@ struct Client::Impl {
   ClientOptions o;
   int worker;
   DenseLayout layout;
-  std::vector<std::atomic<int64_t>> pulled_version, version, clock, slowest;
+  std::vector<std::atomic<int64_t>> pulled_version, version, clock, slowest, pushes;
   std::vector<std::unique_ptr<Lane>> lanes;
   // Dense pushes through a codec (PsConfig::codec): one state per server
   // range (its error-feedback memory), one encoded message per server in flight.
@@ -98,7 +98,8 @@ struct Client::Impl {
         pulled_version(static_cast<size_t>(options.servers)),
         version(static_cast<size_t>(options.servers)),
         clock(static_cast<size_t>(options.servers)),
-        slowest(static_cast<size_t>(options.servers)) {
+        slowest(static_cast<size_t>(options.servers)),
+        pushes(static_cast<size_t>(options.servers)) {
     if (worker < 0 || o.servers < 1 || t.size() <= o.servers)
       fail<ConfigError>("ps client: transport rank {} of {} is not a worker rank with {} servers", t.rank(), t.size(),
                         o.servers);
@@ -157,6 +158,7 @@ struct Client::Impl {
     version[s] = r.version;
     clock[s] = r.clock;
     slowest[s] = r.slowest;
+    pushes[s] = r.pushes;
     return r;
   }
 
@@ -381,6 +383,7 @@ ServerView Client::view() const {
     v.version += c.version[static_cast<size_t>(s)].load();
     v.clock = std::min(v.clock, c.clock[static_cast<size_t>(s)].load());
     v.slowest = std::min(v.slowest, c.slowest[static_cast<size_t>(s)].load());
+    v.pushes = std::max(v.pushes, c.pushes[static_cast<size_t>(s)].load());
   }
   return v;
 }

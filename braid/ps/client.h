@@ -36,6 +36,7 @@ struct ServerView {
   int64_t version = 0;   // dense updates applied (summed over servers)
   int64_t clock = 0;     // the lowest server clock
   int64_t slowest = -1;  // the slowest live worker's clock (lowest over servers)
+  int64_t pushes = 0;    // clocks every worker pushed, summed (the newest count over servers)
 };
 
 class Client {

@@ -77,7 +77,8 @@ struct ReplyHeader {
   int64_t slowest = -1;  // the slowest live worker's clock when the reply left
   uint64_t bytes = 0;
   int64_t training = 0;  // workers still training: live, not silent, not awaiting the others
+  int64_t pushes = 0;    // clocks pushed, summed over the workers: the job's progress in pushes
 };
-static_assert(sizeof(ReplyHeader) == 48);
+static_assert(sizeof(ReplyHeader) == 56);
 
 }  // namespace braid::ps

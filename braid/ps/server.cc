@@ -175,6 +175,7 @@ void Server::Impl::handle(int worker, const RequestHeader& h, std::span<const st
   reply.clock = h.op == Op::hello ? start_clock : applied_clock;
   reply.slowest = slowest();
   reply.training = training_workers();
+  reply.pushes = pushed_clocks();
   reply.bytes = out.size;
 }
 

@@ -19,6 +19,12 @@ int64_t Server::Impl::slowest() const {
   return s < 0 ? applied_clock : s;
 }
 
+int64_t Server::Impl::pushed_clocks() const {
+  int64_t n = 0;
+  for (const WorkerState& w : workers) n += w.clock;
+  return n;
+}
+
 bool Server::Impl::barrier_reached(int64_t clock) const {
   if (config->barrier == 0) return true;
   // Finished workers count as arrived; gone ones lower the bar (the job goes on without them).

@@ -116,6 +116,8 @@ struct Server::Impl {
 
   // The slowest live, non-silent worker's clock (applied_clock when there is none).
   int64_t slowest() const;
+  // Clocks every worker pushed, summed (a finished or dead worker's count stays).
+  int64_t pushed_clocks() const;
   // Workers (not done) that have not pushed `clock` yet.
   // ssp with a partial barrier: enough workers reached `clock`.
   bool barrier_reached(int64_t clock) const;

@@ -48,6 +48,11 @@ void add_train_keys(Schema& s) {
          .help = "continue from the latest checkpoint in out_dir"});
   s.add({.name = "train.max_steps", .type = T::Int, .default_value = int64_t{0},
          .help = "stop after this many optimizer steps; 0 = no limit", .min = 0});
+  s.add({.name = "train.budget", .type = T::String, .default_value = std::string("replica"),
+         .help = "whose steps train.epochs and train.max_steps count: replica = each replica its own; job = all "
+                 "replicas' together (W times one replica's), so a fast replica goes on past its epochs while a slow "
+                 "one is behind (replicas on parameter servers: ps, easgd/admm async)",
+         .choices = {"replica", "job"}});
   s.add({.name = "train.grad_clip", .type = T::Float, .default_value = 0.0,
          .help = "clip the global gradient L2 norm to this; 0 = off", .min = 0.0});
   s.add({.name = "train.progress", .type = T::String, .default_value = std::string("auto"),

@@ -78,8 +78,9 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
 double Trainer::train_step(const data::Batch& batch) {
   setup_plan();
   BatchSchedule* bs = o_.batch_schedule.get();
+  const int64_t at = job_ ? job_->replica_steps(*plan_->job_steps()) : step_;
   optimizer_->set_lr(lr_factor_ *
-                     (bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(step_)));
+                     (bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(at)));
   optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
   // A step already decided without this rank (a timeout-hybrid worker catching
   // up) has no forward, backward or loss: the update is applied below.
@@ -387,6 +388,26 @@ TrainSummary Trainer::fit() {
   if (plan_->mesh().size() > 1 || plan_->data_world() > 1) {
     for (auto& cb : callbacks_) cb->on_message("plan: " + plan_->describe());
   }
+  // A job-wide budget ends at a count of every replica's steps together; a
+  // resumed job counts on from what the servers hold now.
+  if (o_.job_budget) {
+    const std::optional<int64_t> counted = plan_->job_steps();
+    if (!counted) {
+      fail<ConfigError>("train.budget = job needs replicas that count their steps together on parameter servers "
+                        "(parallel.strategy = ps, or easgd / admm with mode = async); this plan is {}",
+                        plan_->describe());
+    }
+    JobCount& j = job_.emplace();
+    j.counted_at_start = step_ > 0 ? *counted : 0;
+    j.step_at_start = step_;
+    j.replicas = plan_->data_world();
+    j.end = j.counted_at_start + (total_steps - step_) * j.replicas;
+    for (auto& cb : callbacks_) {
+      cb->on_message(fmt::format("budget: {} steps over all {} replicas together (train.budget = job)", j.end,
+                                 j.replicas));
+    }
+  }
+  const auto budget_spent = [&] { return job_ ? *plan_->job_steps() >= job_->end : step_ >= total_steps; };
   model_->train();
   for (auto& cb : callbacks_) cb->on_train_begin(step_, total_steps);
 
@@ -406,13 +427,14 @@ TrainSummary Trainer::fit() {
     log(m);
     window_loss = 0, window_steps = 0, window_losses = 0, window_samples = 0, window_seconds = 0;
   };
-  bool done = step_ >= total_steps;
-  for (int64_t epoch = start_epoch; epoch < o_.epochs && !done; ++epoch) {
+  bool done = budget_spent();
+  // Under a job-wide budget a replica's epochs go on until the job's count is spent.
+  for (int64_t epoch = start_epoch; (o_.job_budget || epoch < o_.epochs) && !done; ++epoch) {
     epoch_ = epoch;
     if (epoch != start_epoch) {
       set_epoch_batch(epoch);
       per_epoch = train_->batches_per_epoch();
-      total_steps = plan_total(epoch, 0);
+      if (epoch < o_.epochs) total_steps = plan_total(epoch, 0);
     }
     train_->start_epoch(epoch);
     int64_t batch = 0;
@@ -448,7 +470,7 @@ TrainSummary Trainer::fit() {
                     .examples = b->size()};
       for (auto& cb : callbacks_) cb->on_step(m);
       if (step_ % o_.log_every == 0) record(epoch, batch);
-      done = step_ >= total_steps;
+      done = budget_spent();
       if (o_.checkpoints && o_.checkpoint_every > 0 && step_ % o_.checkpoint_every == 0) {
         save(batch == per_epoch ? epoch + 1 : epoch, batch == per_epoch ? 0 : batch);
       }
@@ -461,12 +483,13 @@ TrainSummary Trainer::fit() {
       t_batch = Clock::now();
     }
     if (window_steps > 0) record(epoch, batch);
-    if (done || epoch + 1 == o_.epochs) plan_->finish();
+    const bool last = done || (!o_.job_budget && epoch + 1 == o_.epochs);
+    if (last) plan_->finish();
     const bool epoch_complete = batch == per_epoch;
     if (o_.checkpoints && o_.checkpoint_every == 0) {
       save(epoch_complete ? epoch + 1 : epoch, epoch_complete ? 0 : batch);
     }
-    if (test_ && o_.eval_every > 0 && ((epoch + 1) % o_.eval_every == 0 || done || epoch + 1 == o_.epochs)) {
+    if (test_ && o_.eval_every > 0 && ((epoch + 1) % o_.eval_every == 0 || last)) {
       s.last_eval = evaluate();
       s.has_eval = true;
       for (auto& cb : callbacks_) cb->on_eval(s.last_eval);

@@ -33,6 +33,12 @@ namespace braid::train {
 struct TrainerOptions {
   int64_t epochs = 1;
   int64_t max_steps = 0;         // 0: no limit
+  // The budget (epochs, max_steps) is the whole job's, all replicas' steps
+  // together, rather than each replica's own (`train.budget = job`): a fast
+  // replica goes on past its epochs over its shard until the replicas
+  // together took W times its planned steps (Aggregation::job_steps; only
+  // where replicas report to parameter servers).
+  bool job_budget = false;
   double grad_clip = 0;          // max global grad norm; 0: off
   int64_t log_every = 100;       // steps between on_log records
   int64_t eval_every = 1;        // epochs between evaluations; 0: never
@@ -163,6 +169,14 @@ class Trainer {
   bool plan_ready_ = false;
   std::shared_ptr<Generator> gen_;
   int64_t step_ = 0;
+  // train.budget = job (fit() sets it): where the count of every replica's
+  // steps started, where it ends, and the job's progress in one replica's
+  // steps, which the learning-rate schedule follows.
+  struct JobCount {
+    int64_t counted_at_start = 0, step_at_start = 0, replicas = 1, end = 0;
+    int64_t replica_steps(int64_t counted) const { return step_at_start + (counted - counted_at_start) / replicas; }
+  };
+  std::optional<JobCount> job_;
   double lr_factor_ = 1;
   int64_t next_batch_size_ = 0;  // set_batch_size's, until the next epoch
   int64_t epoch_ = 0, batch_ = 0;  // position, for checkpoints and error messages

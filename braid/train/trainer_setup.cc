@@ -458,7 +458,8 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                                         .total_steps = total, .step_size = c.get_int("optim.step_size"),
                                         .gamma = c.get_float("optim.gamma"),
                                         .warmup_steps = c.get_int("optim.warmup_steps")});
-  TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .grad_clip = c.get_float("train.grad_clip"),
+  TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .job_budget = c.get_string("train.budget") == "job",
+                    .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
                     .eval_steps = c.get_int("train.eval_steps"), .test_shares = test_shares,
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,

@@ -118,6 +118,11 @@ void Admm::round() {
   ++rounds_;
 }
 
+std::optional<int64_t> Admm::job_steps() const {
+  if (!z_on_servers_) return std::nullopt;
+  return z_on_servers_->adds() * o_.tau;
+}
+
 void Admm::finish() {
   if (!ready_ || finished_) return;
   finished_ = true;

@@ -52,6 +52,8 @@ class Admm final : public Aggregation {
              const nlohmann::json& description) override;
   void combine_gradients() override;  // + rho (x - z + u)
   void after_step() override;
+  // Asynchronous: every worker's rounds, tau steps each.
+  std::optional<int64_t> job_steps() const override;
   void finish() override;             // every worker takes z
   // z as of this worker's last round in the parameters for an
   // evaluation, and back.

@@ -50,6 +50,8 @@ class CenterOnServers {
   void finish(std::span<float> center);
 
   int64_t clock() const { return clock_; }
+  // Every worker's adds so far, as the servers' latest reply said.
+  int64_t adds() const { return client_.view().pushes; }
   double bytes_sent() const { return bytes_; }
 
  private:

@@ -87,6 +87,11 @@ void Easgd::exchange() {
   ++exchanges_;
 }
 
+std::optional<int64_t> Easgd::job_steps() const {
+  if (!center_on_servers_) return std::nullopt;
+  return center_on_servers_->adds() * o_.tau;
+}
+
 void Easgd::finish() {
   if (!ready_ || finished_) return;
   finished_ = true;

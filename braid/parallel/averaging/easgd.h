@@ -44,6 +44,8 @@ class Easgd final : public Aggregation {
   void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
              const nlohmann::json& description) override;
   void after_step() override;
+  // Asynchronous: every worker's exchanges, tau steps each.
+  std::optional<int64_t> job_steps() const override;
   // Every worker takes the center.
   void finish() override;
   // The center in the parameters for an evaluation, and back: synchronous,
