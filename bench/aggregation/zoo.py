@@ -10,6 +10,7 @@ Rows (parallel.strategy and its keys; --rows picks, --row-set changes a key):
   bmuf                 local_sgd.period, bmuf.momentum (0.5; -1 = 1 - 1/W), bmuf.lr, bmuf.nesterov
   easgd_sync/_async    easgd.beta, easgd.tau, easgd.mode (async: center on 1 parameter server)
   admm_sync/_async     admm.rho, admm.tau, admm.mode (async: z on 1 server), admm.barrier, admm.max_delay
+                       (the async rows: train.budget=job, one step budget for all workers together)
   gossip_ring/_torus/_exponential   gossip.topology
   gossip_async         gossip.mode=async (ring): mix with the neighbours' latest weights, never wait
   hybrid_drop/_stale   hybrid.timeout_ms (default: half the all-reduce step), hybrid.late
@@ -78,10 +79,13 @@ def row_table():
         ("bmuf", ["parallel.strategy=bmuf", "local_sgd.period=8", "bmuf.momentum=0.5", "bmuf.lr=1",
                   "bmuf.nesterov=true"], False),
         ("easgd_sync", ["parallel.strategy=easgd", "easgd.mode=sync", "easgd.beta=0.9", "easgd.tau=4"], False),
-        ("easgd_async", ["parallel.strategy=easgd", "easgd.mode=async", "easgd.beta=0.9", "easgd.tau=4"], True),
+        # The asynchronous rows count one budget for the whole job (train.budget=job): a fast worker
+        # takes the steps a straggler has not, as a parameter server's global step would.
+        ("easgd_async", ["parallel.strategy=easgd", "easgd.mode=async", "easgd.beta=0.9", "easgd.tau=4",
+                         "train.budget=job"], True),
         ("admm_sync", ["parallel.strategy=admm", "admm.mode=sync", "admm.rho=0.01", "admm.tau=8"], False),
         ("admm_async", ["parallel.strategy=admm", "admm.mode=async", "admm.rho=0.01", "admm.tau=8", "admm.barrier=0",
-                        "admm.max_delay=2"], True),
+                        "admm.max_delay=2", "train.budget=job"], True),
         ("gossip_ring", ["parallel.strategy=gossip", "gossip.topology=ring"], False),
         ("gossip_torus", ["parallel.strategy=gossip", "gossip.topology=torus"], False),
         ("gossip_exponential", ["parallel.strategy=gossip", "gossip.topology=exponential"], False),

@@ -35,6 +35,10 @@ void add_train_keys(Schema& s) {
          .env = "BRAID_SEED"});
   s.add({.name = "train.threads", .type = T::Int, .default_value = int64_t{0},
          .help = "intra-op threads; 0 = all cores the process may use", .min = 0, .env = "BRAID_THREADS"});
+  s.add({.name = "train.deterministic", .type = T::Bool, .default_value = false,
+         .help = "kernels that repeat bit for bit: the CPU GEMM and convolution run one fixed implementation instead "
+                 "of the fastest measured one (whose choice can differ from run to run)",
+         .env = "BRAID_DETERMINISTIC"});
   s.add({.name = "train.log_every", .type = T::Int, .default_value = int64_t{100},
          .help = "steps between metric records and progress lines", .min = 1});
   s.add({.name = "train.eval_every", .type = T::Int, .default_value = int64_t{1},

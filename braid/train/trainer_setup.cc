@@ -13,6 +13,7 @@
 #include "braid/optim/sgd.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/tensor/backend.h"
+#include "braid/tensor/cpu/autotune.h"
 #include "braid/train/config_data.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/models.h"
@@ -352,6 +353,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   const int local_ranks =
       c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, env.local_size - env.ps_servers);
   set_num_threads(threads > 0 ? static_cast<int>(threads) : std::max(1, available_cores() / local_ranks));
+  cpu::set_deterministic_kernels(c.get_bool("train.deterministic"));
   const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
   const Device device = train_device(c, env.local_rank);  // before the data: a bad device fails fast
   Datasets ds = load_datasets(c);

@@ -1,5 +1,7 @@
 // matmul and linear beyond the op table (cases_matmul.cc): naive loops on
 // layouts the table lacks, the two GEMM libraries, and error messages.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "braid/autograd/engine.h"
@@ -79,6 +81,24 @@ TEST(Matmul, BothGemmLibrariesAgree) {
     EXPECT_TRUE(all_close(matmul(a, b), x, 1e-5, 1e-5));
   }
   EXPECT_NE(cpu::gemm_choice(false, false, 33, 45, 70), cpu::GemmBackend::automatic);
+}
+
+TEST(Matmul, DeterministicKernelsRunOpenBlasEveryCallUntimed) {
+  Generator gen(3);
+  Tensor a = random_tensor({37, 61}, DType::f32, gen), b = random_tensor({61, 29}, DType::f32, gen);
+  cpu::set_default_gemm_backend(cpu::GemmBackend::openblas);
+  const Tensor expected = matmul(a, b);
+  cpu::set_default_gemm_backend(cpu::GemmBackend::automatic);
+  cpu::set_deterministic_kernels(true);
+  // A shape the tuner has not seen: while tuning it would rotate through oneDNN
+  // and one thread; here every call is the first candidate, bit for bit.
+  for (int i = 0; i < 4 * cpu::kTuningTrials + 1; ++i) {
+    const Tensor got = matmul(a, b);
+    ASSERT_EQ(std::memcmp(got.data<float>(), expected.data<float>(), expected.nbytes()), 0) << "call " << i;
+  }
+  EXPECT_EQ(cpu::gemm_choice(false, false, 37, 29, 61), cpu::GemmBackend::openblas);
+  cpu::set_deterministic_kernels(false);
+  EXPECT_EQ(cpu::gemm_choice(false, false, 37, 29, 61), cpu::GemmBackend::automatic);  // never timed
 }
 
 TEST(Matmul, BadInputRaisesValueErrorNamingOpAndShapes) {

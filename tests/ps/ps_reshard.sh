@@ -3,9 +3,9 @@
 # trajectory of the uninterrupted job: 2 servers train N steps and checkpoint,
 # 3 servers (built from server-*-of-2) train N more, 1 server (built from the
 # newer server-*-of-3) N more; the final dense weights and momentum buffers
-# equal those of one 2-server run of 3N steps (the partition does not change
-# an elementwise update). Then a resume with another updater is refused,
-# naming the file.
+# equal those of one 2-server run of 3N steps bit for bit (train.deterministic
+# fixes the kernels; the partition does not change an elementwise update).
+# Then a resume with another updater is refused, naming the file.
 # usage: ps_reshard.sh BRAID_BINARY REPO_ROOT
 set -uo pipefail
 braid=$1
@@ -23,7 +23,8 @@ run() {
   "$braid" launch --servers "$servers" --workers 2 -- "$braid" train "$root/examples/configs/fashion_mlp.toml" \
     --set parallel.strategy=ps --set ps.consistency=bsp --set ps.updater=momentum --set optim.schedule=constant \
     --set train.max_steps="$steps" --set train.out_dir="$dir" --set train.threads=1 --set train.eval_every=0 \
-    --set train.log_every=10 --set train.progress=lines --set parallel.timeout_s=30 "$@" >>"$out/log" 2>&1
+    --set train.log_every=10 --set train.progress=lines --set parallel.timeout_s=30 --set train.deterministic=true \
+    "$@" >>"$out/log" 2>&1
 }
 
 run 2 $((3 * n)) "$out/straight" || fail "the uninterrupted run exited with $?"
@@ -60,7 +61,7 @@ for name in a:
     assert len(a[name]) == len(b[name]) > 0, (name, len(a[name]), len(b[name]))
     diff = max(abs(x - y) for x, y in zip(a[name], b[name]))
     print(f"{name}: {len(a[name])} values, max difference {diff:g}")
-    assert diff <= 1e-6, name
+    assert diff == 0, name  # deterministic kernels, elementwise updates: bit for bit
 EOF
 
 # The 4 servers would build from server-*-of-1, written by another updater: refused, naming the file.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -16,6 +17,18 @@
 #include "braid/base/thread_pool.h"
 
 namespace braid::cpu {
+
+// Kernels that repeat bit for bit (train.deterministic): every tuner runs its
+// first candidate, untimed. The candidates sum in different orders, so a
+// choice made by timing changes the last bits of results from run to run, and
+// a trajectory that should repeat (a resumed job, a bsp job run twice) drifts
+// apart after a few dozen steps. Process-wide.
+inline std::atomic<bool>& deterministic_kernels_flag() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+inline void set_deterministic_kernels(bool on) { deterministic_kernels_flag().store(on); }
+inline bool deterministic_kernels() { return deterministic_kernels_flag().load(); }
 
 // Timed calls per candidate before a key settles.
 inline constexpr int kTuningTrials = 5;
@@ -29,6 +42,7 @@ class OnlineTuner {
   // tuning, with the least-measured of the first `candidates`, and times it.
   template <class Run>
   void run(const Key& key, int candidates, Run&& run) {
+    if (deterministic_kernels()) return run(0);
     int slot;
     bool settled;
     {
@@ -66,6 +80,7 @@ class OnlineTuner {
 
   // The settled candidate for `key`, or -1 while it is still being measured.
   int choice(const Key& key) const {
+    if (deterministic_kernels()) return 0;
     std::lock_guard lock(mu_);
     auto it = table_.find(key);
     return it == table_.end() ? -1 : it->second.choice;
