@@ -97,11 +97,13 @@ TEST(SimOpTable, IgnoresCorruptAndForeignFilesAndBadEntries) {
   TempDir dir;
   const std::string path = dir.file("op_times.json");
   const std::vector<op::TensorMeta> in{f32({10})};
-  for (const std::string text : {"{\"version\": 1, \"entries\": {\"relu||f32[10]|t1\": 0.5", "\x01\x02 garbage",
-                                 "{\"version\": 2, \"entries\": {\"relu||f32[10]|t1\": 0.5}}",
-                                 "{\"version\": \"1\", \"entries\": {\"relu||f32[10]|t1\": 0.5}}",
-                                 "[1, 2, 3]", "{\"version\": 1, \"entries\": [0.5]}",
-                                 "{\"version\": 1, \"entries\": {\"relu||f32[10]|t1\": 1e999}}"}) {
+  // Version 2 is current: 1 (an older table) and 3 (a newer one) are foreign.
+  for (const std::string text : {"{\"version\": 2, \"entries\": {\"relu||f32[10]|t1\": 0.5", "\x01\x02 garbage",
+                                 "{\"version\": 1, \"entries\": {\"relu||f32[10]|t1\": 0.5}}",
+                                 "{\"version\": 3, \"entries\": {\"relu||f32[10]|t1\": 0.5}}",
+                                 "{\"version\": \"2\", \"entries\": {\"relu||f32[10]|t1\": 0.5}}",
+                                 "[1, 2, 3]", "{\"version\": 2, \"entries\": [0.5]}",
+                                 "{\"version\": 2, \"entries\": {\"relu||f32[10]|t1\": 1e999}}"}) {
     SCOPED_TRACE(text);
     write(path, text);
     OpTable table(quick(path));
@@ -111,7 +113,7 @@ TEST(SimOpTable, IgnoresCorruptAndForeignFilesAndBadEntries) {
     EXPECT_EQ(OpTable(quick(path)).size(), 1u);
   }
   // Entries that are not finite non-negative seconds go; the rest stay.
-  write(path, R"({"version": 1, "entries": {"a": -1, "b": "fast", "c": null, "e": [1],
+  write(path, R"({"version": 2, "entries": {"a": -1, "b": "fast", "c": null, "e": [1],
                  "relu||f32[10]|t1": 0.25, "f": 0}})");
   OpTable table(quick(path));
   EXPECT_EQ(table.size(), 2u);
