@@ -41,6 +41,10 @@ void add_averaging_keys(Schema& s) {
          .min = 1e-12});
   s.add({.name = "admm.tau", .type = T::Int, .default_value = int64_t{8},
          .help = "admm: local steps of the x-update per round (z and the duals update once per round)", .min = 1.0});
+  s.add({.name = "admm.warm_start", .type = T::String, .default_value = std::string("z"),
+         .help = "admm: where each round's tau local steps start: z (the consensus) or x (the replica's own "
+                 "iterate, where the last round left it)",
+         .choices = {"z", "x"}});
   s.add({.name = "admm.mode", .type = T::String, .default_value = std::string("sync"),
          .help = "admm: sync = z by one all-reduce per round; async = z on parameter servers (braid launch --servers "
                  "S --workers W) with a partial barrier and a bounded delay",

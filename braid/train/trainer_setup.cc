@@ -220,6 +220,7 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                    .tau = c.get_int("admm.tau"),
                    .barrier = c.get_int("admm.barrier"),
                    .max_delay = c.get_int("admm.max_delay"),
+                   .start_from_z = c.get_string("admm.warm_start") == "z",
                    .async = c.get_string("admm.mode") == "async",
                    .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
                    .timeout = timeout},

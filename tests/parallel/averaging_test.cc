@@ -446,17 +446,51 @@ std::vector<double> admm_worker(const LeastSquares& ls, int w, Admm& admm, int64
   return out;
 }
 
+// Both warm starts: the rounds' local steps from z and from each replica's own x.
 TEST(Admm, SynchronousReachesTheCentralisedOptimum) {
-  for (int world : {2, 3, 4}) {
-    const LeastSquares ls(world);
-    const std::vector<double> want = ls.optimum();
-    std::vector<std::vector<double>> got(static_cast<size_t>(world));
+  for (const bool from_z : {true, false}) {
+    for (int world : {2, 3, 4}) {
+      const LeastSquares ls(world);
+      const std::vector<double> want = ls.optimum();
+      std::vector<std::vector<double>> got(static_cast<size_t>(world));
+      on_ranks(world, [&](int rank, comm::Communicator comm) {
+        Admm admm(comm, {.rho = 1.0, .tau = 10, .start_from_z = from_z});
+        got[static_cast<size_t>(rank)] = admm_worker(ls, rank, admm, 3000, 0.1);
+      });
+      for (int r = 0; r < world; ++r) {
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[static_cast<size_t>(r)][i], want[i], 1e-3) << "from z " << from_z << " world " << world << " rank " << r << " entry " << i;
+      }
+    }
+  }
+}
+
+// warm_start = z: a round leaves every replica at z (so they agree bit for
+// bit until their next local step); warm_start = x leaves each where it was.
+TEST(Admm, ARoundStartsEveryReplicaFromZOrLeavesItsOwnX) {
+  const int world = 3;
+  for (const bool from_z : {true, false}) {
+    std::vector<Values> got(world);
+    std::vector<std::vector<float>> z(world);
     on_ranks(world, [&](int rank, comm::Communicator comm) {
-      Admm admm(comm, {.rho = 1.0, .tau = 10});
-      got[static_cast<size_t>(rank)] = admm_worker(ls, rank, admm, 3000, 0.1);
+      ToyModel<float> m(7);
+      Admm a(comm, {.rho = 0.5, .tau = 3, .start_from_z = from_z});
+      a.setup(m.params, {}, {});
+      train_steps(m, a, 6, rank, world);  // two rounds, the last one just done
+      got[static_cast<size_t>(rank)] = m.values();
+      z[static_cast<size_t>(rank)] = a.consensus();
     });
     for (int r = 0; r < world; ++r) {
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[static_cast<size_t>(r)][i], want[i], 1e-3) << "world " << world << " rank " << r << " entry " << i;
+      std::vector<float> flat;
+      for (const auto& v : got[static_cast<size_t>(r)]) flat.insert(flat.end(), v.begin(), v.end());
+      EXPECT_EQ(z[static_cast<size_t>(r)], z[0]) << "rank " << r;
+      if (from_z) {
+        EXPECT_EQ(flat, z[0]) << "rank " << r;
+      } else {
+        EXPECT_NE(flat, z[0]) << "rank " << r;
+      }
+    }
+    if (!from_z) {
+      EXPECT_NE(got[0], got[1]);
     }
   }
 }
@@ -465,15 +499,21 @@ TEST(Admm, AsynchronousWithAPartialBarrierReachesTheCentralisedOptimum) {
   const int workers = 3;
   const LeastSquares ls(workers);
   const std::vector<double> want = ls.optimum();
-  for (int64_t barrier : {3, 2}) {
-    std::vector<std::vector<double>> got(workers);
-    with_servers(1, workers, [&](int w, std::shared_ptr<comm::Transport> t) {
-      Admm admm(std::move(t), 1, {.rho = 1.0, .tau = 10, .barrier = barrier, .max_delay = 1});
-      got[static_cast<size_t>(w)] = admm_worker(ls, w, admm, 3000, 0.1);
-    });
-    for (int w = 0; w < workers; ++w) {
-      // A worker's last z may miss a slower worker's last round: close, not exact.
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[static_cast<size_t>(w)][i], want[i], 2e-3) << "barrier " << barrier << " worker " << w << " entry " << i;
+  for (const bool from_z : {true, false}) {
+    for (int64_t barrier : {3, 2}) {
+      std::vector<std::vector<double>> got(workers);
+      with_servers(1, workers, [&](int w, std::shared_ptr<comm::Transport> t) {
+        Admm admm(std::move(t), 1,
+                  {.rho = 1.0, .tau = 10, .barrier = barrier, .max_delay = 1, .start_from_z = from_z});
+        got[static_cast<size_t>(w)] = admm_worker(ls, w, admm, 3000, 0.1);
+      });
+      for (int w = 0; w < workers; ++w) {
+        // A worker's last z may miss a slower worker's last round: close, not exact.
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_NEAR(got[static_cast<size_t>(w)][i], want[i], 2e-3)
+              << "from z " << from_z << " barrier " << barrier << " worker " << w << " entry " << i;
+        }
+      }
     }
   }
 }

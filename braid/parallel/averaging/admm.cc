@@ -116,6 +116,10 @@ void Admm::round() {
   }
   residual_ = r;
   ++rounds_;
+  if (o_.start_from_z) {
+    std::copy(z_.begin(), z_.end(), flat_.data<float>());
+    params_.unpack_values(flat_);
+  }
 }
 
 std::optional<int64_t> Admm::job_steps() const {
