@@ -7,6 +7,7 @@
 
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
+#include "braid/base/float_env.h"
 #include "braid/base/rng.h"
 #include "braid/base/thread_pool.h"
 #include "braid/data/libsvm.h"
@@ -57,6 +58,7 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
                       c.get_string("data.name"));
   const int64_t threads = c.get_int("train.threads");
   set_num_threads(threads > 0 ? static_cast<int>(threads) : 1);
+  set_flush_denormals(c.get_bool("train.flush_denormals"));
   // train.precision for the worker's forward, backward and evaluation (all on this thread).
   Autocast autocast(train_precision(c));
   const parallel::ProcessGroupOptions group_options = process_group_options(c);

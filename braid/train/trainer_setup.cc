@@ -1,5 +1,6 @@
 #include "braid/train/trainer_setup.h"
 
+#include "braid/base/float_env.h"
 #include "braid/base/thread_pool.h"
 #include "braid/data/csv.h"
 #include "braid/data/fashion_mnist.h"
@@ -355,6 +356,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
       c.get_string("parallel.strategy") == "none" ? 1 : std::max(1, env.local_size - env.ps_servers);
   set_num_threads(threads > 0 ? static_cast<int>(threads) : std::max(1, available_cores() / local_ranks));
   cpu::set_deterministic_kernels(c.get_bool("train.deterministic"));
+  set_flush_denormals(c.get_bool("train.flush_denormals"));
   const uint64_t seed = static_cast<uint64_t>(c.get_int("train.seed"));
   const Device device = train_device(c, env.local_rank);  // before the data: a bad device fails fast
   Datasets ds = load_datasets(c);
