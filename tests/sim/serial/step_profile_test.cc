@@ -101,11 +101,14 @@ TEST(StepProfile, MlpLayersParametersGradientsAndOutputsMatchTheModel) {
 // EPYC, 2026-11): MLP -5% to -8%, CNN -20% to +10% (its convolution
 // autotuner's choice varies by run), char transformer -9% to -19%; on a
 // 2-core Intel Xeon with AVX-512 (2026-11-28), where the same kernels run
-// faster and the per-op overhead weighs more: MLP -24% to -33%, CNN -3% to
-// -9%, char transformer -31% to -32%. 35% is
-// what the simulator can live with, and a profile that lost or doubled a
-// phase or a layer is off by more.
-constexpr double kTolerance = 0.35;
+// faster and the per-op overhead weighs more: MLP -24% to -41%, CNN -3% to
+// -10%, char transformer -31% to -39% (the higher figures in a fresh Debian
+// root, scripts/check-fresh). The simulator scales the profile to the
+// measured step anyway (docs/sim.md); what this test guards is the profile's
+// structure. A profile that lost a phase (forward and backward are each
+// about half the step: MLP -63% and -66%, CNN -55% and -57%, transformer
+// -68%) or a large layer reads below -50%.
+constexpr double kTolerance = 0.5;
 
 // On shared cores another process's burst can slow either side several
 // times over (seen: an eager step of 84 ms timed at 744 ms while a compiler
