@@ -14,6 +14,7 @@ Rows (parallel.strategy and its keys; --rows picks, --row-set changes a key):
   gossip_ring/_torus/_exponential   gossip.topology
   gossip_async         gossip.mode=async (ring): mix with the neighbours' latest weights, never wait
   hybrid_drop/_stale   hybrid.timeout_ms (default: half the all-reduce step), hybrid.late
+  hybrid_ar_drop/_stale  the same with hybrid.via=allreduce (no coordinator)
   ps_bsp/_asp/_ssp     parallel.strategy=ps, ps.consistency, ps.updater=momentum, 1 server
 
 Per row and setting: the time to reach a test-accuracy target (--target-mlp
@@ -92,6 +93,9 @@ def row_table():
         ("gossip_async", ["parallel.strategy=gossip", "gossip.topology=ring", "gossip.mode=async"], False),
         ("hybrid_drop", ["parallel.strategy=hybrid", "hybrid.late=drop"], False),  # + hybrid.timeout_ms
         ("hybrid_stale", ["parallel.strategy=hybrid", "hybrid.late=stale"], False),
+        # The same rules with no coordinator: every rank closes each step in one all-reduce at the deadline.
+        ("hybrid_ar_drop", ["parallel.strategy=hybrid", "hybrid.via=allreduce", "hybrid.late=drop"], False),
+        ("hybrid_ar_stale", ["parallel.strategy=hybrid", "hybrid.via=allreduce", "hybrid.late=stale"], False),
         ("ps_bsp", ["parallel.strategy=ps", "ps.consistency=bsp", PS_UPDATER], True),
         ("ps_asp", ["parallel.strategy=ps", "ps.consistency=asp", PS_UPDATER], True),
         ("ps_ssp", ["parallel.strategy=ps", "ps.consistency=ssp", "ps.staleness=2", PS_UPDATER], True),

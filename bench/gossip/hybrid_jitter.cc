@@ -7,6 +7,9 @@
 // per step and the coordinator's wait. A plan with catch_up = skip (the
 // default) skips the compute of a step already closed without the rank.
 // Ranks sleep rather than spin, so the figures hold on a loaded machine.
+// The plans "via all-reduce" close each step without a coordinator
+// (hybrid.via = allreduce): their deadline counts from the previous aggregate,
+// so it is the compute time plus the slack the coordinator's plans wait.
 //
 //   build/bin/hybrid_jitter [P=4] [STEPS=200] [C_MS=5] [STALL_P=0.05] [D_MS=50] [N=262144]
 #include <chrono>
@@ -18,6 +21,7 @@
 
 #include "braid/base/rng.h"
 #include "braid/comm/transport/inproc.h"
+#include "braid/parallel/hybrid/deadline_allreduce.h"
 #include "braid/parallel/hybrid/hybrid.h"
 
 using namespace braid;
@@ -36,6 +40,7 @@ struct Result {
   double waited_ms = 0;
 };
 
+template <class Hybrid>
 Result run(int ranks, int steps, double compute_ms, double stall_p, double stall_ms, int64_t n, const Plan& plan) {
   auto world = comm::InprocWorld::create(ranks);
   std::vector<Result> out(static_cast<size_t>(ranks));
@@ -45,7 +50,7 @@ Result run(int ranks, int steps, double compute_ms, double stall_p, double stall
       comm::Communicator comm(std::shared_ptr<comm::Transport>(world->transport(r)));
       const Tensor w = Tensor::zeros({n});
       w.set_requires_grad();
-      TimeoutHybrid h(comm, plan.options);
+      Hybrid h(comm, plan.options);
       h.setup({{"w", w}}, {}, {});
       Generator stalls(17, static_cast<uint64_t>(r));  // the same stalls for every plan
       const auto start = Clock::now();
@@ -64,7 +69,7 @@ Result run(int ranks, int steps, double compute_ms, double stall_p, double stall
       Result& res = out[static_cast<size_t>(r)];
       res.ms_per_step = 1e3 * seconds_since(start) / steps;
       res.totals = h.totals();
-      res.waited_ms = h.stats()["waited_ms_per_step"].get<double>();
+      res.waited_ms = h.stats()["waited_ms_per_step"].template get<double>();
     });
   }
   for (auto& t : threads) t.join();
@@ -86,15 +91,22 @@ int main(int argc, char** argv) {
       {"deadline 10 ms, drop", {.wait = milliseconds(10), .late = Late::drop}},
       {"2 ms, drop, compute", {.wait = milliseconds(2), .late = Late::drop, .catch_up = CatchUp::compute}},
       {"2 ms, stale, compute", {.wait = milliseconds(2), .late = Late::stale, .catch_up = CatchUp::compute}},
+      {"via all-reduce, C+2 ms, drop", {.wait = milliseconds(2) + std::chrono::duration_cast<Duration>(
+                                            std::chrono::duration<double, std::milli>(compute_ms)),
+                                        .late = Late::drop, .via = Via::allreduce}},
+      {"via all-reduce, C+2 ms, stale", {.wait = milliseconds(2) + std::chrono::duration_cast<Duration>(
+                                             std::chrono::duration<double, std::milli>(compute_ms)),
+                                         .late = Late::stale, .via = Via::allreduce}},
   };
   std::printf("%d ranks, %d steps of %.0f ms compute; each rank stalls %.0f ms more with probability %.2f per step; "
               "%lld f32 entries\n", ranks, steps, compute_ms, stall_ms, stall_p, static_cast<long long>(n));
-  std::printf("%-26s %9s %12s %12s %12s %8s %12s\n", "plan", "ms/step", "late/step", "stale/step", "skipped/step",
+  std::printf("%-30s %9s %12s %12s %12s %8s %12s\n", "plan", "ms/step", "late/step", "stale/step", "skipped/step",
               "max lag", "waited ms");
   for (const Plan& p : plans) {
-    const Result r = run(ranks, steps, compute_ms, stall_p, stall_ms, n, p);
+    auto* fn = p.options.via == Via::allreduce ? &run<DeadlineAllreduce> : &run<TimeoutHybrid>;
+    const Result r = fn(ranks, steps, compute_ms, stall_p, stall_ms, n, p);
     const double s = static_cast<double>(r.totals.steps);
-    std::printf("%-26s %9.2f %12.3f %12.3f %12.3f %8lld %12.2f\n", p.name, r.ms_per_step,
+    std::printf("%-30s %9.2f %12.3f %12.3f %12.3f %8lld %12.2f\n", p.name, r.ms_per_step,
                 static_cast<double>(r.totals.late) / s, static_cast<double>(r.totals.stale) / s,
                 static_cast<double>(r.totals.skipped) / s, static_cast<long long>(r.totals.max_lag), r.waited_ms);
   }

@@ -1,6 +1,7 @@
 #include "braid/parallel/plan_factory.h"
 
 #include "braid/parallel/codec_hook.h"
+#include "braid/parallel/hybrid/deadline_allreduce.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/stage.h"
 #include "braid/parallel/sync_batch_norm.h"
@@ -201,8 +202,13 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     // Each pipeline stage's replicas mix among themselves: they hold the same shapes.
     parts.aggregation = std::make_unique<gossip::Gossip>(parts.mesh.group(Axis::data), o.gossip);
   } else if (o.strategy == "hybrid") {
-    // Each pipeline stage's data rank 0 coordinates that stage's replicas.
-    parts.aggregation = std::make_unique<hybrid::TimeoutHybrid>(parts.mesh.group(Axis::data), o.hybrid);
+    // Each pipeline stage's replicas close their steps among themselves
+    // (through that stage's data rank 0, or in their own all-reduces).
+    if (o.hybrid.via == hybrid::Via::allreduce) {
+      parts.aggregation = std::make_unique<hybrid::DeadlineAllreduce>(parts.mesh.group(Axis::data), o.hybrid);
+    } else {
+      parts.aggregation = std::make_unique<hybrid::TimeoutHybrid>(parts.mesh.group(Axis::data), o.hybrid);
+    }
   } else if (sync && world.valid()) {
     const comm::Communicator& data = parts.mesh.group(Axis::data);
     std::unique_ptr<BucketHook> hook;

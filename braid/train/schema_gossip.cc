@@ -32,6 +32,12 @@ void add_gossip_keys(Schema& s) {
          .help = "strategy hybrid: how long the coordinator (data rank 0) waits for the other replicas' gradients "
                  "after its own is ready before stepping with those that arrived; 0 = wait for all (synchronous SGD)",
          .min = 0.0, .max = 3.2e10});  // a year; durations are nanoseconds in an int64
+  s.add({.name = "hybrid.via", .type = T::String, .default_value = std::string("coordinator"),
+         .help = "strategy hybrid: who closes a step at its deadline: the coordinator (data rank 0, whose deadline "
+                 "counts from its own gradient; its link carries every gradient) or allreduce (every rank, in one "
+                 "all-reduce a step joined by a thread of its own at the latest hybrid.timeout_ms after the previous "
+                 "aggregate; no rank paces the others, and the bytes are an all-reduce's)",
+         .choices = {"coordinator", "allreduce"}});
   s.add({.name = "hybrid.late", .type = T::String, .default_value = std::string("drop"),
          .help = "strategy hybrid: a gradient that misses its step's deadline is dropped, or applied (stale) in the "
                  "first later step it has arrived by, weighted hybrid.stale_weight^staleness",

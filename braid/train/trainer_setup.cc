@@ -242,7 +242,8 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
                      .max_staleness = c.get_int("hybrid.max_staleness"),
                      .max_lag = c.get_int("hybrid.max_lag"),
                      .catch_up = parallel::hybrid::parse_catch_up(c.get_string("hybrid.catch_up")),
-                     .timeout = timeout}};
+                     .timeout = timeout,
+                     .via = parallel::hybrid::parse_via(c.get_string("hybrid.via"))}};
 }
 
 DType train_precision(const Config& config) {

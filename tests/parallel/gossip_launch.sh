@@ -7,7 +7,7 @@
 # checkpoint, on the data axis of a two-stage pipeline, and asynchronous with
 # a straggler; hybrid without a deadline (every gradient in), and with a
 # straggler past the deadline (late gradients dropped, or applied stale; the
-# straggler skipping closed steps). Then a worker of each is killed with
+# straggler skipping closed steps), and the same via all-reduce. Then a worker of each is killed with
 # SIGKILL mid-run in a job of two launchers (two "nodes" on loopback): the
 # survivors' own errors must name the dead rank, and both launchers must end
 # within 2 x parallel.timeout_s.
@@ -88,6 +88,28 @@ run hybrid_skip 3 "${h}deadline 5 ms; .* dropped \([1-9][0-9]* never computed: s
   "assert a['skipped'] >= 10 and a['catch_up'] == 'skip' and a['late'] == a['stale_applied'] + a['dropped'], a" \
   parallel.strategy=hybrid hybrid.timeout_ms=5 train.straggler_rank=1 train.straggler_ms=30 train.max_steps=30
 rm -rf "$out/run"
+# The same rules without a coordinator (hybrid.via = allreduce): every rank's
+# step closer joins each step's all-reduce, its deadline 20 ms after the
+# previous aggregate; rank 1 sleeps 60 ms a step.
+ha="timeout-hybrid via all-reduce: 30 steps of 3 replicas, "
+run hybrid_ar_sync 3 "${ha}no deadline; 3\.00 gradients arrived per step, 0 late" \
+  "assert a['via'] == 'allreduce' and a['arrived'] == 90 and a['late'] == 0 and a['dropped'] == 0, a" \
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=0 train.max_steps=30
+run hybrid_ar_resumed 3 "timeout-hybrid via all-reduce: 10 steps of 3 replicas, no deadline; 3\.00 gradients" \
+  "assert a['arrived'] == 30, a" \
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=0 train.max_steps=40 train.resume=true
+grep -q "resumed from .*(step 30," "$out/hybrid_ar_resumed.log" || fail hybrid_ar_resumed "not resumed from step 30"
+rm -rf "$out/run"
+run hybrid_ar_skip 3 "${ha}deadline 20 ms; .* dropped \([1-9][0-9]* never computed: skipped to catch up\)" \
+  "assert a['skipped'] >= 10 and a['late'] == a['stale_applied'] + a['dropped'] and a['arrived'] + a['late'] == 90, a" \
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=20 train.straggler_rank=1 train.straggler_ms=60 \
+  train.max_steps=30
+rm -rf "$out/run"
+run hybrid_ar_stale 3 "${ha}deadline 20 ms; .* late, [1-9][0-9]* applied stale \(max staleness [1-4]\)" \
+  "assert a['stale_applied'] >= 10 and a['max_lag'] <= 2 and a['late'] == a['stale_applied'] + a['dropped'], a" \
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=20 hybrid.late=stale hybrid.max_lag=2 \
+  hybrid.catch_up=compute train.straggler_rank=1 train.straggler_ms=60 train.max_steps=30
+rm -rf "$out/run"
 
 # kill_one NAME DEAD_RANK MESSAGE_REGEX KEY=VALUE...: 4 ranks, each under its own
 # launcher (four "nodes" on loopback, so no launcher stops a survivor before
@@ -152,3 +174,5 @@ kill_one gossip_async_kill 3 "rank 0 of 4 on the data axis: (asynchronous gossip
   parallel.strategy=gossip gossip.mode=async
 kill_one hybrid_kill 2 "rank 0 of 4 on the data axis: timeout-hybrid's coordinator .*rank 2's gradient of step [0-9]+" \
   parallel.strategy=hybrid hybrid.timeout_ms=50
+kill_one hybrid_ar_kill 2 "rank 0 of 4 on the data axis: timeout-hybrid \(via all-reduce\) all-reduce of the (record|gradients) of step [0-9]+" \
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=50

@@ -20,6 +20,12 @@ CatchUp parse_catch_up(const std::string& name) {
   fail<ConfigError>("hybrid.catch_up = '{}' (known: skip, compute)", name);
 }
 
+Via parse_via(const std::string& name) {
+  if (name == "coordinator") return Via::coordinator;
+  if (name == "allreduce") return Via::allreduce;
+  fail<ConfigError>("hybrid.via = '{}' (known: coordinator, allreduce)", name);
+}
+
 std::vector<int64_t> StepRecord::encode() const {
   std::vector<int64_t> w{step, arrived, late, stale, dropped, skipped, max_staleness, lag, std::bit_cast<int64_t>(weight)};
   for (uint64_t m : included) w.push_back(static_cast<int64_t>(m));

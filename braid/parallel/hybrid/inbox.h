@@ -43,6 +43,10 @@ Late parse_late(const std::string& name);  // ConfigError for an unknown name
 // (its gradient may still count with late = stale).
 enum class CatchUp { skip, compute };
 CatchUp parse_catch_up(const std::string& name);
+// Who closes a step (hybrid.via): data rank 0 as the coordinator (hybrid.h),
+// or every rank in one all-reduce at the deadline (deadline_allreduce.h).
+enum class Via { coordinator, allreduce };
+Via parse_via(const std::string& name);
 
 struct InboxOptions {
   Duration wait{};            // after the coordinator's own gradient; 0: every gradient of the step
@@ -52,6 +56,7 @@ struct InboxOptions {
   int64_t max_lag = 8;        // >= 1
   CatchUp catch_up = CatchUp::skip;
   Duration timeout = std::chrono::seconds(300);
+  Via via = Via::coordinator;  // read by the plan factory: which class closes the steps
 };
 
 // ConfigError naming the key for an option out of its range.
