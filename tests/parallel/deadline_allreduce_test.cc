@@ -223,6 +223,34 @@ TEST(ViaAllreduce, APersistentStragglerFallsAtMostMaxLagStepsBehind) {
   EXPECT_EQ(totals[0].arrived + totals[0].late, world * steps);
 }
 
+// A deadline shorter than every rank's compute closes a step before any
+// gradient is in (the first step waits for all: it holds the warm-up): its
+// aggregate is zero on every rank and its record says so.
+TEST(ViaAllreduce, ADeadlineShorterThanTheComputeClosesAnEmptyStep) {
+  const int world = 2;
+  std::vector<StepRecord> second(world);
+  std::vector<std::vector<double>> applied(world);
+  on_ranks(world, [&](int rank, comm::Communicator comm) {
+    ToyReplica m(7);
+    DeadlineAllreduce h(comm, via_allreduce({.wait = 10ms, .late = Late::drop}));
+    h.setup(m.params, {}, {});
+    for (int64_t s = 0; s < 3; ++s) {
+      step(h, m, [&] {
+        m.backward_rows(s, rank, world);
+        std::this_thread::sleep_for(80ms);
+      });
+      if (s == 1) second[rank] = h.last(), applied[rank] = m.grads();
+    }
+    h.finish();
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(second[r].arrived, 0) << "rank " << r;
+    EXPECT_EQ(second[r].late, world);
+    EXPECT_EQ(second[r].weight, 0.0);
+    EXPECT_EQ(applied[r], std::vector<double>(applied[r].size(), 0.0));
+  }
+}
+
 TEST(ViaAllreduce, FinishAveragesFloatBuffersAndResumesItsStepCount) {
   const int world = 3;
   on_ranks(world, [&](int rank, comm::Communicator comm) {

@@ -100,6 +100,11 @@ run hybrid_ar_resumed 3 "timeout-hybrid via all-reduce: 10 steps of 3 replicas, 
   parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=0 train.max_steps=40 train.resume=true
 grep -q "resumed from .*(step 30," "$out/hybrid_ar_resumed.log" || fail hybrid_ar_resumed "not resumed from step 30"
 rm -rf "$out/run"
+run hybrid_ar_pipeline 4 "timeout-hybrid via all-reduce: 20 steps of 2 replicas, deadline 50 ms" \
+  "assert a['via'] == 'allreduce' and a['replicas'] == 2 and a['arrived'] + a['late'] == 40, a" \
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=50 parallel.pipeline=2 parallel.microbatches=2 \
+  train.max_steps=20
+rm -rf "$out/run"
 run hybrid_ar_skip 3 "${ha}deadline 20 ms; .* dropped \([1-9][0-9]* never computed: skipped to catch up\)" \
   "assert a['skipped'] >= 10 and a['late'] == a['stale_applied'] + a['dropped'] and a['arrived'] + a['late'] == 90, a" \
   parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=20 train.straggler_rank=1 train.straggler_ms=60 \

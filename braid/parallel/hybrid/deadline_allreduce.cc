@@ -68,10 +68,13 @@ void DeadlineAllreduce::stop() {
   if (closer_thread_.joinable()) closer_thread_.join();
 }
 
-bool DeadlineAllreduce::wait_to_close(std::unique_lock<std::mutex>& lock, int64_t k, Clock::time_point opened) {
+bool DeadlineAllreduce::wait_to_close(std::unique_lock<std::mutex>& lock, int64_t k, bool first,
+                                      Clock::time_point opened) {
   const auto now_or_never = [&] { return stop_ || done_ || (on_time_ && on_time_->step == k); };
   const Deadline backstop = Deadline::after(o_.timeout);
-  if (o_.wait.count() == 0) {
+  // The first step waits for every gradient: its compute holds the warm-up
+  // (first touches, a pipeline's start), which no deadline is sized for.
+  if (o_.wait.count() == 0 || first) {
     if (!cv_.wait_until(lock, backstop.at(), now_or_never)) {
       fail<TimeoutError>("{} (waited {})", context("step closer waiting for its training thread's gradient", k),
                          format_duration(o_.timeout));
@@ -99,7 +102,7 @@ void DeadlineAllreduce::close_steps(int64_t first) {
       bool was_done = false;
       {
         std::unique_lock lock(mu_);
-        if (!wait_to_close(lock, k, opened)) return;
+        if (!wait_to_close(lock, k, k == first, opened)) return;
         was_done = done_;
         uint64_t included = 0;
         if (on_time_ && on_time_->step == k) {
@@ -244,6 +247,12 @@ void DeadlineAllreduce::combine_gradients() {
                      c.record.step + 1);
   }
   flat_.unpack_grads(c.values);
+  if (c.record.weight == 0 && !warned_empty_ && comm_.rank() == 0) {
+    warned_empty_ = true;  // once: the same holds for the steps after it
+    logging::warn("timeout-hybrid via all-reduce: step {} closed before any rank's gradient was in (its update is "
+                  "zero): hybrid.timeout_ms = {} counts from the previous aggregate and must cover a step's compute",
+                  steps_ + 1, format_duration(o_.wait));
+  }
   last_ = c.record;
   ++totals_.steps;
   totals_.arrived += last_.arrived, totals_.late += last_.late, totals_.stale += last_.stale;

@@ -28,7 +28,9 @@
 // The closers do not know how many steps the run has: after its last step a
 // rank's closer joins every further all-reduce at once, marked done, until the
 // record says every rank is done; those steps' aggregates are not applied.
-// With hybrid.timeout_ms = 0 a step waits for every gradient: synchronous SGD.
+// With hybrid.timeout_ms = 0 a step waits for every gradient: synchronous SGD;
+// so does the first step of a run (or of a resumed one), whose compute holds
+// the warm-up.
 #pragma once
 
 #include <condition_variable>
@@ -89,8 +91,9 @@ class DeadlineAllreduce final : public Aggregation {
   void stop();    // tells the closer to end and joins it
   void close_steps(int64_t first);  // the closer's loop
   // Under mu_: waits until step k may close (its gradient, the deadline with
-  // the lag bound met, or the end); false when told to stop.
-  bool wait_to_close(std::unique_lock<std::mutex>& lock, int64_t k, Clock::time_point opened);
+  // the lag bound met, or the end; the run's first step: its gradient); false
+  // when told to stop.
+  bool wait_to_close(std::unique_lock<std::mutex>& lock, int64_t k, bool first, Clock::time_point opened);
   std::string context(const std::string& what, int64_t step) const;
   void check_identical();
 
@@ -121,7 +124,7 @@ class DeadlineAllreduce final : public Aggregation {
   HybridTotals totals_;
   int64_t stale_consumed_ = 0;
   double bytes_ = 0, waited_s_ = 0;
-  bool combined_ = false, skipping_ = false, ready_ = false;
+  bool combined_ = false, skipping_ = false, ready_ = false, warned_empty_ = false;
 };
 
 }  // namespace braid::parallel::hybrid
