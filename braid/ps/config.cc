@@ -1,5 +1,7 @@
 #include "braid/ps/config.h"
 
+#include <algorithm>
+
 #include "braid/base/error.h"
 #include "braid/base/json_number.h"
 
@@ -35,7 +37,8 @@ nlohmann::json PsConfig::to_json() const {
             {"beta1", updater.beta1},
             {"beta2", updater.beta2},
             {"eps", updater.eps},
-            {"weight_decay", updater.weight_decay}}},
+            {"weight_decay", updater.weight_decay},
+            {"offset_async", updater.offset_async}}},
           {"checkpoint_dir", checkpoint_dir},
           {"checkpoint_every", checkpoint_every},
           {"resume", resume},
@@ -58,7 +61,8 @@ PsConfig PsConfig::from_json(const nlohmann::json& j) {
                  .beta1 = u.at("beta1").get<double>(),
                  .beta2 = u.at("beta2").get<double>(),
                  .eps = u.at("eps").get<double>(),
-                 .weight_decay = u.at("weight_decay").get<double>()};
+                 .weight_decay = u.at("weight_decay").get<double>(),
+                 .offset_async = u.value("offset_async", true)};
     c.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
     c.checkpoint_every = json_integer<int64_t>(j.at("checkpoint_every"));
     c.resume = j.at("resume").get<bool>();
@@ -96,6 +100,15 @@ void PsConfig::validate(int workers) const {
   const std::string& u = updater.name;
   if (u != "sgd" && u != "momentum" && u != "adagrad" && u != "adam")
     fail<ConfigError>("ps.updater = {}: expected sgd, momentum, adagrad or adam", u);
+}
+
+double server_momentum(const PsConfig& c, int workers) {
+  const UpdaterOptions& u = c.updater;
+  if (u.name != "momentum" || !u.offset_async) return u.momentum;
+  const int64_t asynchrony = c.consistency == Consistency::bsp        ? 1
+                             : c.consistency == Consistency::softsync ? c.softsync_n
+                                                                      : std::max(workers, 1);
+  return std::max(0.0, u.momentum - (1.0 - 1.0 / static_cast<double>(asynchrony)));
 }
 
 }  // namespace braid::ps

@@ -39,6 +39,9 @@ struct UpdaterOptions {
   double momentum = 0.9;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0;
+  // ps.async_momentum = offset: the momentum updater under asynchronous
+  // consistency runs server_momentum() instead of `momentum` (below).
+  bool offset_async = true;
 };
 
 struct PsConfig {
@@ -69,5 +72,15 @@ struct PsConfig {
   // ConfigError naming the key for a setting that cannot work with `workers`.
   void validate(int workers) const;
 };
+
+// The momentum the servers' momentum updater runs with `workers` workers.
+// Asynchronous updates are themselves a momentum: a gradient computed from
+// weights A updates old, with A workers pushing in turn, moves the weights
+// like momentum of about 1 - 1/A (Mitliagkas et al., "Asynchrony begets
+// momentum", 2016), A = the workers under asp and ssp, n under n-softsync,
+// 1 under bsp. On top of optim.momentum = 0.9 that overshoots (4 asp
+// workers diverged on the Fashion-MNIST MLP), so with offset_async the
+// servers run max(0, momentum - (1 - 1/A)); without it, `momentum` as set.
+double server_momentum(const PsConfig& c, int workers);
 
 }  // namespace braid::ps

@@ -313,7 +313,8 @@ parallel::ParameterServerOptions ps_options(const Config& c, int servers, Durati
                                  .beta1 = c.get_float("optim.beta1"),
                                  .beta2 = c.get_float("optim.beta2"),
                                  .eps = c.get_float("optim.eps"),
-                                 .weight_decay = c.get_float("optim.weight_decay")},
+                                 .weight_decay = c.get_float("optim.weight_decay"),
+                                 .offset_async = c.get_string("ps.async_momentum") == "offset"},
                      .checkpoint_dir = dir,
                      .checkpoint_every = c.get_int("ps.checkpoint_every"),
                      // a group restarted by `braid launch --max-restarts` continues too

@@ -5,6 +5,7 @@
 #include "braid/optim/adagrad.h"
 #include "braid/optim/adam.h"
 #include "braid/optim/sgd.h"
+#include "braid/ps/config.h"
 #include "braid/ps/updater.h"
 
 namespace braid::ps {
@@ -31,6 +32,28 @@ void expect_same_trajectory(const UpdaterOptions& uo, optim::Optimizer& opt, Ten
 }
 
 Tensor start() { return Tensor::from_vector(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f, 0.25f}, {5}); }
+
+TEST(Updater, AsynchronousServersOffsetTheMomentumTheirStalenessAdds) {
+  PsConfig c;
+  c.updater = {.name = "momentum", .momentum = 0.9};
+  c.consistency = Consistency::asp;
+  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9 - 0.75);
+  EXPECT_DOUBLE_EQ(server_momentum(c, 1), 0.9);   // one worker is synchronous
+  EXPECT_DOUBLE_EQ(server_momentum(c, 20), 0.0);  // never below 0
+  c.consistency = Consistency::ssp;
+  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9 - 0.75);
+  c.consistency = Consistency::softsync;
+  c.softsync_n = 2;
+  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9 - 0.5);  // 2 groups of 2 gradients each update
+  c.consistency = Consistency::bsp;
+  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9);
+  c.consistency = Consistency::asp;
+  c.updater.offset_async = false;  // ps.async_momentum = as_set
+  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9);
+  EXPECT_FALSE(PsConfig::from_json(c.to_json()).updater.offset_async) << "travels in the hello";
+  c.updater = {.name = "adam", .momentum = 0.9};
+  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9) << "only the momentum updater";
+}
 
 TEST(Updater, SgdAndMomentumMatchOptimSgd) {
   Tensor p = start();

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <utility>
 
-#include "braid/base/digest.h"
 #include "braid/base/log.h"
 
 namespace braid::parallel::hybrid {
@@ -207,7 +206,7 @@ void DeadlineAllreduce::combine_gradients() {
   combined_ = true;
   if (comm_.size() == 1) {
     last_ = {.step = steps_, .arrived = 1, .weight = 1, .included = {1}};
-    ++totals_.steps, ++totals_.arrived;
+    totals_.count(last_);
     return;
   }
   start();
@@ -254,10 +253,7 @@ void DeadlineAllreduce::combine_gradients() {
                   steps_ + 1, format_duration(o_.wait));
   }
   last_ = c.record;
-  ++totals_.steps;
-  totals_.arrived += last_.arrived, totals_.late += last_.late, totals_.stale += last_.stale;
-  totals_.max_staleness = std::max(totals_.max_staleness, last_.max_staleness);
-  totals_.max_lag = std::max(totals_.max_lag, last_.lag);
+  totals_.count(last_);  // dropped and skipped are taken at finish(), over every step joined
   bytes_ += allreduce_bytes(static_cast<double>(flat_.bytes() + record_words(comm_.size()) * sizeof(int64_t)),
                             comm_.size());
 }
@@ -288,21 +284,11 @@ void DeadlineAllreduce::finish() {
     std::vector<Tensor> buffers;
     for (const auto& b : buffers_) buffers.push_back(b.tensor);
     average_over(comm_, buffers, o_.timeout, "timeout-hybrid");
-    check_identical();
+    check_replicas_identical(comm_, flat_, o_.timeout, steps_, [&] {
+      return context("check that every replica holds the same parameters", steps_);
+    });
   }
   ready_ = false;
-}
-
-void DeadlineAllreduce::check_identical() {
-  uint32_t crc = 0;
-  for (const Tensor& p : flat_.tensors()) {
-    crc = crc32({static_cast<const std::byte*>(p.raw_data()), p.nbytes()}, crc);
-  }
-  std::vector<int64_t> check{crc, ~static_cast<int64_t>(crc)};
-  wait_explained(comm_.allreduce(check, {.op = comm::Op::max, .timeout = o_.timeout}), Deadline::after(o_.timeout * 2),
-                 [&] { return context("check that every replica holds the same parameters", steps_); });
-  BRAID_CHECK(check[0] == ~check[1], "timeout-hybrid: the replicas' parameters differ after {} steps (every rank "
-              "applies the same aggregates, so they must not)", steps_);
 }
 
 void DeadlineAllreduce::load_state_dict(const nlohmann::json& state) {
@@ -312,42 +298,12 @@ void DeadlineAllreduce::load_state_dict(const nlohmann::json& state) {
 }
 
 nn::NamedTensors DeadlineAllreduce::model_state(const nn::Module& model) {
-  nn::NamedTensors out = model.state_dict();
-  if (!ready_ || buffers_.empty()) return out;
-  std::vector<Tensor> buffers;
-  for (const auto& b : buffers_) buffers.push_back(b.tensor.clone());
-  average_over(comm_, buffers, o_.timeout, "timeout-hybrid");
-  for (size_t b = 0; b < buffers_.size(); ++b) {
-    for (auto& [name, t] : out) {
-      if (name == buffers_[b].name) t = buffers[b];
-    }
-  }
-  return out;
+  if (!ready_) return model.state_dict();
+  return state_with_mean_buffers(comm_, model, buffers_, o_.timeout);
 }
 
 nlohmann::json DeadlineAllreduce::stats() const {
-  const HybridTotals& t = totals_;
-  const double steps = static_cast<double>(std::max<int64_t>(t.steps, 1));
-  return {{"replicas", comm_.size()},
-          {"via", "allreduce"},
-          {"timeout_ms", std::chrono::duration<double, std::milli>(o_.wait).count()},
-          {"late_rule", o_.late == Late::drop ? "drop" : "stale"},
-          {"steps", t.steps},
-          {"arrived", t.arrived},
-          {"late", t.late},
-          {"stale_applied", t.stale},
-          {"dropped", t.dropped},
-          {"skipped", t.skipped},
-          {"catch_up", o_.catch_up == CatchUp::skip ? "skip" : "compute"},
-          {"max_staleness", t.max_staleness},
-          {"max_lag", t.max_lag},
-          {"arrived_per_step", static_cast<double>(t.arrived) / steps},
-          {"late_per_step", static_cast<double>(t.late) / steps},
-          {"dropped_per_step", static_cast<double>(t.dropped) / steps},
-          {"waited_ms_per_step", 1e3 * waited_s_ / steps},
-          {"bytes_sent", bytes_},
-          {"bytes_per_step", bytes_ / steps},
-          {"allreduce_bytes_per_step", allreduce_bytes(static_cast<double>(flat_.bytes()), comm_.size())}};
+  return hybrid_stats(totals_, o_, comm_.size(), waited_s_, bytes_, flat_.bytes());
 }
 
 std::string DeadlineAllreduce::report() const {

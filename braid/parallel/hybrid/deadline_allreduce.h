@@ -42,7 +42,7 @@
 
 #include "braid/parallel/aggregation.h"
 #include "braid/parallel/flat_replica.h"
-#include "braid/parallel/hybrid/hybrid.h"
+#include "braid/parallel/hybrid/replicas.h"
 
 namespace braid::parallel::hybrid {
 
@@ -95,7 +95,6 @@ class DeadlineAllreduce final : public Aggregation {
   // when told to stop.
   bool wait_to_close(std::unique_lock<std::mutex>& lock, int64_t k, bool first, Clock::time_point opened);
   std::string context(const std::string& what, int64_t step) const;
-  void check_identical();
 
   comm::Communicator comm_;    // the training thread's: setup, checkpoints, finish
   comm::Communicator closer_;  // the closer's: one all-reduce pair per step
@@ -122,7 +121,6 @@ class DeadlineAllreduce final : public Aggregation {
 
   StepRecord last_;
   HybridTotals totals_;
-  int64_t stale_consumed_ = 0;
   double bytes_ = 0, waited_s_ = 0;
   bool combined_ = false, skipping_ = false, ready_ = false, warned_empty_ = false;
 };

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "braid/base/digest.h"
 #include "braid/base/log.h"
 
 namespace braid::parallel::hybrid {
@@ -185,11 +184,7 @@ void TimeoutHybrid::reap_sent(int64_t through) {
 
 void TimeoutHybrid::count(const StepRecord& r) {
   last_ = r;
-  ++totals_.steps;
-  totals_.arrived += r.arrived, totals_.late += r.late, totals_.stale += r.stale, totals_.dropped += r.dropped;
-  totals_.skipped += r.skipped;
-  totals_.max_staleness = std::max(totals_.max_staleness, r.max_staleness);
-  totals_.max_lag = std::max(totals_.max_lag, r.lag);
+  totals_.count(r);
 }
 
 void TimeoutHybrid::after_step() {
@@ -227,21 +222,10 @@ void TimeoutHybrid::finish() {
     std::vector<Tensor> buffers;
     for (const auto& b : buffers_) buffers.push_back(b.tensor);
     average_over(comm_, buffers, o_.timeout, "timeout-hybrid");
-    check_identical();
+    check_replicas_identical(comm_, flat_, o_.timeout, steps_,
+                             [&] { return context("check that every replica holds the same parameters"); });
   }
   ready_ = false;  // nothing posted is left; a second finish() does nothing
-}
-
-void TimeoutHybrid::check_identical() {
-  uint32_t crc = 0;
-  for (const Tensor& p : flat_.tensors()) {
-    crc = crc32({static_cast<const std::byte*>(p.raw_data()), p.nbytes()}, crc);
-  }
-  std::vector<int64_t> check{crc, ~static_cast<int64_t>(crc)};  // max of both: max and ~min
-  wait_explained(comm_.allreduce(check, {.op = comm::Op::max, .timeout = o_.timeout}), Deadline::after(o_.timeout * 2),
-                 [&] { return context("check that every replica holds the same parameters"); });
-  BRAID_CHECK(check[0] == ~check[1], "timeout-hybrid: the replicas' parameters differ after {} steps (every rank "
-              "applies the same aggregates, so they must not)", steps_);
 }
 
 void TimeoutHybrid::load_state_dict(const nlohmann::json& state) {
@@ -251,41 +235,12 @@ void TimeoutHybrid::load_state_dict(const nlohmann::json& state) {
 }
 
 nn::NamedTensors TimeoutHybrid::model_state(const nn::Module& model) {
-  nn::NamedTensors out = model.state_dict();
-  if (!ready_ || buffers_.empty()) return out;
-  std::vector<Tensor> buffers;
-  for (const auto& b : buffers_) buffers.push_back(b.tensor.clone());
-  average_over(comm_, buffers, o_.timeout, "timeout-hybrid");
-  for (size_t b = 0; b < buffers_.size(); ++b) {
-    for (auto& [name, t] : out) {
-      if (name == buffers_[b].name) t = buffers[b];
-    }
-  }
-  return out;
+  if (!ready_) return model.state_dict();
+  return state_with_mean_buffers(comm_, model, buffers_, o_.timeout);
 }
 
 nlohmann::json TimeoutHybrid::stats() const {
-  const HybridTotals& t = totals_;
-  const double steps = static_cast<double>(std::max<int64_t>(t.steps, 1));
-  return {{"replicas", comm_.size()},
-          {"timeout_ms", std::chrono::duration<double, std::milli>(o_.wait).count()},
-          {"late_rule", o_.late == Late::drop ? "drop" : "stale"},
-          {"steps", t.steps},
-          {"arrived", t.arrived},
-          {"late", t.late},
-          {"stale_applied", t.stale},
-          {"dropped", t.dropped},
-          {"skipped", t.skipped},
-          {"catch_up", o_.catch_up == CatchUp::skip ? "skip" : "compute"},
-          {"max_staleness", t.max_staleness},
-          {"max_lag", t.max_lag},
-          {"arrived_per_step", static_cast<double>(t.arrived) / steps},
-          {"late_per_step", static_cast<double>(t.late) / steps},
-          {"dropped_per_step", static_cast<double>(t.dropped) / steps},
-          {"waited_ms_per_step", 1e3 * waited_s_ / steps},
-          {"bytes_sent", bytes_},
-          {"bytes_per_step", bytes_ / steps},
-          {"allreduce_bytes_per_step", allreduce_bytes(static_cast<double>(flat_.bytes()), comm_.size())}};
+  return hybrid_stats(totals_, o_, comm_.size(), waited_s_, bytes_, flat_.bytes());
 }
 
 std::string TimeoutHybrid::report() const {

@@ -46,15 +46,9 @@
 #include "braid/parallel/aggregation.h"
 #include "braid/parallel/flat_replica.h"
 #include "braid/parallel/hybrid/inbox.h"
+#include "braid/parallel/hybrid/replicas.h"
 
 namespace braid::parallel::hybrid {
-
-using HybridOptions = InboxOptions;
-
-// Totals over the steps this process ran (the same on every rank after finish()).
-struct HybridTotals {
-  int64_t steps = 0, arrived = 0, late = 0, stale = 0, dropped = 0, skipped = 0, max_staleness = 0, max_lag = 0;
-};
 
 class TimeoutHybrid final : public Aggregation {
  public:
@@ -111,7 +105,6 @@ class TimeoutHybrid final : public Aggregation {
   void reap_sent(int64_t through);  // a worker's sends: those done, and those of steps <= through
   void expect();               // a worker posts the receive of step steps_'s aggregate
   std::string context(const std::string& what) const;
-  void check_identical();
 
   comm::Communicator comm_;
   HybridOptions o_;
