@@ -44,29 +44,7 @@ bool step(DeadlineAllreduce& h, ToyReplica& m, Compute compute) {
 class ViaAllreduceWaitForAll : public ::testing::TestWithParam<int> {};
 
 TEST_P(ViaAllreduceWaitForAll, EqualsSynchronousSgdAndKeepsReplicasIdentical) {
-  const int world = GetParam();
-  const auto expected = parallel::testing::train_single<double>(world);
-  std::vector<std::vector<double>> got(static_cast<size_t>(world));
-  on_ranks(world, [&](int rank, comm::Communicator comm) {
-    ToyReplica m(rank == 0 ? 7 : 100 + static_cast<uint64_t>(rank));  // setup() copies rank 0's
-    DeadlineAllreduce h(comm, via_allreduce({.wait = 0ms}));
-    h.setup(m.params, {}, {{"lr", kLr}});
-    for (int64_t s = 0; s < kSteps; ++s) {
-      step(h, m, [&] { m.backward_rows(s, rank, world); });
-      EXPECT_EQ(h.last().arrived, world) << "step " << s;
-      EXPECT_EQ(h.last().step, s);
-    }
-    h.finish();  // checks the replicas are bit-identical
-    got[static_cast<size_t>(rank)] = m.values();
-    EXPECT_EQ(h.totals().arrived, world * kSteps);
-    EXPECT_EQ(h.totals().late + h.totals().dropped + h.totals().stale, 0);
-  });
-  std::vector<double> want;
-  for (const auto& part : expected) want.insert(want.end(), part.begin(), part.end());
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(got[static_cast<size_t>(r)], got[0]) << "rank " << r;
-    for (size_t e = 0; e < want.size(); ++e) ASSERT_NEAR(got[static_cast<size_t>(r)][e], want[e], 1e-12) << e;
-  }
+  parallel::testing::expect_synchronous_sgd<DeadlineAllreduce>(GetParam(), via_allreduce({.wait = 0ms}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ViaAllreduceWaitForAll, ::testing::Range(1, 10));
