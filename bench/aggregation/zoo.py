@@ -69,7 +69,7 @@ from bench_util import git_commit, write_result  # noqa: E402
 BATCH = 64
 TRAIN_EXAMPLES = 60000  # Fashion-MNIST
 NETNS_HOSTS = 4
-PS_UPDATER = "ps.updater=momentum"  # the trainer's sgd + momentum 0.9 (asp/ssp: less 1 - 1/W, ps.async_momentum)
+PS_UPDATER = "ps.updater=momentum"  # the trainer's sgd + momentum 0.9 (asp/ssp: 1 - W (1 - 0.9), ps.async_momentum)
 
 
 def row_table():

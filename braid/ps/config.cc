@@ -108,7 +108,7 @@ double server_momentum(const PsConfig& c, int workers) {
   const int64_t asynchrony = c.consistency == Consistency::bsp        ? 1
                              : c.consistency == Consistency::softsync ? c.softsync_n
                                                                       : std::max(workers, 1);
-  return std::max(0.0, u.momentum - (1.0 - 1.0 / static_cast<double>(asynchrony)));
+  return std::max(0.0, 1.0 - static_cast<double>(asynchrony) * (1.0 - u.momentum));
 }
 
 }  // namespace braid::ps

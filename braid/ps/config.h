@@ -74,13 +74,18 @@ struct PsConfig {
 };
 
 // The momentum the servers' momentum updater runs with `workers` workers.
-// Asynchronous updates are themselves a momentum: a gradient computed from
-// weights A updates old, with A workers pushing in turn, moves the weights
-// like momentum of about 1 - 1/A (Mitliagkas et al., "Asynchrony begets
-// momentum", 2016), A = the workers under asp and ssp, n under n-softsync,
-// 1 under bsp. On top of optim.momentum = 0.9 that overshoots (4 asp
-// workers diverged on the Fashion-MNIST MLP), so with offset_async the
-// servers run max(0, momentum - (1 - 1/A)); without it, `momentum` as set.
+// With A workers pushing in turn the servers apply A updates where a
+// synchronous job applies one (the mean of A gradients): each step of lr on
+// one worker's gradient is an A-th of a synchronous round, so a round moves
+// the weights A times as far, and in the long run momentum mu multiplies a
+// step by 1 / (1 - mu). Asynchrony then reads as momentum of its own,
+// 1 - 1/A (Mitliagkas et al., "Asynchrony begets momentum", 2016), which
+// compounds with optim.momentum: 4 asp workers at 0.9 diverged on the
+// Fashion-MNIST MLP. With offset_async the servers run the momentum mu' for
+// which A / (1 - mu') = 1 / (1 - mu), the long-run step of a synchronous
+// round: mu' = max(0, 1 - A (1 - mu)), A = the workers under asp and ssp, n
+// under n-softsync, 1 under bsp (0.6 for 4 workers at 0.9); without it,
+// `momentum` as set.
 double server_momentum(const PsConfig& c, int workers);
 
 }  // namespace braid::ps

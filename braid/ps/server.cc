@@ -56,9 +56,9 @@ void Server::Impl::hello(int worker, std::span<const std::byte> payload) {
   PsConfig c = PsConfig::from_json(j.at("config"));
   c.validate(o.workers);
   if (const double m = server_momentum(c, o.workers); m != c.updater.momentum) {
-    logging::info("{}: momentum {:g} instead of optim.momentum = {:g}: {} workers under {} add about {:g} of their "
-                  "own (ps.async_momentum = offset)", who(), m, c.updater.momentum, o.workers,
-                  to_string(c.consistency), c.updater.momentum - m);
+    logging::info("{}: momentum {:g} instead of optim.momentum = {:g}: under {} with {} workers the servers apply "
+                  "several updates for a synchronous job's one (ps.async_momentum = offset)", who(), m,
+                  c.updater.momentum, to_string(c.consistency), o.workers);
     c.updater.momentum = m;
   }
   std::unique_ptr<comm::codec::Codec> hello_codec = comm::codec::make_codec(c.codec);

@@ -138,9 +138,9 @@ void add_ps_keys(Schema& s) {
                  "weight_decay)",
          .choices = {"sgd", "momentum", "adagrad", "adam"}});
   s.add({.name = "ps.async_momentum", .type = T::String, .default_value = std::string("offset"),
-         .help = "ps.updater = momentum under asp, ssp or softsync: offset = the servers run optim.momentum less "
-                 "the momentum the asynchrony adds itself, 1 - 1/A for A asynchronous workers (softsync: n), at "
-                 "least 0; as_set = optim.momentum unchanged",
+         .help = "ps.updater = momentum under asp, ssp or softsync: offset = the servers run 1 - A (1 - "
+                 "optim.momentum), at least 0, for A asynchronous workers (softsync: n), so that A updates keep the "
+                 "long-run step of one synchronous update; as_set = optim.momentum unchanged",
          .choices = {"offset", "as_set"}});
   s.add({.name = "ps.n_fetch", .type = T::Int, .default_value = int64_t{1},
          .help = "pull fresh weights every n steps (Downpour SGD's n_fetch)", .min = 1.0});

@@ -37,14 +37,16 @@ TEST(Updater, AsynchronousServersOffsetTheMomentumTheirStalenessAdds) {
   PsConfig c;
   c.updater = {.name = "momentum", .momentum = 0.9};
   c.consistency = Consistency::asp;
-  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9 - 0.75);
+  // 4 updates a round, each with 1 / (1 - mu') of long-run gain: 4 / 0.4 = 1 / 0.1.
+  EXPECT_NEAR(server_momentum(c, 4), 0.6, 1e-12);
+  EXPECT_NEAR(4 / (1 - server_momentum(c, 4)), 1 / (1 - 0.9), 1e-9);
   EXPECT_DOUBLE_EQ(server_momentum(c, 1), 0.9);   // one worker is synchronous
   EXPECT_DOUBLE_EQ(server_momentum(c, 20), 0.0);  // never below 0
   c.consistency = Consistency::ssp;
-  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9 - 0.75);
+  EXPECT_NEAR(server_momentum(c, 4), 0.6, 1e-12);
   c.consistency = Consistency::softsync;
   c.softsync_n = 2;
-  EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9 - 0.5);  // 2 groups of 2 gradients each update
+  EXPECT_NEAR(server_momentum(c, 4), 0.8, 1e-12);  // 2 updates a round, of 2 gradients each
   c.consistency = Consistency::bsp;
   EXPECT_DOUBLE_EQ(server_momentum(c, 4), 0.9);
   c.consistency = Consistency::asp;
