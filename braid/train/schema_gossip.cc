@@ -30,7 +30,8 @@ void add_gossip_keys(Schema& s) {
                  "are not mixed", .min = 0.0});
   s.add({.name = "hybrid.timeout_ms", .type = T::Float, .default_value = 0.0,
          .help = "strategy hybrid: how long the coordinator (data rank 0) waits for the other replicas' gradients "
-                 "after its own is ready before stepping with those that arrived; 0 = wait for all (synchronous SGD)",
+                 "after its own is ready before stepping with those that arrived (hybrid.via = allreduce: the longest "
+                 "a step stays open after the previous aggregate); 0 = wait for all (synchronous SGD)",
          .min = 0.0, .max = 3.2e10});  // a year; durations are nanoseconds in an int64
   s.add({.name = "hybrid.via", .type = T::String, .default_value = std::string("coordinator"),
          .help = "strategy hybrid: who closes a step at its deadline: the coordinator (data rank 0, whose deadline "

@@ -6,7 +6,6 @@
 // and the replicas stay bit-identical throughout.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <thread>
 
 #include "braid/parallel/hybrid/deadline_allreduce.h"

@@ -6,7 +6,6 @@
 // bit-identical throughout.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <thread>
 
 #include "braid/parallel/hybrid/hybrid.h"

@@ -1,7 +1,6 @@
 #include "braid/parallel/hybrid/deadline_allreduce.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <utility>
 
@@ -254,8 +253,12 @@ void DeadlineAllreduce::combine_gradients() {
   }
   last_ = c.record;
   totals_.count(last_);  // dropped and skipped are taken at finish(), over every step joined
-  bytes_ += allreduce_bytes(static_cast<double>(flat_.bytes() + record_words(comm_.size()) * sizeof(int64_t)),
-                            comm_.size());
+}
+
+double DeadlineAllreduce::bytes_sent() const {
+  // Every applied step is the same pair of all-reduces: the values and the record.
+  const size_t per_step = flat_.bytes() + record_words(comm_.size()) * sizeof(int64_t);
+  return static_cast<double>(totals_.steps) * allreduce_bytes(static_cast<double>(per_step), comm_.size());
 }
 
 void DeadlineAllreduce::after_step() {
@@ -281,12 +284,8 @@ void DeadlineAllreduce::finish() {
     // Late gradients applied only in steps after the last one count as dropped.
     totals_.dropped = dropped_all_ + stale_all_ - totals_.stale;
     totals_.skipped = skipped_all_;
-    std::vector<Tensor> buffers;
-    for (const auto& b : buffers_) buffers.push_back(b.tensor);
-    average_over(comm_, buffers, o_.timeout, "timeout-hybrid");
-    check_replicas_identical(comm_, flat_, o_.timeout, steps_, [&] {
-      return context("check that every replica holds the same parameters", steps_);
-    });
+    finish_replicas(comm_, flat_, buffers_, o_.timeout, steps_,
+                    [&] { return context("check that every replica holds the same parameters", steps_); });
   }
   ready_ = false;
 }
@@ -303,7 +302,7 @@ nn::NamedTensors DeadlineAllreduce::model_state(const nn::Module& model) {
 }
 
 nlohmann::json DeadlineAllreduce::stats() const {
-  return hybrid_stats(totals_, o_, comm_.size(), waited_s_, bytes_, flat_.bytes());
+  return hybrid_stats(totals_, o_, comm_.size(), waited_s_, bytes_sent(), flat_.bytes());
 }
 
 std::string DeadlineAllreduce::report() const {
@@ -316,7 +315,7 @@ std::string DeadlineAllreduce::report() const {
                      t.steps, comm_.size(),
                      o_.wait.count() > 0 ? fmt::format("deadline {}", format_duration(o_.wait)) : std::string("no deadline"),
                      static_cast<double>(t.arrived) / steps, t.late, t.stale, t.max_staleness, t.dropped, t.skipped,
-                     t.max_lag, 1e3 * waited_s_ / steps, bytes_ / steps);
+                     t.max_lag, 1e3 * waited_s_ / steps, bytes_sent() / steps);
 }
 
 }  // namespace braid::parallel::hybrid

@@ -76,7 +76,7 @@ class DeadlineAllreduce final : public Aggregation {
 
   const StepRecord& last() const { return last_; }
   const HybridTotals& totals() const { return totals_; }
-  double bytes_sent() const { return bytes_; }
+  double bytes_sent() const;
 
  private:
   struct Handed {  // a gradient on its way to the closer
@@ -121,7 +121,7 @@ class DeadlineAllreduce final : public Aggregation {
 
   StepRecord last_;
   HybridTotals totals_;
-  double bytes_ = 0, waited_s_ = 0;
+  double waited_s_ = 0;
   bool combined_ = false, skipping_ = false, ready_ = false, warned_empty_ = false;
 };
 

@@ -219,11 +219,8 @@ void TimeoutHybrid::finish() {
       reap_sent(steps_);  // the coordinator took every gradient before it sent the counts
       totals_ = {totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6], totals[7]};
     }
-    std::vector<Tensor> buffers;
-    for (const auto& b : buffers_) buffers.push_back(b.tensor);
-    average_over(comm_, buffers, o_.timeout, "timeout-hybrid");
-    check_replicas_identical(comm_, flat_, o_.timeout, steps_,
-                             [&] { return context("check that every replica holds the same parameters"); });
+    finish_replicas(comm_, flat_, buffers_, o_.timeout, steps_,
+                    [&] { return context("check that every replica holds the same parameters"); });
   }
   ready_ = false;  // nothing posted is left; a second finish() does nothing
 }

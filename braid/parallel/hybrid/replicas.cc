@@ -38,8 +38,11 @@ nlohmann::json hybrid_stats(const HybridTotals& t, const HybridOptions& o, int r
           {"allreduce_bytes_per_step", allreduce_bytes(static_cast<double>(gradient_bytes), replicas)}};
 }
 
-void check_replicas_identical(comm::Communicator& comm, const FlatParams& flat, Duration timeout, int64_t steps,
-                              const std::function<std::string()>& context) {
+void finish_replicas(comm::Communicator& comm, const FlatParams& flat, const std::vector<NamedParameter>& buffers,
+                     Duration timeout, int64_t steps, const std::function<std::string()>& context) {
+  std::vector<Tensor> local;
+  for (const auto& b : buffers) local.push_back(b.tensor);
+  average_over(comm, local, timeout, "timeout-hybrid");
   uint32_t crc = 0;
   for (const Tensor& p : flat.tensors()) {
     crc = crc32({static_cast<const std::byte*>(p.raw_data()), p.nbytes()}, crc);

@@ -29,10 +29,12 @@ struct HybridTotals {
 nlohmann::json hybrid_stats(const HybridTotals& t, const HybridOptions& o, int replicas, double waited_s,
                             double bytes_sent, size_t gradient_bytes);
 
-// Collective over `comm`: fails (a bug) unless every rank holds the same
-// parameters bit for bit. `context` names the rank and the strategy.
-void check_replicas_identical(comm::Communicator& comm, const FlatParams& flat, Duration timeout, int64_t steps,
-                              const std::function<std::string()>& context);
+// Collective over `comm`, after the last step: averages the float buffers
+// (batch-norm statistics, each replica's own) in place, then fails (a bug)
+// unless every rank holds the same parameters bit for bit. `context` names
+// the rank and the strategy.
+void finish_replicas(comm::Communicator& comm, const FlatParams& flat, const std::vector<NamedParameter>& buffers,
+                     Duration timeout, int64_t steps, const std::function<std::string()>& context);
 
 // Collective over `comm`: `model`'s state with its float buffers (batch-norm
 // statistics, each replica's own) replaced by their mean over the replicas.
