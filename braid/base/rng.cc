@@ -30,6 +30,40 @@ Philox4 philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
   return c;
 }
 
+void philox_fill(uint64_t key, uint64_t counter_hi, uint64_t first_word, std::span<uint32_t> out) {
+  size_t j = 0;
+  uint64_t w = first_word;
+  for (; j < out.size() && w % 4 != 0; ++j, ++w) out[j] = philox(key, counter_hi, w / 4)[w % 4];
+  // kLanes whole blocks at a time, one array per Philox word: the same rounds
+  // as philox() above, in lanes.
+  constexpr size_t kLanes = 32;
+  const auto hi0 = static_cast<uint32_t>(counter_hi), hi1 = static_cast<uint32_t>(counter_hi >> 32);
+  while (out.size() - j >= 4 * kLanes) {
+    const uint64_t block = w / 4;
+    uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+    for (size_t l = 0; l < kLanes; ++l) {
+      c0[l] = static_cast<uint32_t>(block + l), c1[l] = static_cast<uint32_t>((block + l) >> 32);
+      c2[l] = hi0, c3[l] = hi1;
+    }
+    uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+    for (int round = 0; round < 10; ++round) {
+      for (size_t l = 0; l < kLanes; ++l) {
+        const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0[l], p1 = static_cast<uint64_t>(kMul1) * c2[l];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+        c1[l] = static_cast<uint32_t>(p1), c3[l] = static_cast<uint32_t>(p0);
+        c0[l] = n0, c2[l] = n2;
+      }
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    for (size_t l = 0; l < kLanes; ++l) {
+      out[j + 4 * l] = c0[l], out[j + 4 * l + 1] = c1[l], out[j + 4 * l + 2] = c2[l], out[j + 4 * l + 3] = c3[l];
+    }
+    j += 4 * kLanes, w += 4 * kLanes;
+  }
+  for (; j < out.size(); ++j, ++w) out[j] = philox(key, counter_hi, w / 4)[w % 4];
+}
+
 uint32_t Generator::next_u32() {
   if (offset_ / 4 != block_at_) {
     block_at_ = offset_ / 4;

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 namespace braid {
 
@@ -14,6 +15,13 @@ using Philox4 = std::array<uint32_t, 4>;
 
 // One Philox-4x32-10 block: 4 random words for (key, counter).
 Philox4 philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo);
+
+// Words first_word .. first_word + out.size() - 1 of the stream (key,
+// counter_hi): out[j] = philox(key, counter_hi, w / 4)[w % 4] for w = first_word
+// + j. Many blocks at once, laid out so the compiler runs them in vector lanes
+// (a bulk draw, such as one random word per gradient value, at a few cycles a
+// word instead of a call per block).
+void philox_fill(uint64_t key, uint64_t counter_hi, uint64_t first_word, std::span<uint32_t> out);
 
 class Generator {
  public:

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "braid/base/deadline.h"
 #include "braid/base/digest.h"
@@ -84,6 +85,19 @@ TEST(Rng, ReproducibleAndStreamsDiffer) {
   Generator e(42, 0);
   for (int i = 0; i < 100; ++i) same += e.next_u32() == c.next_u32();
   EXPECT_LT(same, 3);
+}
+
+// The bulk draw gives the definition's words from any starting word, for
+// lengths that end inside a block, on a lane group's edge and past it, and
+// with a counter that crosses 2^32 (its high word must carry).
+TEST(Rng, PhiloxFillMatchesTheDefinition) {
+  for (uint64_t first : {uint64_t{0}, uint64_t{3}, uint64_t{5}, (uint64_t{1} << 34) - 130}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{67}, size_t{300}}) {
+      std::vector<uint32_t> out(n);
+      philox_fill(0x1234'5678'9ABC'DEF0ull, 77, first, out);
+      for (size_t j = 0; j < n; ++j) ASSERT_EQ(out[j], philox(0x1234'5678'9ABC'DEF0ull, 77, (first + j) / 4)[(first + j) % 4]) << first << " " << j;
+    }
+  }
 }
 
 // The generator caches a Philox block across draws; its words must still be

@@ -4,6 +4,7 @@
 // unbiased within its paper's variance bound (Monte Carlo).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "braid/base/rng.h"
@@ -180,13 +181,56 @@ TEST(CodecMessages, PowerSgdRecoversALowRankMatrix) {
   for (size_t i = 0; i < 600; ++i) ASSERT_NEAR(out[i], m[i], 1e-4) << i;
 }
 
+// Every width, lengths around a group of eight: the packed bits are the
+// layout's (bit b of code i at bit i * width + b, LSB first, checked bit by
+// bit), and the single and bulk unpackings return the codes.
 TEST(CodecWire, BitFieldsRoundTrip) {
-  for (int width : {1, 3, 8, 9, 17, 25}) {
-    std::vector<uint32_t> codes(101);
-    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint32_t>((i * 2654435761u) & ((1u << width) - 1));
-    std::vector<std::byte> packed(packed_bytes(codes.size(), width));
-    pack_bits(codes, width, packed.data());
-    for (size_t i = 0; i < codes.size(); ++i) ASSERT_EQ(unpack_bits(packed.data(), i, width), codes[i]) << width;
+  for (int width = 1; width <= 25; ++width) {
+    for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{101}}) {
+      std::vector<uint32_t> codes(n);
+      for (size_t i = 0; i < n; ++i) codes[i] = static_cast<uint32_t>((i * 2654435761u + 12345u) & ((1u << width) - 1));
+      std::vector<std::byte> packed(packed_bytes(n, width));
+      pack_bits(codes, width, packed.data());
+      for (size_t i = 0; i < n; ++i)
+        for (int b = 0; b < width; ++b) {
+          const size_t bit = i * static_cast<size_t>(width) + static_cast<size_t>(b);
+          ASSERT_EQ((std::to_integer<unsigned>(packed[bit / 8]) >> (bit % 8)) & 1u, (codes[i] >> b) & 1u)
+              << "width " << width << " code " << i << " bit " << b;
+        }
+      std::vector<uint32_t> back(n);
+      unpack_bits(packed.data(), width, back);
+      EXPECT_EQ(back, codes) << "width " << width << ", " << n << " codes";
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(unpack_bits(packed.data(), i, width), codes[i]) << width;
+    }
+  }
+}
+
+// Top-k sends exactly the k largest magnitudes, whatever their signs, the
+// ties among the k-th broken by index, never a zero; checked against sorting.
+TEST(CodecMessages, TopKSendsTheLargestMagnitudes) {
+  CodecOptions o = options("topk");
+  o.error_feedback = false;
+  auto codec = make_codec(o);
+  const size_t n = 1000, k = 100;  // topk_ratio 0.1
+  Generator g(5, 0);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<float> x(n);
+    for (float& v : x) {
+      v = static_cast<float>(g.normal());
+      if (trial >= 1) v = std::round(v * 4) / 4;    // many ties, at the threshold too
+      if (trial == 3) v = g.uniform() < 0.95f ? 0.0f : v;  // fewer non-zeros than k
+    }
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
+    std::vector<float> want(n, 0.0f);
+    for (size_t j = 0; j < k; ++j) want[order[j]] = x[order[j]];
+    BucketState state;
+    std::vector<std::byte> msg;
+    codec->encode(x, flat_layout(n), state, msg);
+    std::vector<float> out(n, 0.0f);
+    codec->decode_add(msg, flat_layout(n), out);
+    EXPECT_EQ(out, want) << "trial " << trial;
   }
 }
 

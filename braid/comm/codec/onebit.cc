@@ -34,22 +34,32 @@ class OneBit final : public Codec {
     std::vector<uint32_t> signs(n);
     for (size_t c = 0; c < chunks; ++c) {
       const size_t begin = c * chunk, end = std::min(n, begin + chunk);
-      double pos = 0, neg = 0;
-      size_t npos = 0;
+      // Signs, then the chunk's sums (all values, the non-negative ones) and
+      // the count of non-negative ones: loops that each run in vector lanes.
+      const float* v = x.data();
+      uint32_t* sign = signs.data();
+      for (size_t i = begin; i < end; ++i) sign[i] = v[i] >= 0 ? 1u : 0u;
+      double sum = 0, sum_pos = 0;
+#pragma omp simd reduction(+ : sum, sum_pos)
       for (size_t i = begin; i < end; ++i) {
-        signs[i] = x[i] >= 0 ? 1u : 0u;
-        if (signs[i]) { pos += x[i]; npos++; } else { neg += x[i]; }
+        const double d = v[i];
+        sum += d;
+        sum_pos += d >= 0 ? d : 0.0;
       }
+      size_t npos = 0;
+#pragma omp simd reduction(+ : npos)
+      for (size_t i = begin; i < end; ++i) npos += sign[i];
       const size_t nneg = end - begin - npos;
-      scales[2 * c] = npos ? static_cast<float>(pos / static_cast<double>(npos)) : 0.0f;
-      scales[2 * c + 1] = nneg ? static_cast<float>(neg / static_cast<double>(nneg)) : 0.0f;
+      const float up = npos ? static_cast<float>(sum_pos / static_cast<double>(npos)) : 0.0f;
+      const float down = nneg ? static_cast<float>((sum - sum_pos) / static_cast<double>(nneg)) : 0.0f;
+      scales[2 * c] = up, scales[2 * c + 1] = down;
+      if (o_.error_feedback) {  // x becomes what was not sent: the memory
+        for (size_t i = begin; i < end; ++i) x[i] -= signs[i] ? up : down;
+      }
     }
     w.put_all<float>(scales);
     pack_bits(signs, 1, w.grow(packed_bytes(n, 1)));
-    if (o_.error_feedback) {
-      std::vector<float>& m = state.tensor("memory", n);
-      for (size_t i = 0; i < n; ++i) m[i] = x[i] - scales[2 * (i / chunk) + (signs[i] ? 0 : 1)];
-    }
+    if (o_.error_feedback) state.tensor("memory", n) = std::move(x);
   }
 
   void decode_add(std::span<const std::byte> message, std::span<const Matrix>, std::span<float> out) const override {
@@ -62,7 +72,13 @@ class OneBit final : public Codec {
     std::memcpy(scales.data(), r.take(scales.size() * sizeof(float)), scales.size() * sizeof(float));
     const std::byte* bits = r.take(packed_bytes(n, 1));
     r.expect_end();
-    for (size_t i = 0; i < n; ++i) out[i] += scales[2 * (i / chunk) + (unpack_bits(bits, i, 1) ? 0 : 1)];
+    std::vector<uint32_t> signs(n);
+    unpack_bits(bits, 1, signs);
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t begin = c * chunk, end = std::min<size_t>(n, begin + chunk);
+      const float up = scales[2 * c], down = scales[2 * c + 1];
+      for (size_t i = begin; i < end; ++i) out[i] += signs[i] ? up : down;
+    }
   }
 };
 

@@ -92,34 +92,54 @@ void orthogonalise(float* a, size_t rows, size_t r, float epsilon) {
   }
 }
 
+// The products below keep the long dimension (a row of m, c values) in the
+// innermost loop, contiguous and free of stores into the accumulators, so
+// it runs in vector lanes: Q is used transposed, qt [r, c].
+
+std::vector<float> transposed(const float* a, size_t rows, size_t cols) {
+  std::vector<float> t(rows * cols);
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j) t[j * rows + i] = a[i * cols + j];
+  return t;
+}
+
+float dot(const float* a, const float* b, size_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y += alpha x
+void axpy(float alpha, const float* x, float* y, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
 // p [n, r] = m [n, c] q [c, r]
 void m_times_q(const float* m, const float* q, float* p, size_t n, size_t c, size_t r) {
-  std::fill(p, p + n * r, 0.0f);
+  const std::vector<float> qt = transposed(q, c, r);
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < c; ++j) {
-      const float v = m[i * c + j];
-      for (size_t k = 0; k < r; ++k) p[i * r + k] += v * q[j * r + k];
-    }
+    for (size_t k = 0; k < r; ++k) p[i * r + k] = dot(m + i * c, &qt[k * c], c);
 }
 
 // q [c, r] = m^T p, m [n, c], p [n, r]
 void mt_times_p(const float* m, const float* p, float* q, size_t n, size_t c, size_t r) {
-  std::fill(q, q + c * r, 0.0f);
+  std::vector<float> qt(r * c, 0.0f);
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < c; ++j) {
-      const float v = m[i * c + j];
-      for (size_t k = 0; k < r; ++k) q[j * r + k] += v * p[i * r + k];
-    }
+    for (size_t k = 0; k < r; ++k) axpy(p[i * r + k], m + i * c, &qt[k * c], c);
+  const std::vector<float> back = transposed(qt.data(), r, c);
+  std::copy(back.begin(), back.end(), q);
 }
 
 // m [n, c] = p q^T
 void p_times_qt(const float* p, const float* q, float* m, size_t n, size_t c, size_t r) {
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < c; ++j) {
-      float s = 0;
-      for (size_t k = 0; k < r; ++k) s += p[i * r + k] * q[j * r + k];
-      m[i * c + j] = s;
-    }
+  const std::vector<float> qt = transposed(q, c, r);
+  for (size_t i = 0; i < n; ++i) {
+    float* row = m + i * c;
+    std::fill(row, row + c, 0.0f);
+    for (size_t k = 0; k < r; ++k) axpy(p[i * r + k], &qt[k * c], row, c);
+  }
 }
 
 class PowerSgd final : public Codec {

@@ -37,25 +37,30 @@ class Qsgd final : public Codec {
     w.put<uint64_t>(n);
     w.put<uint32_t>(s);
     w.put<uint32_t>(static_cast<uint32_t>(chunk));
-    // A fresh stream per (rank and bucket, call): rounding never repeats a draw.
-    Generator gen(o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(state.steps + 1)), state.stream);
-    std::vector<float> norms(chunks);
+    // One random word per value, from a fresh stream per (rank and bucket,
+    // call): rounding never repeats a draw. The words become the codes.
     std::vector<uint32_t> codes(n);
+    philox_fill(o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(state.steps + 1)), state.stream, 0, codes);
+    std::vector<float> norms(chunks);
     for (size_t c = 0; c < chunks; ++c) {
       const size_t begin = c * chunk, end = std::min(n, begin + chunk);
-      double sq = 0;
-      for (size_t i = begin; i < end; ++i) sq += static_cast<double>(grad[i]) * grad[i];
-      const float norm = static_cast<float>(std::sqrt(sq));
+      const float norm = norm2(grad.subspan(begin, end - begin));
       norms[c] = norm;
+      // l = |v_i| / ||v|| * s, rounded up with probability l - floor(l): the
+      // word's top 24 bits as a uniform in [0, 1), as Generator::uniform().
+      // s / ||v|| in double stays finite for a denormal norm.
+      const double scale = norm > 0 ? static_cast<double>(s) / norm : 0.0;
+      // In doubles and branch-free, so it runs in vector lanes; floor(l) as
+      // a truncation (l >= 0), which vectorises where std::floor does not.
+      const auto top = static_cast<int32_t>(s);
+      const float* g = grad.data();
+      uint32_t* code = codes.data();
       for (size_t i = begin; i < end; ++i) {
-        uint32_t level = 0;
-        if (norm > 0) {
-          const double l = std::fabs(static_cast<double>(grad[i])) / norm * s;
-          const double floor = std::floor(l);
-          level = static_cast<uint32_t>(floor) + (gen.uniform_f64() < l - floor ? 1u : 0u);
-          level = std::min(level, s);  // l <= s up to rounding of the norm
-        }
-        codes[i] = (level << 1) | (grad[i] < 0 ? 1u : 0u);
+        const double l = std::fabs(static_cast<double>(g[i])) * scale;
+        const auto floor = static_cast<int32_t>(l);
+        const double u = static_cast<double>(static_cast<int32_t>(code[i] >> 8)) * 0x1.0p-24;
+        const int32_t level = std::min(floor + (u < l - floor ? 1 : 0), top);  // l <= s up to the norm's rounding
+        code[i] = (static_cast<uint32_t>(level) << 1) | (g[i] < 0 ? 1u : 0u);
       }
     }
     w.put_all<float>(norms);
@@ -70,17 +75,35 @@ class Qsgd final : public Codec {
     if (n != out.size() || s == 0 || s > (1u << 24) || chunk == 0)
       fail<ValueError>("qsgd message: {} values (expected {}), s = {}, chunk = {}", n, out.size(), s, chunk);
     const size_t chunks = chunk_count(n, chunk);
-    const auto* norms = reinterpret_cast<const float*>(r.take(chunks * sizeof(float)));
+    const std::byte* norms = r.take(chunks * sizeof(float));
     const int width = 1 + level_bits(s);
     const std::byte* bits = r.take(packed_bytes(n, width));
     r.expect_end();
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t code = unpack_bits(bits, i, width);
+    std::vector<uint32_t> codes(n);
+    unpack_bits(bits, width, codes);
+    for (size_t c = 0; c < chunks; ++c) {
       float norm;
-      std::memcpy(&norm, norms + i / chunk, sizeof(float));  // the message need not be aligned
-      const float v = norm * static_cast<float>(code >> 1) / static_cast<float>(s);
-      out[i] += (code & 1u) ? -v : v;
+      std::memcpy(&norm, norms + c * sizeof(float), sizeof(float));  // the message need not be aligned
+      const size_t begin = c * chunk, end = std::min<size_t>(n, begin + chunk);
+      for (size_t i = begin; i < end; ++i) {
+        const float v = norm * static_cast<float>(codes[i] >> 1) / static_cast<float>(s);
+        out[i] += (codes[i] & 1u) ? -v : v;
+      }
     }
+  }
+
+ private:
+  // ||v||_2, summed in double over eight lanes (vectorised, and without the
+  // f32 round-off of a long sum).
+  static float norm2(std::span<const float> v) {
+    double lane[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= v.size(); i += 8)
+      for (size_t l = 0; l < 8; ++l) lane[l] += static_cast<double>(v[i + l]) * v[i + l];
+    double sq = 0;
+    for (; i < v.size(); ++i) sq += static_cast<double>(v[i]) * v[i];
+    for (double x : lane) sq += x;
+    return static_cast<float>(std::sqrt(sq));
   }
 };
 
