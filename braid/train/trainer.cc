@@ -1,3 +1,5 @@
+// Trainer: construction, the training step and the fit loop (trainer.h);
+// evaluation in trainer_eval.cc, checkpoints in trainer_checkpoint.cc.
 #include "braid/train/trainer.h"
 
 #include <algorithm>
@@ -6,42 +8,12 @@
 #include <random>
 #include <thread>
 
-#include "braid/autograd/engine.h"
-#include "braid/autograd/node.h"
 #include "braid/base/deadline.h"
 #include "braid/ops/autocast.h"
-#include "braid/ops/shape.h"
 #include "braid/optim/clip.h"
-#include "braid/train/checkpoint.h"
-#include "braid/train/checkpoint_reshard.h"
 #include "braid/train/timeline.h"
 
 namespace braid::train {
-
-TopK count_topk(const Tensor& logits, const Tensor& targets) {
-  if (logits.ndim() < 1 || numel(targets.shape()) * logits.size(-1) != logits.numel()) {
-    fail<ValueError>("count_topk: logits {} do not match targets {}", to_string(logits.shape()),
-                     to_string(targets.shape()));
-  }
-  // Counted on the host: one copy of the logits, wherever they were computed.
-  const Tensor l = logits.to(Device::cpu).to(DType::f32).contiguous();
-  const Tensor t = targets.to(Device::cpu).to(DType::i64).contiguous();
-  const float* lp = l.data<float>();
-  const int64_t* tp = t.data<int64_t>();
-  const int64_t c = logits.size(-1);
-  TopK r;
-  r.n = t.numel();
-  for (int64_t i = 0; i < r.n; ++i) {
-    const float* row = lp + i * c;
-    const int64_t y = tp[i];
-    if (y < 0 || y >= c) fail<IndexError>("count_topk: target {} outside [0, {})", y, c);
-    int64_t above = 0;  // classes scored strictly higher than the target
-    for (int64_t k = 0; k < c; ++k) above += row[k] > row[y];
-    r.top1 += above < 1;
-    r.top5 += above < 5;
-  }
-  return r;
-}
 
 Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optimizer> optimizer,
                  std::unique_ptr<optim::LRSchedule> schedule, nn::LossFn loss, std::shared_ptr<data::Loader> train,
@@ -191,163 +163,6 @@ void Trainer::setup_plan() {
   if (plan_ready_) return;
   plan_ready_ = true;
   plan_->setup(*model_, o_.config, optimizer_.get());
-}
-
-EvalMetrics Trainer::evaluate() {
-  if (!test_) return {.step = step_, .epoch = epoch_};
-  return evaluate(*test_, o_.test_shares);
-}
-
-EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares) {
-  setup_plan();
-  EvalMetrics m;
-  m.step = step_;
-  m.epoch = epoch_;
-  const auto t0 = Clock::now();
-  autograd::NoGradGuard no_grad;
-  Autocast autocast(o_.precision);
-  model_->eval();
-  plan_->begin_evaluation();  // the job's model, where a replica holds a copy
-  struct EndEvaluation {
-    parallel::Plan& plan;
-    ~EndEvaluation() { plan.end_evaluation(); }
-  } end_evaluation{*plan_};
-  double loss_sum = 0;
-  TopK total;
-  loader.start_epoch(0);
-  while (auto b = loader.next()) {
-    // Under a pipeline only the last stage sees outputs; the others run
-    // their part of the forward and learn the figures below.
-    const Tensor out = plan_->evaluate(*model_, b->input.to(device_));
-    if (!out.defined()) continue;
-    const TopK k = count_topk(out, b->target);
-    loss_sum += eval_loss_(out, b->target.to(device_)).item() * static_cast<double>(k.n);
-    total.top1 += k.top1, total.top5 += k.top5, total.n += k.n;
-  }
-  model_->train();
-  std::vector<double> figures{loss_sum, static_cast<double>(total.top1), static_cast<double>(total.top5),
-                              static_cast<double>(total.n)};
-  plan_->share_from_model_end(figures);
-  if (shares) plan_->sum_over_replicas(figures);
-  loss_sum = figures[0];
-  total = {static_cast<int64_t>(figures[1]), static_cast<int64_t>(figures[2]), static_cast<int64_t>(figures[3])};
-  if (total.n > 0) {
-    m.loss = loss_sum / static_cast<double>(total.n);
-    m.top1 = static_cast<double>(total.top1) / static_cast<double>(total.n);
-    m.top5 = static_cast<double>(total.top5) / static_cast<double>(total.n);
-  }
-  m.examples = total.n;
-  m.seconds = seconds_since(t0);
-  return m;
-}
-
-Tensor Trainer::predict(const Tensor& input) {
-  setup_plan();
-  autograd::NoGradGuard no_grad;
-  Autocast autocast(o_.precision);
-  model_->eval();
-  const Tensor out = plan_->evaluate(*model_, input.to(device_));
-  model_->train();
-  // On the host: callers gather many batches of them (ensembles, distillation).
-  return out.defined() ? out.to(Device::cpu).to(DType::f32) : out;
-}
-
-Tensor Trainer::predict(data::Loader& loader, Tensor* targets) {
-  std::vector<Tensor> outs, ys;
-  loader.start_epoch(0);
-  while (auto b = loader.next()) {
-    const Tensor out = predict(b->input);
-    if (!out.defined()) continue;
-    outs.push_back(out);
-    if (targets) ys.push_back(b->target.clone());  // the loader reuses its batch buffers
-  }
-  if (targets) *targets = ys.empty() ? Tensor() : concat(ys, 0);
-  return outs.empty() ? Tensor() : concat(outs, 0);
-}
-
-std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
-  Checkpoint c;
-  // Whole tensors whatever the plan splits (collective on the data axis under ZeRO).
-  c.model = plan_->model_state(*model_);
-  c.optimizer = plan_->optimizer_state(*optimizer_);
-  c.plan = plan_->rank_state();  // every data rank's codec memory (collective)
-  const std::string dir = checkpoint_dir();
-  if (!plan_->writes_checkpoints()) {
-    last_checkpoint_ = checkpoint_stem(dir, step_);
-    return last_checkpoint_;
-  }
-  c.step = step_;
-  c.epoch = epoch;
-  c.batch = batch_in_epoch;
-  c.rng = gen_->state();
-  c.config = o_.config;
-  nlohmann::json order = nlohmann::json::array();  // numbers the optimizer's buffers
-  for (const auto& [name, t] : model_->named_parameters()) order.push_back(name);
-  c.extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}, {"params", order}};
-  if (o_.batch_schedule) c.extra["batch_schedule"] = o_.batch_schedule->state_dict();
-  if (scaler_) c.extra["loss_scaler"] = scaler_->state_dict();
-  if (const std::string sync = plan_->grad_sync_name(); sync.starts_with("zero-")) {
-    c.extra["zero"] = {{"stage", std::stoi(sync.substr(5))}, {"data_world", plan_->data_world()}};
-  }
-  if (!plan_->shard_name().empty()) {
-    c.extra["shard"] = {{"name", plan_->shard_name()}, {"mesh", plan_->mesh().describe()},
-                        {"tensor", plan_->mesh().degree(parallel::Axis::tensor)},
-                        {"pipeline", plan_->mesh().degree(parallel::Axis::pipeline)},
-                        {"specs", parallel::to_json(plan_->shards())}, {"params", order}};
-  }
-  save_checkpoint(dir, c);
-  prune_checkpoints(dir, o_.keep_checkpoints);
-  last_checkpoint_ = checkpoint_stem(dir, step_);
-  for (auto& cb : callbacks_) cb->on_checkpoint(last_checkpoint_, step_);
-  return last_checkpoint_;
-}
-
-std::string Trainer::checkpoint_dir() const {
-  const std::string shard = plan_->shard_name();
-  return shard.empty() ? o_.out_dir : o_.out_dir + "/shard-" + shard;
-}
-
-std::pair<int64_t, int64_t> Trainer::resume() {
-  std::vector<std::string> skipped, notes;
-  // Whatever plan wrote the checkpoint, this rank takes its own part of it.
-  RankPart part{.shard = plan_->shard_name(), .state = model_->state_dict(), .param_order = {},
-                .specs = plan_->shards()};
-  for (const auto& [name, t] : model_->named_parameters()) part.param_order.push_back(name);
-  std::optional<Checkpoint> c = load_for_part(o_.out_dir, part, &notes, &skipped);
-  for (const std::string& n : notes) {
-    for (auto& cb : callbacks_) cb->on_message(n);
-  }
-  for (const std::string& s : skipped) {
-    for (auto& cb : callbacks_) cb->on_message("skipping unusable checkpoint: " + s);
-  }
-  if (!c) {
-    for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + checkpoint_dir() + ", starting from scratch");
-    return {0, 0};
-  }
-  try {
-    plan_->load_model_state(*model_, c->model);
-    plan_->load_optimizer_state(*optimizer_, c->optimizer);
-    plan_->load_rank_state(c->plan);
-    run_id_ = c->extra.value("run_id", run_id_);
-    gen_->set_state(c->rng);
-    plan_->load_state_dict(c->extra.value("plan", nlohmann::json::object()));
-    if (o_.batch_schedule && c->extra.contains("batch_schedule")) {
-      o_.batch_schedule->load_state_dict(c->extra["batch_schedule"]);
-    }
-    if (scaler_ && c->extra.contains("loss_scaler")) scaler_->load_state_dict(c->extra["loss_scaler"]);
-  } catch (const nlohmann::json::exception& e) {
-    // The sidecar's own fields were checked when it was read; the states of
-    // the optimizer, the plan and the batch schedule are theirs to read.
-    fail<IoError>("checkpoint {}: a saved state is malformed: {}", checkpoint_stem(checkpoint_dir(), c->step),
-                  e.what());
-  }
-  step_ = c->step;
-  last_checkpoint_ = checkpoint_stem(checkpoint_dir(), c->step);
-  for (auto& cb : callbacks_) {
-    cb->on_message(fmt::format("resumed from {} (step {}, epoch {}, batch {})", last_checkpoint_, c->step, c->epoch + 1,
-                               c->batch));
-  }
-  return {c->epoch, c->batch};
 }
 
 void Trainer::watch_stragglers(StragglerWatch& watch, double step_s) {
