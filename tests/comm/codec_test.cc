@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "braid/base/rng.h"
 #include "braid/comm/codec/codec.h"
@@ -231,6 +232,32 @@ TEST(CodecMessages, TopKSendsTheLargestMagnitudes) {
     std::vector<float> out(n, 0.0f);
     codec->decode_add(msg, flat_layout(n), out);
     EXPECT_EQ(out, want) << "trial " << trial;
+  }
+}
+
+// A non-finite value spoils only its own chunk: that decodes as NaN or inf, and
+// its code stays inside its field, so the next chunk (sharing a group of
+// eight fields with it) decodes to levels of its own norm.
+TEST(Qsgd, ANonFiniteValueSpoilsOnlyItsChunk) {
+  CodecOptions o = options("qsgd");
+  o.qsgd_chunk = 3;
+  auto codec = make_codec(o);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> g = {1.0f, bad, -2.0f, 0.5f, -0.25f, 1.0f, 3.0f, -1.0f};
+    BucketState state;
+    std::vector<std::byte> msg;
+    codec->encode(g, flat_layout(g.size()), state, msg);
+    std::vector<float> out(g.size(), 0.0f);
+    codec->decode_add(msg, flat_layout(g.size()), out);
+    for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(std::isfinite(out[i])) << i;
+    for (size_t c = 1; c * 3 < g.size(); ++c) {
+      double sq = 0;
+      for (size_t i = 3 * c; i < std::min(g.size(), 3 * c + 3); ++i) sq += g[i] * g[i];
+      for (size_t i = 3 * c; i < std::min(g.size(), 3 * c + 3); ++i) {
+        EXPECT_LE(std::fabs(out[i]), std::sqrt(sq) * (1 + 1e-6)) << i;
+        EXPECT_TRUE(out[i] == 0 || (out[i] < 0) == (g[i] < 0)) << i;
+      }
+    }
   }
 }
 

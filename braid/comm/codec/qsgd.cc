@@ -52,14 +52,18 @@ class Qsgd final : public Codec {
       const double scale = norm > 0 ? static_cast<double>(s) / norm : 0.0;
       // In doubles and branch-free, so it runs in vector lanes; floor(l) as
       // a truncation (l >= 0), which vectorises where std::floor does not.
-      const auto top = static_cast<int32_t>(s);
+      const auto top = static_cast<double>(s);
       const float* g = grad.data();
       uint32_t* code = codes.data();
       for (size_t i = begin; i < end; ++i) {
-        const double l = std::fabs(static_cast<double>(g[i])) * scale;
+        // At most s: l exceeds it only by the norm's rounding, and a NaN
+        // value (its chunk decodes as non-finite anyway: its norm is) becomes s,
+        // so the conversion below is always defined.
+        const double raw = std::fabs(static_cast<double>(g[i])) * scale;
+        const double l = raw < top ? raw : top;
         const auto floor = static_cast<int32_t>(l);
         const double u = static_cast<double>(static_cast<int32_t>(code[i] >> 8)) * 0x1.0p-24;
-        const int32_t level = std::min(floor + (u < l - floor ? 1 : 0), top);  // l <= s up to the norm's rounding
+        const int32_t level = floor + (u < l - floor ? 1 : 0);
         code[i] = (static_cast<uint32_t>(level) << 1) | (g[i] < 0 ? 1u : 0u);
       }
     }
