@@ -4,9 +4,13 @@
 // op(B) [k, n]; lda/ldb/ldc are row strides in elements of the stored
 // (untransposed) matrices, as in cblas with CblasRowMajor.
 //
-// f32 runs on OpenBLAS (cblas_sgemm, AVX2 kernels under the preset
-// OPENBLAS_CORETYPE=Haswell) or on oneDNN (dnnl_sgemm: the same jit gemm its
-// f32 matmul primitive dispatches to in 2.6, "gemm:jit", picking AVX-512 itself).
+// f32 runs on OpenBLAS (cblas_sgemm, with the kernels its runtime dispatch
+// picks for the CPU: on a model Debian's 0.3.21 does not know, such as the
+// 2-core Xeon of 2026-12 (family 6, model 207), that is its SSE3 "Prescott"
+// set; OPENBLAS_VERBOSE=2 prints the choice and OPENBLAS_CORETYPE, read when
+// the library loads, overrides it) or on oneDNN (dnnl_sgemm: the same jit gemm
+// its f32 matmul primitive dispatches to in 2.6, "gemm:jit", picking AVX-512
+// itself).
 // Neither wins everywhere (measured on 784-256-256-10 MLP shapes: oneDNN faster
 // for most, OpenBLAS for some A^T B products), and on shared cores a small
 // product can run faster on one thread than on the whole pool, so `automatic`
