@@ -31,9 +31,13 @@ Philox4 philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
 }
 
 void philox_fill(uint64_t key, uint64_t counter_hi, uint64_t first_word, std::span<uint32_t> out) {
+  // The words before the first whole block and after the last lane group
+  // come from a Generator, which computes each block once for its words.
+  Generator edge(key, counter_hi);
+  edge.set_state({key, counter_hi, first_word});
   size_t j = 0;
   uint64_t w = first_word;
-  for (; j < out.size() && w % 4 != 0; ++j, ++w) out[j] = philox(key, counter_hi, w / 4)[w % 4];
+  for (; j < out.size() && w % 4 != 0; ++j, ++w) out[j] = edge.next_u32();
   // kLanes whole blocks at a time, one array per Philox word: the same rounds
   // as philox() above, in lanes.
   constexpr size_t kLanes = 32;
@@ -61,7 +65,8 @@ void philox_fill(uint64_t key, uint64_t counter_hi, uint64_t first_word, std::sp
     }
     j += 4 * kLanes, w += 4 * kLanes;
   }
-  for (; j < out.size(); ++j, ++w) out[j] = philox(key, counter_hi, w / 4)[w % 4];
+  edge.set_state({key, counter_hi, w});
+  for (; j < out.size(); ++j) out[j] = edge.next_u32();
 }
 
 uint32_t Generator::next_u32() {

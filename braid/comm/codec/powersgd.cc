@@ -96,10 +96,15 @@ void orthogonalise(float* a, size_t rows, size_t r, float epsilon) {
 // innermost loop, contiguous and free of stores into the accumulators, so
 // it runs in vector lanes: Q is used transposed, qt [r, c].
 
-std::vector<float> transposed(const float* a, size_t rows, size_t cols) {
-  std::vector<float> t(rows * cols);
+// t [cols, rows] = a [rows, cols] transposed.
+void transpose(const float* a, size_t rows, size_t cols, float* t) {
   for (size_t i = 0; i < rows; ++i)
     for (size_t j = 0; j < cols; ++j) t[j * rows + i] = a[i * cols + j];
+}
+
+std::vector<float> transposed(const float* a, size_t rows, size_t cols) {
+  std::vector<float> t(rows * cols);
+  transpose(a, rows, cols, t.data());
   return t;
 }
 
@@ -128,8 +133,7 @@ void mt_times_p(const float* m, const float* p, float* q, size_t n, size_t c, si
   std::vector<float> qt(r * c, 0.0f);
   for (size_t i = 0; i < n; ++i)
     for (size_t k = 0; k < r; ++k) axpy(p[i * r + k], m + i * c, &qt[k * c], c);
-  const std::vector<float> back = transposed(qt.data(), r, c);
-  std::copy(back.begin(), back.end(), q);
+  transpose(qt.data(), r, c, q);
 }
 
 // m [n, c] = p q^T

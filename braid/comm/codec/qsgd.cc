@@ -42,6 +42,9 @@ class Qsgd final : public Codec {
     std::vector<uint32_t> codes(n);
     philox_fill(o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(state.steps + 1)), state.stream, 0, codes);
     std::vector<float> norms(chunks);
+    const auto top = static_cast<double>(s);
+    const float* g = grad.data();
+    uint32_t* code = codes.data();
     for (size_t c = 0; c < chunks; ++c) {
       const size_t begin = c * chunk, end = std::min(n, begin + chunk);
       const float norm = norm2(grad.subspan(begin, end - begin));
@@ -52,9 +55,6 @@ class Qsgd final : public Codec {
       const double scale = norm > 0 ? static_cast<double>(s) / norm : 0.0;
       // In doubles and branch-free, so it runs in vector lanes; floor(l) as
       // a truncation (l >= 0), which vectorises where std::floor does not.
-      const auto top = static_cast<double>(s);
-      const float* g = grad.data();
-      uint32_t* code = codes.data();
       for (size_t i = begin; i < end; ++i) {
         // At most s: l exceeds it only by the norm's rounding, and a NaN
         // value (its chunk decodes as non-finite anyway: its norm is) becomes s,
@@ -97,16 +97,12 @@ class Qsgd final : public Codec {
   }
 
  private:
-  // ||v||_2, summed in double over eight lanes (vectorised, and without the
-  // f32 round-off of a long sum).
+  // ||v||_2, summed in double (without the f32 round-off of a long sum), as
+  // a reduction the compiler may split over vector lanes.
   static float norm2(std::span<const float> v) {
-    double lane[8] = {};
-    size_t i = 0;
-    for (; i + 8 <= v.size(); i += 8)
-      for (size_t l = 0; l < 8; ++l) lane[l] += static_cast<double>(v[i + l]) * v[i + l];
     double sq = 0;
-    for (; i < v.size(); ++i) sq += static_cast<double>(v[i]) * v[i];
-    for (double x : lane) sq += x;
+#pragma omp simd reduction(+ : sq)
+    for (size_t i = 0; i < v.size(); ++i) sq += static_cast<double>(v[i]) * v[i];
     return static_cast<float>(std::sqrt(sq));
   }
 };

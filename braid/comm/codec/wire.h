@@ -94,7 +94,8 @@ void unpack_groups(const uint8_t* in, size_t groups, uint32_t* codes) {
   }
 }
 
-// Calls f(std::integral_constant<int, width>) for widths 1..8; false otherwise.
+// Calls f(std::integral_constant<int, width>) and returns true for widths
+// 1..8; false otherwise.
 template <class F>
 bool with_small_width(int width, F&& f) {
   switch (width) {
@@ -117,11 +118,9 @@ inline void pack_bits(std::span<const uint32_t> codes, int width, std::byte* out
   const size_t bytes = packed_bytes(codes.size(), width);
   std::memset(out, 0, bytes);
   auto* o = reinterpret_cast<uint8_t*>(out);
-  size_t done = 0;
-  detail::with_small_width(width, [&](auto w) {
-    detail::pack_groups<decltype(w)::value>(codes.data(), codes.size() / 8, o);
-    done = codes.size() / 8 * 8;
-  });
+  const bool grouped = detail::with_small_width(
+      width, [&](auto w) { detail::pack_groups<decltype(w)::value>(codes.data(), codes.size() / 8, o); });
+  const size_t done = grouped ? codes.size() / 8 * 8 : 0;
   for (size_t i = done; i < codes.size(); ++i) {
     const size_t bit = i * static_cast<size_t>(width);
     uint64_t v = static_cast<uint64_t>(codes[i]) << (bit % 8);
@@ -141,11 +140,10 @@ inline uint32_t unpack_bits(const std::byte* in, size_t i, int width) {
 
 // All codes of a packed message: codes.size() of them.
 inline void unpack_bits(const std::byte* in, int width, std::span<uint32_t> codes) {
-  size_t done = 0;
-  detail::with_small_width(width, [&](auto w) {
+  const bool grouped = detail::with_small_width(width, [&](auto w) {
     detail::unpack_groups<decltype(w)::value>(reinterpret_cast<const uint8_t*>(in), codes.size() / 8, codes.data());
-    done = codes.size() / 8 * 8;
   });
+  const size_t done = grouped ? codes.size() / 8 * 8 : 0;
   for (size_t i = done; i < codes.size(); ++i) codes[i] = unpack_bits(in, i, width);
 }
 
