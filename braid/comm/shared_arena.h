@@ -74,7 +74,7 @@ class SharedArena {
   size_t bytes_;
   int ranks_, me_;
   size_t chunk_;
-  Duration spin_;  // before sleeping on a futex (see kSpinOwnCore)
+  bool oversubscribed_;  // more ranks than cores: waiters sleep at once (see kSpinOwnCore)
   uint32_t phase_ = 0;
   bool broken_ = false;
 };
