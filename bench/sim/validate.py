@@ -206,13 +206,16 @@ def main():
     ap.add_argument("--rate", default="1gbit", help="netns plans: tbf rate")
     ap.add_argument("--plans", default="", help="only plans whose name contains one of these (comma-separated)")
     ap.add_argument("--only", choices=("validate", "project"), default=None)
+    ap.add_argument("--out", default=None, help="results JSON (default: bench/results/sim_validate.json, or "
+                    "sim_projection.json with --only project)")
     a = ap.parse_args()
     results = {"load_before": os.getloadavg()}
     if a.only != "project":
         validate(a, results)
     if a.only != "validate":
         project(a, results)
-    out = os.path.join(ROOT, "bench", "results", "sim_validate.json" if a.only != "project" else "sim_projection.json")
+    out = a.out or os.path.join(ROOT, "bench", "results",
+                                "sim_validate.json" if a.only != "project" else "sim_projection.json")
     json.dump(results, open(out, "w"), indent=2)
     print(f"results: {out}")
 

@@ -25,9 +25,7 @@ void Work::wait(Deadline deadline) const {
     if (!state_->done) helper = state_->helper;
   }
   if (helper) (*helper)(*this, deadline);
-  // Poll briefly before sleeping: the other side usually answers within
-  // microseconds, and a futex sleep/wake costs more than that.
-  const auto spin_until = Clock::now() + std::chrono::microseconds(20);
+  const auto spin_until = Clock::now() + kSpinBeforeSleep;
   while (!done() && Clock::now() < spin_until) std::this_thread::yield();
   sleep_until_done(deadline);
 }

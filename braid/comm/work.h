@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -27,6 +28,10 @@ class Work {
   explicit Work(Describe describe);
   // A work that is already complete (successfully, or with `error`).
   static Work completed(std::exception_ptr error = nullptr);
+  // wait() polls this long (after any helper) before it sleeps: the other
+  // side usually answers within microseconds, and a futex sleep and wake-up
+  // costs more than that.
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{20};
 
   bool done() const;
   // Blocks until done or until `deadline`; rethrows the work's error, throws

@@ -8,11 +8,14 @@
 // sending off-host at once get an eighth of the interface each.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "braid/comm/cost_model.h"
+#include "braid/comm/transport/stream.h"
+#include "braid/comm/work.h"
 
 namespace braid::sim {
 
@@ -37,8 +40,12 @@ struct Cluster {
   comm::LinkCost intra = comm::default_link_cost("shm");  // alpha s/message, beta s/byte, gamma s/byte reduced
   comm::LinkCost inter = comm::default_link_cost("tcp");  // between hosts, per host interface
   MessageCpu intra_cpu{}, inter_cpu{};                    // of a message inside a host, between hosts
-  // What a message adds to alpha when its receiver was asleep waiting for it
-  // (Simulator::transfer's `wakes`): the transport's wake-up, seconds.
+  // A thread waiting for a message by itself (Simulator::transfer's
+  // `awaited`) reads for it this long before it sleeps, as braid's stream
+  // transports do (their poll, then Work::wait's own spin), seconds...
+  double poll = std::chrono::duration<double>(comm::StreamTransport::kPollFor + comm::Work::kSpinBeforeSleep).count();
+  // ... and what a message that arrives later waits on top: the transport's
+  // wake-up of a sleeping receiver, seconds.
   double intra_wake = 0, inter_wake = 0;
   // A group inside one host all-reduces through shared memory, as braid's
   // communicator does by default over the shm transport.

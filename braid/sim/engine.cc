@@ -139,14 +139,14 @@ TaskId Simulator::compute(int rank, double seconds, std::vector<TaskId> after, L
   return id;
 }
 
-TaskId Simulator::transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label, bool wakes) {
+TaskId Simulator::transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label, bool awaited) {
   if (src < 0 || src >= cluster_.ranks || dst < 0 || dst >= cluster_.ranks) {
     fail<ValueError>("braid sim: transfer \"{}\" from rank {} to rank {} of {}", label.name, src, dst, cluster_.ranks);
   }
   if (!std::isfinite(bytes) || bytes < 0) {
     fail<ValueError>("braid sim: transfer \"{}\" of {} bytes", label.name, bytes);
   }
-  return add(impl_->t, {.amount = bytes, .rank = src, .peer = dst, .kind = TaskKind::transfer, .wakes = wakes}, after,
+  return add(impl_->t, {.amount = bytes, .rank = src, .peer = dst, .kind = TaskKind::transfer, .awaited = awaited}, after,
              std::move(label));
 }
 

@@ -6,10 +6,11 @@
 //             A stream runs its tasks one at a time in the order they were
 //             added, each once its dependencies are done.
 //   transfer  bytes from one rank to another: once its dependencies are done
-//             the message waits its route's latency (alpha, plus the wake-up
-//             of a receiver that was asleep when the caller says so), then streams
+//             the message waits its route's latency (alpha), then streams
 //             through the links of its route, sharing each link's bandwidth
-//             equally with the other messages on it at that moment.
+//             equally with the other messages on it at that moment; one its
+//             receiver had been waiting for so long that it fell asleep also
+//             waits the wake-up (see transfer()).
 //   join      takes no time; done when its dependencies are.
 //
 // Compute also shares: a host's running compute tasks that ask for more
@@ -71,10 +72,13 @@ class Simulator {
 
   TaskId compute(int rank, double seconds, std::vector<TaskId> after, Label label, int stream = 0,
                  double threads = 1);
-  // `wakes`: the receiver has been blocked waiting for this message (a
-  // pipeline's activation, a parameter server's reply), so it also waits the
-  // cluster's wake-up latency on top of alpha.
-  TaskId transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label, bool wakes = false);
+  // `awaited`: the receiver's training stream (stream 0) waits for this
+  // message by itself (a pipeline's activation, a parameter server's push or
+  // reply) rather than through a collective's communication thread. Such a
+  // thread polls for Cluster::poll seconds, then sleeps: a message that
+  // arrives after the receiver's stream 0 has been idle longer than that also
+  // waits the cluster's wake-up latency before it counts as done.
+  TaskId transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label, bool awaited = false);
   TaskId join(std::vector<TaskId> after, Label label = {"join", ""});
 
   // Plays every task (again, from time 0, when called twice). A dependency

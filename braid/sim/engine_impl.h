@@ -24,7 +24,7 @@ struct TaskTable {
     TaskId stream_prev = -1;  // compute: the task before it on its stream, -1 if none
     float threads = 1;        // compute: cores it can keep busy
     TaskKind kind = TaskKind::join;
-    bool wakes = false;       // transfer: its receiver was asleep (Cluster::intra_wake)
+    bool awaited = false;     // transfer: the receiver's stream 0 waits for it (Simulator::transfer)
   };
 
   std::vector<Task> tasks;

@@ -71,6 +71,7 @@ class Player {
         ++pending_[i];
       }
     }
+    idle_since_.assign(c.ranks, 0);
     links_.resize(2 * c.ranks + 2 * hosts_.size());
     for (int r = 0; r < c.ranks; ++r) links_[port_out(r)].beta = links_[port_in(r)].beta = c.intra.beta;
     for (int h = 0; h < c.hosts(); ++h) links_[nic_out(h)].beta = links_[nic_in(h)].beta = c.inter.beta;
@@ -155,12 +156,12 @@ class Player {
       case TaskKind::join: times(id).start = now; push(now, id, Ev::done); break;
       case TaskKind::transfer: {
         const bool local = c_.host_of(k.rank) == c_.host_of(k.peer);
-        const double wake = k.wakes ? (local ? c_.intra_wake : c_.inter_wake) : 0;
-        push(now + (local ? c_.intra.alpha : c_.inter.alpha) + wake, id, Ev::latency);
+        push(now + (local ? c_.intra.alpha : c_.inter.alpha), id, Ev::latency);
         break;
       }
       case TaskKind::compute:
         times(id).start = now;
+        if (k.peer == 0) idle_since_[k.rank] = kBusy;
         if (k.amount == 0) push(now, id, Ev::done);
         else start_compute(id, now);
         break;
@@ -169,6 +170,7 @@ class Player {
 
   void finish(TaskId id, double now) {
     times(id).end = now;
+    if (const TaskTable::Task& k = task(id); k.kind == TaskKind::compute && k.peer == 0) idle_since_[k.rank] = now;
     ++finished_;
     for (int64_t i = out_begin_[id]; i < out_begin_[id + 1]; ++i) {
       const TaskId d = out_[i];
@@ -185,7 +187,7 @@ class Player {
     times(id).start = now;
     const TaskTable::Task& k = task(id);
     if (k.amount == 0) {
-      finish(id, now);
+      arrive(id, now);
       return;
     }
     int32_t slot;
@@ -247,6 +249,18 @@ class Player {
     free_.push_back(slot);
     const TaskId id = f.task;
     links_changed(f.link, now);
+    arrive(id, now);
+  }
+
+  // A message has arrived. Its receiver, if it waits for it by itself and has
+  // been idle past its poll, was asleep: the message is done once it wakes.
+  void arrive(TaskId id, double now) {
+    const TaskTable::Task& k = task(id);
+    const double idle = idle_since_[k.peer];
+    if (k.awaited && idle != kBusy && now - idle > c_.poll) {
+      push(now + (c_.host_of(k.rank) == c_.host_of(k.peer) ? c_.intra_wake : c_.inter_wake), id, Ev::done);
+      return;
+    }
     finish(id, now);
   }
 
@@ -363,6 +377,10 @@ class Player {
   std::vector<TaskId> out_;
   std::vector<TaskId> stream_next_;
   std::vector<int32_t> pending_;
+  // Per rank: since when its stream 0 has had no task running (kBusy while one
+  // runs): how long a thread waiting there has waited.
+  static constexpr double kBusy = -1;
+  std::vector<double> idle_since_;
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<int32_t> free_;

@@ -251,7 +251,7 @@ class Builder {
           for (int t = 0; t < T; ++t) {
             out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p + 1), static_cast<double>(layer(b).output_bytes),
                                         after(prev[static_cast<size_t>(t)]),
-                                        {"net", fmt::format("activation m{}", m)}, /*wakes=*/true));
+                                        {"net", fmt::format("activation m{}", m)}, /*awaited=*/true));
           }
         }
       } else {
@@ -269,7 +269,7 @@ class Builder {
             out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p - 1),
                                         static_cast<double>(layer(a - 1).output_bytes),
                                         after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)},
-                                        /*wakes=*/true));
+                                        /*awaited=*/true));
           }
         }
       }
@@ -398,7 +398,7 @@ class Builder {
       backward_end[static_cast<size_t>(w)] = pack;
       for (int s = 0; s < S; ++s) {
         pushes[static_cast<size_t>(s)].push_back(
-            sim_.transfer(r, s, shard, {pack}, {"net", fmt::format("push s{}", step_)}, /*wakes=*/true));
+            sim_.transfer(r, s, shard, {pack}, {"net", fmt::format("push s{}", step_)}, /*awaited=*/true));
       }
     }
     // The servers' update of a shard: add the pushed gradient, then the
@@ -414,7 +414,7 @@ class Builder {
           // Each worker's requests are served by a thread of their own (a stream per worker).
           const TaskId reply = sim_.compute(s, shard * gamma, {u}, {"comm", fmt::format("reply w{} s{}", w, step_)}, 2 + w);
           pulls[static_cast<size_t>(w)].push_back(
-              sim_.transfer(s, S + w, shard, {reply}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
+              sim_.transfer(s, S + w, shard, {reply}, {"net", fmt::format("pull s{}", step_)}, /*awaited=*/true));
         }
       } else {
         // Asynchronous: each push is applied on arrival (a stream per worker,
@@ -424,7 +424,7 @@ class Builder {
           const TaskId u = sim_.compute(s, update + 2 * shard * gamma, {in[static_cast<size_t>(w)]},
                                         {"optimizer", fmt::format("update w{} s{}", w, step_)}, 2 + w);
           pulls[static_cast<size_t>(w)].push_back(
-              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*wakes=*/true));
+              sim_.transfer(s, S + w, shard, {u}, {"net", fmt::format("pull s{}", step_)}, /*awaited=*/true));
         }
       }
     }

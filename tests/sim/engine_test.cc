@@ -156,6 +156,32 @@ TEST(SimEngine, AMessageCannotOutrunOneThreadPerEnd) {
   expect_close(small.times(m).end, kAlpha + 1e-3);
 }
 
+// Rank 1 finishes A at 1 s and waits for a message it polls for 0.5 s before
+// it sleeps; waking costs 2 s. Sent at 1.2 s it finds rank 1 still polling;
+// sent at 2 s, asleep; sent while rank 1 still computes, busy. A message
+// nobody waits for by itself (a collective's) never wakes anyone.
+TEST(SimEngine, AnAwaitedMessageWakesItsReceiverOnlyPastItsPoll) {
+  Cluster c = cluster(2, 2);
+  c.intra.alpha = 0;  // an empty message: arrives as soon as it is sent
+  c.poll = 0.5;
+  c.intra_wake = 2;
+  auto play = [&](double send_at, double receiver_busy, bool awaited) {
+    Simulator sim(c);
+    const TaskId a = sim.compute(1, receiver_busy, {}, {"forward", "A"});
+    const TaskId s = sim.compute(0, send_at, {}, {"forward", "S"});
+    const TaskId m = sim.transfer(0, 1, 0, {s}, {"net", "act"}, awaited);
+    const TaskId b = sim.compute(1, 1, {m}, {"forward", "B"});
+    sim.run();
+    EXPECT_GE(sim.times(b).start, sim.times(a).end);
+    return sim.times(b).start;
+  };
+  expect_close(play(1.2, 1, true), 1.2);      // waited 0.2 s: still polling
+  expect_close(play(2, 1, true), 2 + 2);      // waited 1 s: asleep, woken
+  expect_close(play(1.4, 1, true), 1.4);      // waited 0.4 s: polling
+  expect_close(play(1, 3, true), 3);          // arrived while rank 1 computed
+  expect_close(play(2, 1, false), 2);         // a collective's message: no wake-up
+}
+
 TEST(SimEngine, AStreamRunsItsTasksInTheOrderTheyWereAdded) {
   // Stream 0 of rank 0: `late` waits on a message (done at 1.001 s), `free`
   // waits on nothing but comes after `late`. Stream 1 runs beside them.

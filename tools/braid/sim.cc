@@ -173,6 +173,12 @@ void add_sim(CLI::App& app) {
         "(%lld tasks simulated in %.2f s)\n",
         ms(p.step).c_str(), ms(p.compute).c_str(), ms(p.exposed_comm).c_str(), ms(p.waits).c_str(), p.samples_per_s,
         static_cast<long long>(p.tasks), p.wall);
+    if (const int per_host = std::min(c.ranks_per_host, c.ranks); per_host * p.plan.threads > c.cores_per_host) {
+      std::printf("note: %d ranks of %d thread%s on %g cores per host time-share them; the simulator gives each an "
+                  "equal share and leaves out the scheduler's switches and cache refills, so expect the real step "
+                  "to be slower (docs/sim.md, \"What it leaves out\")\n",
+                  per_host, p.plan.threads, p.plan.threads == 1 ? "" : "s", c.cores_per_host);
+    }
     if (!o->trace.empty()) {
       write_file_atomic(o->trace, p.trace.dump());
       std::printf("simulated timeline written to %s\n", o->trace.c_str());

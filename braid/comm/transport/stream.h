@@ -23,6 +23,7 @@
 // receive is read through a fixed scratch buffer and dropped.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ class StreamTransport : public Transport {
   std::string name() const override { return name_; }
   Work send(int peer, uint64_t tag, std::span<const std::byte> data) override;
   Work recv(int peer, uint64_t tag, std::span<std::byte> data) override;
+
+  // A thread waiting for a transfer with a peer reads that peer's channel
+  // itself for this long before it sleeps and leaves reading to the background
+  // reader: a wake-up costs more than a short message takes to arrive.
+  // (braid sim models waiting receivers with it.)
+  static constexpr std::chrono::microseconds kPollFor{100};
 
   struct Peer;
 

@@ -27,10 +27,7 @@ constexpr size_t kInlineSend = 1 << 20;
 // peer to hang up too (a peer still busy computing just gets our end of stream).
 constexpr auto kFlushGrace = std::chrono::seconds(5);
 constexpr auto kHangupGrace = std::chrono::seconds(1);
-// A thread waiting for a transfer with a peer reads that peer's channel
-// itself for this long before it sleeps and leaves reading to the background
-// reader: a wake-up costs more than a short message takes to arrive.
-constexpr auto kPollFor = std::chrono::microseconds(100);
+constexpr auto kPollFor = StreamTransport::kPollFor;
 // The background reader stays off a channel that was polled this recently, so
 // the peer's writes do not wake it while callers read for themselves.
 constexpr auto kStandAside = std::chrono::milliseconds(5);
