@@ -56,6 +56,11 @@ void blame(const TaskTable& t, int rank, TaskId cause, double from, double to, R
     const TaskTable::Task& k = t.tasks[x];
     const TaskTimes& tt = t.times[x];
     if (k.kind == TaskKind::join) {
+      if (k.amount > 0) {  // a delay: the rank started late
+        const double delayed_from = std::max(from, tt.end - k.amount);
+        b.waits += to - delayed_from;
+        to = delayed_from;
+      }
       x = last_dependency(t, x);
       continue;
     }
@@ -152,6 +157,11 @@ TaskId Simulator::transfer(int src, int dst, double bytes, std::vector<TaskId> a
 
 TaskId Simulator::join(std::vector<TaskId> after, Label label) {
   return add(impl_->t, {.kind = TaskKind::join}, after, std::move(label));
+}
+
+TaskId Simulator::delay(double seconds, std::vector<TaskId> after, Label label) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) fail<ValueError>("braid sim: a delay of {} s", seconds);
+  return add(impl_->t, {.amount = seconds, .kind = TaskKind::join}, after, std::move(label));
 }
 
 int64_t Simulator::size() const { return static_cast<int64_t>(impl_->t.tasks.size()); }

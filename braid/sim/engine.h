@@ -11,7 +11,8 @@
 //             equally with the other messages on it at that moment; one its
 //             receiver had been waiting for so long that it fell asleep also
 //             waits the wake-up (see transfer()).
-//   join      takes no time; done when its dependencies are.
+//   join      takes no time (or, as a delay, a fixed time and nothing else);
+//             done when its dependencies are.
 //
 // Compute also shares: a host's running compute tasks that ask for more
 // threads than it has cores all slow down in proportion (processor sharing).
@@ -80,6 +81,9 @@ class Simulator {
   // waits the cluster's wake-up latency before it counts as done.
   TaskId transfer(int src, int dst, double bytes, std::vector<TaskId> after, Label label, bool awaited = false);
   TaskId join(std::vector<TaskId> after, Label label = {"join", ""});
+  // Done `seconds` after its dependencies, using nothing meanwhile: a rank
+  // that starts late. Its time counts as a wait in the breakdown.
+  TaskId delay(double seconds, std::vector<TaskId> after, Label label = {"join", "delay"});
 
   // Plays every task (again, from time 0, when called twice). A dependency
   // names an earlier task and a stream runs its tasks in the order they were

@@ -17,7 +17,7 @@ inline constexpr int kNetTid = 100;
 
 struct TaskTable {
   struct Task {
-    double amount = 0;        // compute: seconds; transfer: bytes
+    double amount = 0;        // compute: seconds; transfer: bytes; join: its delay, seconds
     int32_t rank = -1;        // compute: its rank; transfer: the sender; join: -1
     int32_t peer = 0;         // compute: its stream; transfer: the receiver
     int32_t label = 0;        // index into labels

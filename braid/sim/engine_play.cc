@@ -153,7 +153,7 @@ class Player {
   void activate(TaskId id, double now) {
     const TaskTable::Task& k = task(id);
     switch (k.kind) {
-      case TaskKind::join: times(id).start = now; push(now, id, Ev::done); break;
+      case TaskKind::join: times(id).start = now; push(now + k.amount, id, Ev::done); break;
       case TaskKind::transfer: {
         const bool local = c_.host_of(k.rank) == c_.host_of(k.peer);
         push(now + (local ? c_.intra.alpha : c_.inter.alpha), id, Ev::latency);

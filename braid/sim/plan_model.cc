@@ -71,6 +71,19 @@ class Builder {
 
   StepMarks run(int steps) {
     StepMarks marks;
+    marks.offsets.assign(static_cast<size_t>(plan_.workers()), 0);
+    if (plan_.strategy == "ps" && plan_.consistency != "bsp") {
+      // Nothing holds asynchronous workers in step: their pushes collide at
+      // the servers and push them apart until they no longer do. Played in
+      // step they would collide every time, so worker w starts w/W of a
+      // compute step late.
+      const double compute = plan_.microbatches * (in_.profile.forward + in_.profile.backward) + in_.profile.update;
+      for (int w = 1; w < plan_.workers(); ++w) {
+        const double late = compute * w / plan_.workers();
+        marks.offsets[static_cast<size_t>(w)] = late;
+        tail_[static_cast<size_t>(plan_.servers + w)] = sim_.delay(late, {}, {"join", "starts out of step"});
+      }
+    }
     for (step_ = 0; step_ < steps; ++step_) {
       // The loader's thread fills the next batch while the step runs, on the same cores.
       for (int r = plan_.servers; r < plan_.world && in_.load > 0; ++r) {

@@ -39,6 +39,9 @@ struct StepModelInputs {
 struct StepMarks {
   // steps[s][w]: the task that ends step s on worker w (world rank servers + w).
   std::vector<std::vector<TaskId>> steps;
+  // offsets[w]: how late worker w started (asynchronous parameter servers'
+  // workers run out of step with each other), seconds.
+  std::vector<double> offsets;
 };
 
 // Appends `steps` steps of `plan` to `sim` (whose cluster has plan.world ranks).

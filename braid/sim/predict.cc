@@ -141,11 +141,12 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
   const int W = plan.workers();
   double end = 0;
   for (int w = 0; w < W; ++w) {
-    end += sim.times(marks.steps.back()[static_cast<size_t>(w)]).end;
+    const double late = marks.offsets[static_cast<size_t>(w)];  // a wait in the breakdown, not the steps'
+    end += sim.times(marks.steps.back()[static_cast<size_t>(w)]).end - late;
     const RankBreakdown& b = result.ranks[static_cast<size_t>(plan.servers + w)];
     out.compute += b.compute;
     out.exposed_comm += b.exposed_comm;
-    out.waits += b.waits;
+    out.waits += b.waits - late;
   }
   const double per = 1.0 / (W * steps);
   out.step = end * per;

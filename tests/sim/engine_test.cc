@@ -182,6 +182,20 @@ TEST(SimEngine, AnAwaitedMessageWakesItsReceiverOnlyPastItsPoll) {
   expect_close(play(2, 1, false), 2);         // a collective's message: no wake-up
 }
 
+TEST(SimEngine, ADelayStartsWhatFollowsLateAndCountsAsAWait) {
+  Simulator sim(cluster(2, 2, /*cores=*/1));
+  const TaskId late = sim.delay(2, {});
+  const TaskId a = sim.compute(0, 1, {late}, {"forward", "A"});
+  const TaskId b = sim.compute(1, 3, {}, {"forward", "B"});  // alone on the core until A starts
+  const SimResult r = sim.run();
+  expect_close(sim.times(a).start, 2);
+  expect_close(sim.times(a).end, 2 + 2);  // shares the one core with B for its 1 s of work
+  expect_close(sim.times(b).end, 4);
+  expect_close(r.ranks[0].waits, 2);
+  expect_close(r.ranks[0].compute, 2);
+  EXPECT_THROW(sim.delay(-1, {}), ValueError);
+}
+
 TEST(SimEngine, AStreamRunsItsTasksInTheOrderTheyWereAdded) {
   // Stream 0 of rank 0: `late` waits on a message (done at 1.001 s), `free`
   // waits on nothing but comes after `late`. Stream 1 runs beside them.
