@@ -111,6 +111,7 @@ def validate(a, results):
                 out, _ = sim(braid, config, world, servers, sets,
                              ["--validate", "--reps", str(a.reps), "--validate-steps", str(a.steps)])
                 predicted, measured = out["validated_prediction_s"], out["measured_step_s"]
+                runs = [(r["predicted_s"], r["measured_s"]) for r in out["runs"]]
             else:
                 if ns is None:
                     sys.path.insert(0, os.path.join(ROOT, "bench", "aggregation"))
@@ -128,13 +129,16 @@ def validate(a, results):
                              ["--hosts", str(NETNS_HOSTS), "--cores", str(os.cpu_count() / NETNS_HOSTS), "--link", link,
                               "--link-cpu", "tcp"])
                 predicted = out["prediction"]["step_s"]
-                runs = [netns_run(braid, ns, config, sets, a.steps, 29500 + i) for i in range(a.reps)]
-                measured = statistics.median(runs)
+                runs = [(predicted, netns_run(braid, ns, config, sets, a.steps, 29500 + i)) for i in range(a.reps)]
+                measured = statistics.median(m for _, m in runs)
             err = (predicted - measured) / measured
+            measured_runs = [m * 1e3 for _, m in runs]
             rows.append({"plan": name, "where": where, "predicted_ms": predicted * 1e3, "measured_ms": measured * 1e3,
-                         "error": err, "sim_plan": out["prediction"]["plan"]})
+                         "error": err, "sim_plan": out["prediction"]["plan"],
+                         "runs_ms": [[p * 1e3, m * 1e3] for p, m in runs]})
             print(f"{name:42s} predicted {predicted * 1e3:8.3f} ms  measured {measured * 1e3:8.3f} ms  "
-                  f"error {100 * err:+6.1f} %", flush=True)
+                  f"error {100 * err:+6.1f} %  (runs measured {min(measured_runs):.3f}-{max(measured_runs):.3f} ms)",
+                  flush=True)
     finally:
         if ns is not None:
             ns.stop()

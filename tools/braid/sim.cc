@@ -190,10 +190,13 @@ void add_sim(CLI::App& app) {
       table.save();
     }
     if (o->validate) {
-      const auto [predicted, measured] = sim_validate(predictor, args, config, p);
-      out["validated_prediction_s"] = predicted;
-      out["measured_step_s"] = measured;
-      out["error"] = (predicted - measured) / measured;
+      const Validation v = sim_validate(predictor, args, config, p);
+      out["validated_prediction_s"] = v.predicted;
+      out["measured_step_s"] = v.measured;
+      out["error"] = (v.predicted - v.measured) / v.measured;
+      for (const auto& [predicted, measured] : v.runs) {
+        out["runs"].push_back({{"predicted_s", predicted}, {"measured_s", measured}});
+      }
     }
     if (!o->json.empty()) write_file_atomic(o->json, out.dump(2));
   });

@@ -29,9 +29,13 @@ std::vector<std::string> sim_sweep(sim::Predictor& predictor, const SimArgs& arg
 // prints the predicted and the measured step time. With calibration, each
 // run is preceded by a fresh measurement of the eager step the prediction is
 // scaled to (this machine's speed drifts over minutes), and the prediction
-// made again from it. Returns {median prediction, median measurement}.
-std::pair<double, double> sim_validate(sim::Predictor& predictor, const SimArgs& args, const train::Config& config,
-                                       const sim::Prediction& predicted);
+// made again from it.
+struct Validation {
+  double predicted = 0, measured = 0;           // medians over the runs, seconds
+  std::vector<std::pair<double, double>> runs;  // each run's prediction and measurement
+};
+Validation sim_validate(sim::Predictor& predictor, const SimArgs& args, const train::Config& config,
+                        const sim::Prediction& predicted);
 
 // sim_corun.cc: what `--measure-step` runs in each process, and the
 // PredictOptions::measure_step that starts them.

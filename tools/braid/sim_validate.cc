@@ -72,8 +72,8 @@ double run_once(const SimArgs& args, const sim::PlanSpec& plan, const std::strin
 
 }  // namespace
 
-std::pair<double, double> sim_validate(sim::Predictor& predictor, const SimArgs& args, const train::Config& config,
-                                       const sim::Prediction& predicted) {
+Validation sim_validate(sim::Predictor& predictor, const SimArgs& args, const train::Config& config,
+                        const sim::Prediction& predicted) {
   if (predicted.plan.world > 1 && args.predict.cluster.hosts() > 1) {
     std::printf("note: --validate runs every rank on this one machine; the prediction is for %d hosts\n",
                 args.predict.cluster.hosts());
@@ -95,10 +95,12 @@ std::pair<double, double> sim_validate(sim::Predictor& predictor, const SimArgs&
     std::fflush(stdout);
   }
   std::filesystem::remove_all(base);
-  const double p = median(predictions), measured = median(runs);
-  std::printf("predicted %.3f ms, measured %.3f ms (medians of %d runs of %d steps): error %+.1f %%\n", p * 1e3,
-              measured * 1e3, args.reps, args.validate_steps, 100 * (p - measured) / measured);
-  return {p, measured};
+  Validation v{.predicted = median(predictions), .measured = median(runs), .runs = {}};
+  for (size_t i = 0; i < runs.size(); ++i) v.runs.emplace_back(predictions[i], runs[i]);
+  std::printf("predicted %.3f ms, measured %.3f ms (medians of %d runs of %d steps): error %+.1f %%\n",
+              v.predicted * 1e3, v.measured * 1e3, args.reps, args.validate_steps,
+              100 * (v.predicted - v.measured) / v.measured);
+  return v;
 }
 
 }  // namespace braid::cli
