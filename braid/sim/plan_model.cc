@@ -77,9 +77,8 @@ class Builder {
       // the servers and push them apart until they no longer do. Played in
       // step they would collide every time, so worker w starts w/W of a
       // compute step late.
-      const double compute = plan_.microbatches * (in_.profile.forward + in_.profile.backward) + in_.profile.update;
       for (int w = 1; w < plan_.workers(); ++w) {
-        const double late = compute * w / plan_.workers();
+        const double late = in_.profile.step(plan_.microbatches) * w / plan_.workers();
         marks.offsets[static_cast<size_t>(w)] = late;
         tail_[static_cast<size_t>(plan_.servers + w)] = sim_.delay(late, {}, {"join", "starts out of step"});
       }

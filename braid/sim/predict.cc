@@ -78,7 +78,7 @@ const Predictor::Profiled& Predictor::profile(const train::Config& config, const
   Profiled p{.profile = profile_step(config, table_, how.batch, how.threads)};
   if (calibrate) {
     const int micro = how.microbatches;
-    const double sum = micro * (p.profile.forward + p.profile.backward) + p.profile.update;
+    const double sum = p.profile.step(micro);
     const double eager = table_.figure(
         fmt::format("step|{:016x}|{}|x{}", fnv1a(model), shape, corun),
         [&] { return corun > 1 ? o.measure_step(config, how, corun) : measure_eager_step(config, how); }, again);
@@ -101,7 +101,7 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
   const Profiled& profiled =
       profile(config, {.batch = micro, .threads = plan.threads, .microbatches = plan.microbatches}, corun, o);
   StepModelInputs in{.profile = profiled.profile};
-  out.profile_step = in.profile.forward + in.profile.backward + in.profile.update;
+  out.profile_step = in.profile.step();
   out.calibration = profiled.calibration;
   out.corun = o.calibrate && o.measure_step ? corun : 1;
   if (plan.tensor > 1 || plan.pipeline > 1) {

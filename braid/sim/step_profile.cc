@@ -255,7 +255,7 @@ StepProfile profile_step(const train::Config& config, OpTable& table, int64_t ba
 }
 
 void scale_to(StepProfile& p, double step, int microbatches) {
-  const double sum = microbatches * (p.forward + p.backward) + p.update;
+  const double sum = p.step(microbatches);
   if (!(sum > 0) || !(step > 0)) return;
   const double f = step / sum;
   for (LayerProfile& l : p.layers) {

@@ -44,6 +44,9 @@ struct StepProfile {
   double forward = 0, backward = 0, update = 0;  // sums over layers
   int64_t parameter_bytes = 0;
   int64_t nodes = 0;
+
+  // One replica's compute in a step of `microbatches` forwards and backwards and one update.
+  double step(int microbatches = 1) const { return microbatches * (forward + backward) + update; }
 };
 
 // The profile of `config`'s model on a batch of `batch` examples (0: the

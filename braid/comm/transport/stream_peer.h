@@ -27,7 +27,6 @@ constexpr size_t kInlineSend = 1 << 20;
 // peer to hang up too (a peer still busy computing just gets our end of stream).
 constexpr auto kFlushGrace = std::chrono::seconds(5);
 constexpr auto kHangupGrace = std::chrono::seconds(1);
-constexpr auto kPollFor = StreamTransport::kPollFor;
 // The background reader stays off a channel that was polled this recently, so
 // the peer's writes do not wake it while callers read for themselves.
 constexpr auto kStandAside = std::chrono::milliseconds(5);

@@ -236,7 +236,7 @@ void StreamTransport::Peer::poll_while_waiting(const Work& work) {
 void StreamTransport::Peer::poll_then_wait(const Work& work, Deadline deadline) {
   if (!work.done()) {
     pollers.fetch_add(1);
-    const auto until = Clock::now() + kPollFor;
+    const auto until = Clock::now() + StreamTransport::kPollFor;
     for (unsigned i = 1; !work.done(); ++i) {
       if (role.try_lock()) {
         drain();
