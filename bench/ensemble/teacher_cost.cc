@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   try {
     using namespace braid;
     train::Config c = train::load_config(config_path, sets);
-    c.set_value("train.resume", true, "teacher_cost");
+    c.set_value("train.resume", std::string("always"), "teacher_cost");
     c.set_value("distill.epochs", int64_t{0}, "teacher_cost");
     train::TrainingRun run = train::make_training_run(c);
     run.trainer->fit();  // resumes the finished member: no step left

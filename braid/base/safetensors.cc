@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string_view>
 
+#include "braid/base/abridge.h"
 #include "braid/base/atomic_file.h"
 #include "braid/base/digest.h"
 #include "braid/base/error.h"
+#include "braid/base/json_number.h"
 
 namespace braid::safetensors {
 
@@ -36,6 +39,30 @@ uint64_t header_length(const std::byte* first8, const std::string& name) {
   for (int i = 0; i < 8; ++i) n |= std::to_integer<uint64_t>(first8[i]) << (8 * i);
   if (n > kMaxHeader) fail<IoError>("{}: not a safetensors file: header length {} at byte 0 is implausible", name, n);
   return n;
+}
+
+// A shape or data_offsets list: non-negative integers below 2^63, else
+// IoError naming the tensor and the field. nlohmann's get<> converts a JSON
+// float with a cast, undefined behaviour out of range ([1e30]) and silently
+// truncating in range ([0.5] read as 0).
+std::vector<int64_t> counts_of(const nlohmann::json& entry, const char* field, const std::string& tensor,
+                               const std::string& name) {
+  const nlohmann::json& list = entry.at(field);
+  if (!list.is_array()) {
+    fail<IoError>("{}: corrupt safetensors header: tensor {}: {} is not a list of non-negative integers ({})", name,
+                  abridge(tensor), field, abridge(list.dump()));
+  }
+  std::vector<int64_t> out;
+  out.reserve(std::min<size_t>(list.size(), kMaxDims + 1));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::optional<int64_t> v = json_integer_if<int64_t>(list[i]);
+    if (!v || *v < 0) {
+      fail<IoError>("{}: corrupt safetensors header: tensor {}: {}[{}] = {} is not a non-negative integer below 2^63",
+                    name, abridge(tensor), field, i, abridge(list[i].dump()));
+    }
+    out.push_back(*v);
+  }
+  return out;
 }
 
 nlohmann::json parse_header(std::string_view text, const std::string& name) {
@@ -133,8 +160,9 @@ File parse(std::span<const std::byte> bytes, const std::string& name) {
       if (key == "__metadata__") continue;
       TensorData t;
       t.dtype = v.at("dtype").get<std::string>();
-      t.shape = v.at("shape").get<std::vector<int64_t>>();
-      auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
+      t.shape = counts_of(v, "shape", key, name);
+      std::vector<uint64_t> off;
+      for (int64_t o : counts_of(v, "data_offsets", key, name)) off.push_back(static_cast<uint64_t>(o));
       size_t size = dtype_size(t.dtype);
       int64_t numel = checked_numel(t.shape);
       if (size == 0) fail<IoError>("{}: tensor {} has unknown dtype '{}'", name, key, t.dtype);

@@ -12,12 +12,28 @@
 // rate: a task ends when the clock has advanced by its seconds, and only the
 // earliest such end is in the global heap.
 //
+// Rates are settled once per instant, not once per event: every event at
+// time t only marks the links and hosts it changed, and once the last event
+// at t is handled each marked link's flows and each marked host's compute
+// and charged flows get their new rate and finish event (settle()). Nothing
+// advances between events of one instant, so this is the same schedule; but
+// P messages starting at once on one host of P ranks (a ring step) cost P
+// rate updates instead of P per message: 1024 ranks on one host took
+// minutes, a cubic number of updates per all-reduce.
+//
 // A message whose ends cost CPU (Cluster::intra_cpu, inter_cpu) also asks
 // its hosts for cores: at its links' rate each end is busy cpu/link of the
 // time, and it cannot outrun one thread copying at each end. Those demands
 // count beside compute's threads, and the message streams at the slower of
 // its two hosts' rates, so a flow starting or ending can slow a host's
 // compute and its other messages, and a compute task can slow a message.
+// A charged message inside one host moves at its host's rate alone, so it
+// runs on the host's flow clock (Host::fclock, at the host's rate) as
+// compute runs on its clock: a change of the host's rate reschedules one
+// event, not every message on the host. (With P ranks on one host whose
+// ring steps start out of step, updating every message took P per event,
+// cubic in P per all-reduce.) A charged message between hosts is retimed
+// whenever either host's rate moves.
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -73,6 +89,8 @@ class Player {
     }
     idle_since_.assign(c.ranks, 0);
     links_.resize(2 * c.ranks + 2 * hosts_.size());
+    link_dirty_.assign(links_.size(), 0);
+    host_dirty_.assign(hosts_.size(), 0);
     for (int r = 0; r < c.ranks; ++r) links_[port_out(r)].beta = links_[port_in(r)].beta = c.intra.beta;
     for (int h = 0; h < c.hosts(); ++h) links_[nic_out(h)].beta = links_[nic_in(h)].beta = c.inter.beta;
   }
@@ -81,23 +99,24 @@ class Player {
     std::fill(t_.times.begin(), t_.times.end(), TaskTimes{});
     for (size_t i = 0; i < t_.tasks.size(); ++i)
       if (pending_[i] == 0) activate(static_cast<TaskId>(i), 0);
+    settle(0);
     int64_t handled = 0;
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
       switch (e.type) {
-        case Ev::done: finish(e.task, e.time); break;
-        case Ev::latency: start_flow(e.task, e.time); break;
+        case Ev::done: finish(e.task, e.time), ++handled; break;
+        case Ev::latency: start_flow(e.task, e.time), ++handled; break;
         case Ev::flow_end:
-          if (flows_[e.ref].version != e.version) continue;
-          end_flow(e.ref, e.time);
+          if (flows_[e.ref].version == e.version) end_flow(e.ref, e.time), ++handled;
           break;
         case Ev::host_end:
-          if (hosts_[e.ref].version != e.version) continue;
-          end_compute(e.ref, e.time);
+          if (hosts_[e.ref].version == e.version) host_due(e.ref, e.time), ++handled;
           break;
       }
-      ++handled;
+      // The instant's last event: what it changed gets its new rates (events
+      // that settle() schedules at this same instant come round again).
+      if (events_.empty() || events_.top().time > e.time) settle(e.time);
     }
     BRAID_CHECK_EQ(finished_, static_cast<int64_t>(t_.tasks.size()));
     return handled;
@@ -121,6 +140,16 @@ class Player {
     double demand = 0;         // cores each end keeps busy at the links' rate
     int32_t host[2] = {0, 0};  // the sender's and the receiver's
     int32_t hpos[2] = {0, 0};  // index in each host's flows
+    // Charged and inside one host: spb is its links' s per byte, without the
+    // host's share, and it is done when the host's flow clock reaches vend.
+    bool local = false;
+    double vend = 0;
+  };
+  struct LocalEnd {
+    double vend;  // the host's flow clock when the message is through
+    int32_t slot;
+    uint32_t version;  // the flow's when this was pushed (stale once it moves on)
+    bool operator>(const LocalEnd& o) const { return std::tie(vend, slot) > std::tie(o.vend, o.slot); }
   };
   struct Running {
     double vend;  // the host's virtual clock when the task is done
@@ -134,7 +163,10 @@ class Player {
     double flow_threads = 0;  // asked for by the ends of CPU-charged flows
     uint32_t version = 0;
     std::vector<Running> running;  // min-heap on vend
-    std::vector<int32_t> flows;    // CPU-charged flow ends here: slot * 2 + end
+    std::vector<int32_t> flows;    // CPU-charged flow ends between hosts here: slot * 2 + end
+    double fclock = 0;                // virtual seconds at the host's rate, never rebased
+    std::vector<LocalEnd> local;      // min-heap: charged flows inside this host (lazy deletion)
+    int32_t local_flows = 0;          // of them, streaming now
   };
 
   // Links: per rank its in-host port out and in, then per host its network interface out and in.
@@ -214,20 +246,27 @@ class Player {
     const MessageCpu& cpu = hs == hd ? c_.intra_cpu : c_.inter_cpu;
     f.cpu_spb = cpu.any() ? cpu.seconds(k.amount) / k.amount : 0;
     f.demand = 0;
-    if (f.cpu_spb > 0) {
-      f.host[0] = hs, f.host[1] = hd;
+    f.local = f.cpu_spb > 0 && hs == hd;
+    f.host[0] = hs, f.host[1] = hd;
+    if (f.local) {
+      ++hosts_[hs].local_flows;
+    } else if (f.cpu_spb > 0) {
       for (int e = 0; e < 2; ++e) {
         std::vector<int32_t>& on = hosts_[f.host[e]].flows;
         f.hpos[e] = static_cast<int32_t>(on.size());
         on.push_back(2 * slot + e);
       }
     }
-    links_changed(f.link, now);
+    links_changed(f.link);
   }
 
   void end_flow(int32_t slot, double now) {
     Flow& f = flows_[slot];
-    if (f.cpu_spb > 0) {
+    if (f.local) {
+      set_demand(f, 0, now);
+      --hosts_[f.host[0]].local_flows;
+      mark(f.host[0]);
+    } else if (f.cpu_spb > 0) {
       set_demand(f, 0, now);
       for (int e = 0; e < 2; ++e) {
         std::vector<int32_t>& on = hosts_[f.host[e]].flows;
@@ -248,7 +287,7 @@ class Player {
     ++f.version;
     free_.push_back(slot);
     const TaskId id = f.task;
-    links_changed(f.link, now);
+    links_changed(f.link);
     arrive(id, now);
   }
 
@@ -287,12 +326,16 @@ class Player {
   }
 
   void mark(int32_t host) {
-    if (std::find(dirty_.begin(), dirty_.end(), host) == dirty_.end()) dirty_.push_back(host);
+    if (!host_dirty_[host]) host_dirty_[host] = 1, dirty_.push_back(host);
   }
 
   // The flow's current rate, from its links and (charged) its hosts' share.
   void retime(int32_t slot, double now) {
     Flow& f = flows_[slot];
+    if (f.local) {
+      retime_local(f, slot, now);
+      return;
+    }
     double spb = base_spb(f);
     if (f.cpu_spb > 0) spb /= std::min(rate(hosts_[f.host[0]]), rate(hosts_[f.host[1]]));
     if (spb == f.spb) return;
@@ -302,24 +345,46 @@ class Player {
     push(now + f.remaining * spb, f.task, Ev::flow_end, slot, ++f.version);
   }
 
-  // The flows on two links changed in number: their CPU demands first (which
-  // may change hosts' rates), then every rate that moved.
-  void links_changed(const int32_t (&links)[2], double now) {
-    for (int32_t l : links)
-      for (int32_t slot : links_[l].flows)
-        if (Flow& f = flows_[slot]; f.cpu_spb > 0) set_demand(f, f.cpu_spb / base_spb(f), now);
-    for (int32_t l : links)
-      for (int32_t slot : links_[l].flows) retime(slot, now);
-    settle_hosts(now);
+  // A charged flow inside a host whose links changed: the bytes it has left
+  // now take the new links' time on the host's flow clock.
+  void retime_local(Flow& f, int32_t slot, double now) {
+    const double spb = base_spb(f);
+    if (spb == f.spb) return;
+    Host& h = hosts_[f.host[0]];
+    advance(h, now);
+    const double bytes = f.spb > 0 ? std::max(0.0, f.vend - h.fclock) / f.spb : f.remaining;
+    f.spb = spb;
+    f.vend = h.fclock + bytes * spb;
+    h.local.push_back({f.vend, slot, ++f.version});
+    std::push_heap(h.local.begin(), h.local.end(), std::greater<>());
+    mark(f.host[0]);
   }
 
-  // Hosts whose rate may have changed: their compute and charged flows get it.
-  void settle_hosts(double now) {
+  // The flows on two links changed in number; settle() gives them their rates.
+  void links_changed(const int32_t (&links)[2]) {
+    for (int32_t l : links)
+      if (!link_dirty_[l]) link_dirty_[l] = 1, dirty_links_.push_back(l);
+  }
+
+  // The end of an instant: the flows on the links that changed get their CPU
+  // demands first (which may change hosts' rates), then every rate that
+  // moved; then the hosts whose rate may have changed give it to their
+  // compute and charged flows.
+  void settle(double now) {
+    for (int32_t l : dirty_links_)
+      for (int32_t slot : links_[l].flows)
+        if (Flow& f = flows_[slot]; f.cpu_spb > 0) set_demand(f, f.cpu_spb / base_spb(f), now);
+    for (int32_t l : dirty_links_) {
+      for (int32_t slot : links_[l].flows) retime(slot, now);
+      link_dirty_[l] = 0;
+    }
+    dirty_links_.clear();
     for (size_t i = 0; i < dirty_.size(); ++i) {
       const int32_t h = dirty_[i];
-      if (hosts_[h].flows.empty()) hosts_[h].flow_threads = 0;  // sums exact again
+      if (hosts_[h].flows.empty() && hosts_[h].local_flows == 0) hosts_[h].flow_threads = 0;  // sums exact again
       reschedule(h, now);
       for (int32_t end : hosts_[h].flows) retime(end / 2, now);
+      host_dirty_[h] = 0;
     }
     dirty_.clear();
   }
@@ -331,20 +396,55 @@ class Player {
   }
 
   void advance(Host& h, double now) {
+    const double r = rate(h);
+    h.fclock += (now - h.last) * r;
     if (h.running.empty()) {
       h.clock = 0, h.threads = 0;  // rebased while idle: keeps the clock small, and sums exact
     } else {
-      h.clock += (now - h.last) * rate(h);
+      h.clock += (now - h.last) * r;
     }
     h.last = now;
   }
 
+  // Pops the local flows' ends that a later retime or the flow's end made stale.
+  void drop_stale(Host& h) {
+    while (!h.local.empty() && flows_[h.local.front().slot].version != h.local.front().version) {
+      std::pop_heap(h.local.begin(), h.local.end(), std::greater<>());
+      h.local.pop_back();
+    }
+  }
+
+  // Both clocks run at the host's rate, so what is left on each compares.
+  bool compute_is_next(Host& h) {
+    drop_stale(h);
+    if (h.running.empty()) return false;
+    return h.local.empty() || h.running.front().vend - h.clock <= h.local.front().vend - h.fclock;
+  }
+
+  // One event for the host: its next compute task's end or local flow's.
   void reschedule(int32_t host, double now) {
     Host& h = hosts_[host];
     ++h.version;
-    if (h.running.empty()) return;
-    const Running& next = h.running.front();
-    push(now + std::max(0.0, next.vend - h.clock) / rate(h), next.task, Ev::host_end, host, h.version);
+    const bool compute = compute_is_next(h);
+    if (!compute && h.local.empty()) return;
+    const double left = compute ? h.running.front().vend - h.clock : h.local.front().vend - h.fclock;
+    const TaskId task = compute ? h.running.front().task : flows_[h.local.front().slot].task;
+    push(now + std::max(0.0, left) / rate(h), task, Ev::host_end, host, h.version);
+  }
+
+  void host_due(int32_t host, double now) {
+    Host& h = hosts_[host];
+    advance(h, now);
+    if (compute_is_next(h)) {
+      end_compute(host, now);
+      return;
+    }
+    BRAID_CHECK(!h.local.empty(), "sim: host {} due at {} with nothing running", host, now);
+    const int32_t slot = h.local.front().slot;
+    std::pop_heap(h.local.begin(), h.local.end(), std::greater<>());
+    h.local.pop_back();
+    mark(host);
+    end_flow(slot, now);
   }
 
   void start_compute(TaskId id, double now) {
@@ -356,7 +456,6 @@ class Player {
     std::push_heap(h.running.begin(), h.running.end(), std::greater<>());
     h.threads += k.threads;
     mark(host);
-    settle_hosts(now);
   }
 
   void end_compute(int32_t host, double now) {
@@ -367,7 +466,6 @@ class Player {
     h.running.pop_back();
     h.threads -= task(id).threads;
     mark(host);
-    settle_hosts(now);
     finish(id, now);
   }
 
@@ -385,7 +483,10 @@ class Player {
   std::vector<Flow> flows_;
   std::vector<int32_t> free_;
   std::vector<Host> hosts_;
-  std::vector<int32_t> dirty_;  // hosts whose rate may have changed (settle_hosts)
+  std::vector<int32_t> dirty_;  // hosts whose rate may have changed this instant (settle)
+  std::vector<uint8_t> host_dirty_;    // per host: in dirty_
+  std::vector<int32_t> dirty_links_;   // links whose flows changed in number this instant
+  std::vector<uint8_t> link_dirty_;    // per link: in dirty_links_
   std::priority_queue<Event, std::vector<Event>, Later> events_;
   int64_t finished_ = 0;
 };

@@ -1,5 +1,7 @@
 #include "braid/train/config_data.h"
 
+#include <algorithm>
+
 namespace braid::train {
 
 data::OpenOptions dataset_options(const Config& c, bool train) {
@@ -27,10 +29,20 @@ std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr
   std::shared_ptr<const data::Sampler> sampler = make_train_sampler(c, dataset->size(), p);
   data::Transforms transforms;
   const data::ExampleSpec spec = dataset->spec();
-  if (c.get_bool("data.augment") && spec.input_dtype == DType::f32 && spec.input_shape.size() == 3) {
+  // Crops and flips are for images: other inputs never read data.augment (so setting it is refused).
+  if (spec.input_dtype == DType::f32 && spec.input_shape.size() == 3 && c.get_bool("data.augment")) {
     transforms = {std::make_shared<data::RandomCrop>(2), std::make_shared<data::HorizontalFlip>(0.5f)};
   }
-  data::LoaderOptions o{.batch_size = c.get_int("train.batch_size"),
+  // Refused here, by name: a batch larger than the examples this rank reads
+  // made 0 batches an epoch (a run of 0 steps, loss nan, exit 0), and a
+  // huge one overflowed the batch count or ran out of memory unnamed.
+  const int64_t batch = c.get_int("train.batch_size"), examples = sampler->size();
+  if (batch > examples) {
+    fail<ConfigError>("train.batch_size = {} is larger than the {} training examples this rank reads per epoch{}; "
+                      "use at most {}", batch, examples,
+                      p.world > 1 ? fmt::format(" (its share over {} data-parallel ranks)", p.world) : "", examples);
+  }
+  data::LoaderOptions o{.batch_size = batch,
                         .workers = static_cast<int>(c.get_int("data.workers")),
                         // A different key from the sampler's, so shuffling and augmentation are independent.
                         .seed = seed ^ 0x9e3779b97f4a7c15ull};
@@ -39,7 +51,9 @@ std::unique_ptr<data::Loader> make_train_loader(const Config& c, std::shared_ptr
 
 std::unique_ptr<data::Loader> make_eval_loader(const Config& c, std::shared_ptr<const data::Dataset> dataset) {
   auto sampler = std::make_shared<data::SequentialSampler>(dataset->size());
-  data::LoaderOptions o{.batch_size = c.get_int("train.batch_size"),
+  // Evaluation sums over examples, so a batch past the set's size changes
+  // nothing but the memory it would reserve.
+  data::LoaderOptions o{.batch_size = std::max<int64_t>(1, std::min(c.get_int("train.batch_size"), dataset->size())),
                         .workers = static_cast<int>(c.get_int("data.workers"))};
   return std::make_unique<data::Loader>(std::move(dataset), std::move(sampler), o);
 }

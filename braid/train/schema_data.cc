@@ -18,7 +18,8 @@ void add_data_keys(Schema& s) {
          .help = "sparse_linear: fold feature ids into this many embedding rows by hashing (0: one row per id)",
          .min = 0.0});
   s.add({.name = "data.workers", .type = T::Int, .default_value = int64_t{1},
-         .help = "background loader threads; 0 = load on the training thread", .min = 0});
+         .help = "background loader threads; 0 = load on the training thread; at most 8 per core of the machine "
+                 "(checked when training starts)", .min = 0, .max = 4096});
   s.add({.name = "data.augment", .type = T::Bool, .default_value = false,
          .help = "random crop (padding 2) and horizontal flip of training images"});
   s.add({.name = "data.normalize", .type = T::Bool, .default_value = true,

@@ -6,7 +6,7 @@ namespace braid::train {
 void add_train_keys(Schema& s) {
   using T = ValueType;
   s.add({.name = "train.epochs", .type = T::Int, .default_value = int64_t{5}, .help = "passes over the training set",
-         .min = 1});
+         .min = 1, .max = 1e9});  // times the batches of an epoch, it must fit a step count
   s.add({.name = "train.batch_size", .type = T::Int, .default_value = int64_t{64},
          .help = "examples per optimizer step (per rank when distributed)", .min = 1});
   s.add({.name = "train.batch_schedule", .type = T::String, .default_value = std::string("none"),
@@ -34,7 +34,8 @@ void add_train_keys(Schema& s) {
          .help = "seed of every random stream (init, shuffling, augmentation, dropout)", .min = 0,
          .env = "BRAID_SEED"});
   s.add({.name = "train.threads", .type = T::Int, .default_value = int64_t{0},
-         .help = "intra-op threads; 0 = all cores the process may use", .min = 0, .env = "BRAID_THREADS"});
+         .help = "intra-op threads; 0 = all cores the process may use; at most 8 per core of the machine (checked "
+                 "when training starts)", .min = 0, .max = 4096, .env = "BRAID_THREADS"});
   s.add({.name = "train.deterministic", .type = T::Bool, .default_value = false,
          .help = "kernels that repeat bit for bit: the CPU GEMM and convolution run one fixed implementation instead "
                  "of the fastest measured one (whose choice can differ from run to run)",
@@ -52,8 +53,13 @@ void add_train_keys(Schema& s) {
                  "replicas apart evaluate rank 0's replica there; 0 = only at epoch ends", .min = 0});
   s.add({.name = "train.checkpoint_every", .type = T::Int, .default_value = int64_t{0},
          .help = "steps between checkpoints; 0 = at the end of each epoch", .min = 0});
-  s.add({.name = "train.resume", .type = T::Bool, .default_value = false,
-         .help = "continue from the latest checkpoint in out_dir"});
+  s.add({.name = "train.resume", .type = T::String, .default_value = std::string("auto"),
+         .help = "auto = continue from the newest usable checkpoint in out_dir (a group restarted by braid launch "
+                 "--max-restarts too), else start from scratch, saying why when some are unusable; always = the "
+                 "same, but fail naming every checkpoint and why it is unusable when none is; never = start from "
+                 "scratch, refused while out_dir holds checkpoints it would overwrite (true and false, the values "
+                 "before, are refused: true is auto or always, false is never)",
+         .choices = {"auto", "never", "always"}});
   s.add({.name = "train.max_steps", .type = T::Int, .default_value = int64_t{0},
          .help = "stop after this many optimizer steps; 0 = no limit", .min = 0});
   s.add({.name = "train.budget", .type = T::String, .default_value = std::string("replica"),

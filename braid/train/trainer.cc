@@ -190,7 +190,7 @@ TrainSummary Trainer::fit() {
   Timeline timeline(o_.trace ? o_.out_dir : "", plan_->world_rank());
   StragglerWatch stragglers(o_.straggler);
   run_id_ = plan_->agree_on_run_id(run_id_);
-  auto [start_epoch, start_batch] = o_.resume ? resume() : std::pair<int64_t, int64_t>{0, 0};
+  auto [start_epoch, start_batch] = resume();
   setup_plan();
   set_epoch_batch(start_epoch);
   int64_t per_epoch = train_->batches_per_epoch();
@@ -200,6 +200,18 @@ TrainSummary Trainer::fit() {
     return o_.max_steps > 0 ? std::min(planned, o_.max_steps) : planned;
   };
   int64_t total_steps = plan_total(start_epoch, start_batch);
+  // A run that trains nothing and exits 0 looks like success (a batch larger
+  // than the data set made 0 batches an epoch, and the loss printed nan).
+  if (!o_.job_budget && total_steps <= step_) {
+    if (step_ == 0) {
+      fail<ConfigError>("this run has no step to train: {} batches per epoch of {} examples, train.epochs = {}, "
+                        "train.max_steps = {}", per_epoch, train_->examples_per_epoch(), o_.epochs, o_.max_steps);
+    }
+    for (auto& cb : callbacks_) {
+      cb->on_message(fmt::format("resumed at step {}, where the schedule ends ({} steps): nothing left to train",
+                                 step_, total_steps));
+    }
+  }
   if (plan_->mesh().size() > 1 || plan_->data_world() > 1) {
     for (auto& cb : callbacks_) cb->on_message("plan: " + plan_->describe());
   }

@@ -30,6 +30,20 @@
 
 namespace braid::train {
 
+// Whether a run continues from the checkpoints in its out_dir
+// (`train.resume`). A restarted group (`braid launch --max-restarts`) is a
+// fresh process with the same config, so only a default that resumes keeps
+// its progress; and a run that neither resumes nor refuses would overwrite
+// another attempt's ckpt-100, ckpt-200 silently.
+enum class Resume {
+  automatic,  // "auto": the newest usable checkpoint if any, else from scratch (saying why, when some are unusable)
+  never,      // from scratch; refused while out_dir holds checkpoints
+  always,     // the newest usable checkpoint, else fail naming every file and why it is unusable
+};
+// "auto" | "never" | "always"; ConfigError naming train.resume otherwise
+// (the bools it once took included: true could mean either of the others).
+Resume parse_resume(const std::string& text);
+
 struct TrainerOptions {
   int64_t epochs = 1;
   int64_t max_steps = 0;         // 0: no limit
@@ -54,7 +68,7 @@ struct TrainerOptions {
   int keep_checkpoints = 3;      // older ones are deleted
   bool checkpoints = true;       // false: never write any
   std::string out_dir{};         // checkpoints go here
-  bool resume = false;           // start from the latest good checkpoint in out_dir
+  Resume resume = Resume::automatic;
   nlohmann::json config{};       // stored in every checkpoint sidecar
   // Randomness drawn during training (dropout masks); its state is saved in
   // checkpoints. Null: the trainer makes one from `seed`.
@@ -98,7 +112,7 @@ class Trainer {
   }
   parallel::Plan& plan() { return *plan_; }
 
-  // Runs the whole schedule (resuming first when options.resume). Throws
+  // Runs the whole schedule (resuming first, as options.resume says). Throws
   // NumericError naming the step when the loss or gradient is not finite;
   // checkpoints written before stay valid.
   TrainSummary fit();
@@ -144,7 +158,8 @@ class Trainer {
   int64_t step() const { return step_; }
 
  private:
-  // Restores the latest good checkpoint; returns (epoch, batch) to continue from.
+  // Restores the latest good checkpoint as options.resume says; returns
+  // (epoch, batch) to continue from, (0, 0) for a fresh start.
   std::pair<int64_t, int64_t> resume();
   // The plan's setup, once, before the first step or evaluation.
   void setup_plan();

@@ -1,9 +1,16 @@
 // Trainer: saving a checkpoint and resuming from one (trainer.h).
+#include <algorithm>
+#include <filesystem>
+
+#include "braid/base/abridge.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/checkpoint_reshard.h"
+#include "braid/train/checkpoint_shards.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
+
+namespace fs = std::filesystem;
 
 std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   Checkpoint c;
@@ -47,22 +54,96 @@ std::string Trainer::checkpoint_dir() const {
   return shard.empty() ? o_.out_dir : o_.out_dir + "/shard-" + shard;
 }
 
+Resume parse_resume(const std::string& text) {
+  if (text == "auto") return Resume::automatic;
+  if (text == "never") return Resume::never;
+  if (text == "always") return Resume::always;
+  fail<ConfigError>("train.resume = \"{}\" is not one of auto, never, always (the bools it once took are refused: "
+                    "true is now auto, or always to fail without a usable checkpoint; false is never)",
+                    abridge(text));
+}
+
+namespace {
+
+// Every checkpoint file in `out_dir` and its shard folders, relative to it:
+// complete-looking ones by their sidecar, tensor files left without one (a
+// write cut short) too, since either would be overwritten.
+std::vector<std::string> checkpoint_files(const std::string& out_dir) {
+  std::vector<std::string> found;
+  std::vector<std::string> folders = {""};
+  for (const std::string& s : shard_folders(out_dir)) folders.push_back(s + "/");
+  for (const std::string& f : folders) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out_dir + "/" + f, ec)) {
+      const std::string n = e.path().filename().string();
+      if (!n.starts_with("ckpt-")) continue;
+      if (n.ends_with(".json") || (n.ends_with(".safetensors") && !fs::exists(fs::path(e.path()).replace_extension(".json")))) {
+        found.push_back(f + n);
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// "a, b, c" of at most `max` names, "and N more" after.
+std::string some_of(const std::vector<std::string>& names, size_t max = 4) {
+  std::vector<std::string> shown(names.begin(), names.begin() + static_cast<ptrdiff_t>(std::min(max, names.size())));
+  std::string text = fmt::format("{}", fmt::join(shown, ", "));
+  if (names.size() > max) text += fmt::format(" and {} more", names.size() - max);
+  return text;
+}
+
+}  // namespace
+
 std::pair<int64_t, int64_t> Trainer::resume() {
+  if (o_.resume == Resume::never) {
+    // A run that writes checkpoints would replace these step by step.
+    if (const auto files = o_.checkpoints ? checkpoint_files(o_.out_dir) : std::vector<std::string>{};
+        !files.empty()) {
+      fail<ConfigError>("train.resume = never, but train.out_dir {} holds checkpoints of an earlier run ({}), which "
+                        "this run would overwrite: continue from them with train.resume = auto, or choose another "
+                        "train.out_dir", o_.out_dir, some_of(files));
+    }
+    return {0, 0};
+  }
   std::vector<std::string> skipped, notes;
   // Whatever plan wrote the checkpoint, this rank takes its own part of it.
   RankPart part{.shard = plan_->shard_name(), .state = model_->state_dict(), .param_order = {},
                 .specs = plan_->shards()};
   for (const auto& [name, t] : model_->named_parameters()) part.param_order.push_back(name);
-  std::optional<Checkpoint> c = load_for_part(o_.out_dir, part, &notes, &skipped);
+  const char* mode = o_.resume == Resume::always ? "always" : "auto";
+  std::optional<Checkpoint> c;
+  try {
+    c = load_for_part(o_.out_dir, part, &notes, &skipped);
+  } catch (const IoError& e) {
+    // A checkpoint that reads but does not fit this run (another model): the
+    // folder is an earlier run's, and this one must not write over it.
+    fail<IoError>("train.resume = {}: train.out_dir {} holds a checkpoint this run cannot continue from: {} (choose "
+                  "another train.out_dir for a new run)", mode, o_.out_dir, e.what());
+  }
   for (const std::string& n : notes) {
     for (auto& cb : callbacks_) cb->on_message(n);
   }
+  if (!c) {
+    std::vector<std::string> why = skipped;  // "<file>: <reason>"
+    for (const std::string& f : checkpoint_files(o_.out_dir)) {
+      if (f.ends_with(".safetensors")) why.push_back(fmt::format("{}/{}: no sidecar (a write cut short)", o_.out_dir, f));
+    }
+    if (o_.resume == Resume::always) {
+      if (why.empty()) fail<IoError>("train.resume = always, but train.out_dir {} holds no checkpoint", o_.out_dir);
+      fail<IoError>("train.resume = always, but no checkpoint in {} is usable: {}", o_.out_dir, fmt::join(why, "; "));
+    }
+    if (!why.empty()) {
+      const std::string line = fmt::format(
+          "resume: no usable checkpoint in {} ({}); starting from scratch (train.resume = auto), and this run's "
+          "checkpoints will replace those of the same steps", checkpoint_dir(), fmt::join(why, "; "));
+      for (auto& cb : callbacks_) cb->on_message(line);
+    }
+    return {0, 0};
+  }
   for (const std::string& s : skipped) {
     for (auto& cb : callbacks_) cb->on_message("skipping unusable checkpoint: " + s);
-  }
-  if (!c) {
-    for (auto& cb : callbacks_) cb->on_message("resume: no checkpoint in " + checkpoint_dir() + ", starting from scratch");
-    return {0, 0};
   }
   try {
     plan_->load_model_state(*model_, c->model);

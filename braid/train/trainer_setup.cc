@@ -1,5 +1,8 @@
 #include "braid/train/trainer_setup.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "braid/base/float_env.h"
 #include "braid/base/thread_pool.h"
 #include "braid/data/csv.h"
@@ -318,7 +321,8 @@ parallel::ParameterServerOptions ps_options(const Config& c, int servers, Durati
                      .checkpoint_dir = dir,
                      .checkpoint_every = c.get_int("ps.checkpoint_every"),
                      // a group restarted by `braid launch --max-restarts` continues too
-                     .resume = c.get_bool("train.resume") || comm::read_env().restart > 0,
+                     .resume = parse_resume(c.get_string("train.resume")) != Resume::never ||
+                               comm::read_env().restart > 0,
                      .seed = static_cast<uint64_t>(c.get_int("train.seed")),
                      .timeout_s = std::chrono::duration<double>(timeout).count()},
           .servers = servers,
@@ -339,6 +343,32 @@ ModelAndBatch model_and_batch(const Config& c) {
   return m;
 }
 
+namespace {
+
+// Threads past this many per core only time-share the cores, and the OS runs
+// out long before the key's range does: train.threads = 100000 died inside
+// OpenMP (SIGSEGV, no message) creating its stacks.
+constexpr int64_t kThreadsPerCore = 8;
+
+// The keys that start threads, bounded by this machine's cores.
+void check_thread_counts(const Config& c) {
+  const int64_t cores = std::max<int64_t>({1, available_cores(), std::thread::hardware_concurrency()});
+  for (const char* key : {"train.threads", "data.workers"}) {
+    if (const int64_t n = c.get_int(key); n > kThreadsPerCore * cores) {
+      fail<ConfigError>("{} = {} is more threads than this machine can run usefully: at most {} ({} per core, {} "
+                        "cores)", key, n, kThreadsPerCore * cores, kThreadsPerCore, cores);
+    }
+  }
+}
+
+// Evaluation batches: at least 256 (evaluation keeps no activations), at most
+// the set (a larger one changes no figure, only what memory it reserves).
+int64_t eval_batch(int64_t batch, int64_t examples) {
+  return std::min(std::max<int64_t>(batch, 256), std::max<int64_t>(examples, 1));
+}
+
+}  // namespace
+
 TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   const comm::Env env = comm::read_env();
   // An ensemble member's weights, data order and checkpoints are its own
@@ -352,6 +382,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                             : run_config;
   // train.threads = 0: the cores this process may use, shared with the other
   // ranks on this host (LOCAL_WORLD_SIZE), so ranks never oversubscribe them.
+  check_thread_counts(c);
   const int64_t threads = c.get_int("train.threads");
   // Parameter servers mostly wait; the workers get the cores.
   const int local_ranks =
@@ -448,13 +479,13 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
     run.test_loader = std::make_shared<data::Loader>(
         ds.test,
         std::make_shared<data::SequentialSampler>(ds.test->size(), test_shares ? rank : 0, test_shares ? world : 1),
-        data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
+        data::LoaderOptions{.batch_size = eval_batch(batch, ds.test->size()), .workers = workers});
     run.test_examples = ds.test->size();
   }
   if (validation) {
     run.validation_loader = std::make_shared<data::Loader>(
         validation, std::make_shared<data::SequentialSampler>(validation->size()),
-        data::LoaderOptions{.batch_size = std::max<int64_t>(batch, 256), .workers = workers});
+        data::LoaderOptions{.batch_size = eval_batch(batch, validation->size()), .workers = workers});
   }
 
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, plan->optimizer_parameters(*run.model));
@@ -470,7 +501,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
                     .eval_steps = c.get_int("train.eval_steps"), .test_shares = test_shares,
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
-                    .out_dir = c.get_string("train.out_dir"), .resume = c.get_bool("train.resume"),
+                    .out_dir = c.get_string("train.out_dir"), .resume = parse_resume(c.get_string("train.resume")),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
                     // An ensemble member's gradients are its own, whatever data it reads.
                     .batch_schedule = make_batch_schedule(c, ensemble ? 1 : world),

@@ -130,6 +130,12 @@ def safetensors():
     write("safetensors", "no_crc", safetensors_file({"x": ("F64", [1], struct.pack("<d", 1.5))}, crc=False))
     write("safetensors", "empty", safetensors_file({}))
     write("safetensors", "zero_dim", safetensors_file({"z": ("U8", [0, 7], b""), "s": ("I32", [1, 1, 1], bytes(4))}))
+    # Found under UBSan: JSON floats where the reader wants counts (a float
+    # out of range cast to an integer is undefined; 0.5 was read as 0).
+    for name, header, data in (("float_shape", '{"w": {"dtype": "F32", "shape": [1e30], "data_offsets": [0, 4]}}', 4),
+                               ("fraction_shape", '{"w": {"dtype": "F32", "shape": [0.5], "data_offsets": [0, 0]}}', 0),
+                               ("float_offsets", '{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4e30]}}', 4)):
+        write("safetensors", name, struct.pack("<Q", len(header)) + header.encode() + bytes(data))
     shard = {"dense": ("F32", [4], bytes(16)), "dense.state": ("F32", [4], bytes(16)),
              "table.3.keys": ("I64", [1], struct.pack("<q", 9)), "table.3.rows": ("F32", [1, 2], bytes(8)),
              "table.3.state": ("F32", [2], bytes(8)), "table.3.steps": ("I64", [1], bytes(8))}

@@ -125,6 +125,34 @@ TEST(Safetensors, ShapeWhoseSizeOverflowsIsRefused) {
   EXPECT_NE(msg.find("corrupt safetensors header: tensor t has offsets [0, 0] for shape"), std::string::npos) << msg;
 }
 
+// JSON floats in a shape or data_offsets were converted to integers with a
+// cast: 1e30 is undefined behaviour (found by the fuzzer under UBSan), and 0.5
+// was read silently as 0. Only non-negative integers that fit are taken.
+TEST(Safetensors, NonIntegerShapesAndOffsetsAreRefusedByName) {
+  struct Case {
+    std::string header;
+    size_t data;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {R"({"w": {"dtype": "F32", "shape": [1e30], "data_offsets": [0, 4]}})", 4, "tensor w: shape[0] = 1e+30"},
+      {R"({"w": {"dtype": "F32", "shape": [0.5], "data_offsets": [0, 0]}})", 0, "tensor w: shape[0] = 0.5"},
+      {R"({"w": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}})", 4, "tensor w: shape[0] = 1.0"},
+      {R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4, "tensor w: shape[0] = -1"},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4e30]}})", 4, "tensor w: data_offsets[1] = 4e+30"},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}})", 4, "tensor w: data_offsets[0] = -4"},
+      {R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 18446744073709551615]}})", 4,
+       "tensor w: data_offsets[1] = 18446744073709551615"},
+      {R"({"w": {"dtype": "F32", "shape": 4, "data_offsets": [0, 4]}})", 4, "tensor w: shape is not a list"},
+  };
+  for (const Case& c : cases) {
+    const auto bytes = with_header(c.header, c.data);
+    const std::string msg = test::message_of<IoError>([&] { safetensors::parse(bytes, "ck"); });
+    EXPECT_NE(msg.find("ck: corrupt safetensors header: " + c.want), std::string::npos) << c.header << "\n" << msg;
+    EXPECT_NE(msg.find("non-negative integer"), std::string::npos) << msg;
+  }
+}
+
 TEST(Safetensors, TooManyDimensionsAreRefused) {
   std::string shape = "1";
   for (int i = 0; i < 64; ++i) shape += ",1";  // 65 dimensions

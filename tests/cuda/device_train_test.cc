@@ -325,7 +325,7 @@ TEST(DeviceTrain, ConfiguredRunTrainsOnTheDevice) {
   }
   train::Config again = device_config(dir, "cuda", "adam");
   again.set_text("train.out_dir", dir.file("run-cuda"), "test");
-  again.set("train.resume=true");
+  again.set("train.resume=always");
   again.set("train.max_steps=5");
   train::TrainingRun resumed = train::make_training_run(again);
   const train::TrainSummary rs = resumed.trainer->fit();

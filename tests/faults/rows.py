@@ -34,7 +34,7 @@ def train(ctx, out, steps, every=0, timeout=TIMEOUT, **more):
     """`braid train` of the Fashion-MNIST MLP, data parallel, a progress line
     per step (the step a fault hit is read from them), one thread per rank."""
     sets = {"parallel.strategy": "allreduce", "train.max_steps": steps, "train.checkpoint_every": every,
-            "train.resume": "true", "train.out_dir": out, "train.progress": "lines", "train.log_every": 1,
+            "train.resume": "auto", "train.out_dir": out, "train.progress": "lines", "train.log_every": 1,
             "train.threads": 1, "train.eval_every": 0, "parallel.timeout_s": timeout}
     sets.update({k.replace("__", "."): v for k, v in more.items()})
     argv = [ctx.braid, "train", ctx.config]

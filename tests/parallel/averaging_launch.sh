@@ -52,7 +52,7 @@ bytes='[0-9]+ bytes sent per (rank|worker) per step'
 run local_sgd local_sgd "local SGD: [0-9]+ averagings every 4 steps after 5 synchronous steps in 30 steps; $bytes" \
   -n 3 -- train.max_steps=30 local_sgd.warmup=5
 fewer_bytes local_sgd
-run local_sgd_resumed local_sgd "local SGD: .* in 10 steps" -n 3 -- train.max_steps=40 train.resume=true \
+run local_sgd_resumed local_sgd "local SGD: .* in 10 steps" -n 3 -- train.max_steps=40 train.resume=auto \
   train.out_dir="$out/local_sgd-run"
 grep -q "resumed from .*(step 30," "$out/local_sgd_resumed.log" || fail "not resumed from step 30" "$out/local_sgd_resumed.log"
 run bmuf bmuf "BMUF \(block momentum 0.5, block lr 1, Nesterov\): [0-9]+ averagings every 4 steps in 30 steps; $bytes" \
@@ -134,7 +134,7 @@ echo "ok: kill -9 of rank 1 (local SGD): the job ended after ${took}s; $(grep -E
 # The same with --max-restarts 1: the group resumes from its checkpoint and finishes.
 log="$out/restarted.log"
 "$braid" launch -n 3 --max-restarts 1 -- "$braid" train "$config" "${small[@]}" --set train.max_steps=60 \
-  --set train.checkpoint_every=20 --set parallel.strategy=local_sgd --set train.resume=true \
+  --set train.checkpoint_every=20 --set parallel.strategy=local_sgd --set train.resume=auto \
   --set train.straggler_rank=0 --set train.straggler_ms=20 \
   --set train.out_dir="$out/restarted-run" >"$log" 2>&1 &
 launcher=$!

@@ -77,7 +77,7 @@ else
 fi
 # The codec memories through a checkpoint: a resumed run loads every rank's.
 run ckpt parallel.codec=topk codec.topk_ratio=0.05 train.max_steps=40 train.checkpoint_every=20
-run ckpt parallel.codec=topk codec.topk_ratio=0.05 train.max_steps=60 train.resume=true
+run ckpt parallel.codec=topk codec.topk_ratio=0.05 train.max_steps=60 train.resume=auto
 grep -q "resumed from .*(step 40," "$out/ckpt.log" || { cat "$out/ckpt.log"; echo "FAIL: not resumed"; exit 1; }
 /usr/bin/python3 - "$out/ckpt" <<'PY' || { echo "FAIL: no codec memory in the checkpoint"; exit 1; }
 import glob, json, struct, sys

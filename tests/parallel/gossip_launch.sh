@@ -46,7 +46,7 @@ if grep -q "gossip: consensus distance .* after step" "$out/ring.log"; then  # b
   fail ring "measured the consensus distance during the run"
 fi
 run resumed 4 "${g}ring of 4 .* 10 steps" "assert a['steps'] == 10, a" \
-  parallel.strategy=gossip gossip.topology=ring train.max_steps=40 train.resume=true
+  parallel.strategy=gossip gossip.topology=ring train.max_steps=40 train.resume=auto
 grep -q "resumed from .*(step 30," "$out/resumed.log" || fail resumed "not resumed from step 30"
 rm -rf "$out/run"
 run exponential 4 "${g}exponential of 4 \(directed, circulant doubly stochastic, weights 1/3, \|lambda_2\| 0\.3333, spectral gap 0\.6667\); rank 0 receives from \[3, 2\]" \
@@ -68,7 +68,7 @@ run hybrid_sync 3 "${h}no deadline; 3\.00 gradients arrived per step, 0 late" \
   "assert a['arrived'] == 90 and a['late'] == 0 and a['dropped'] == 0, a" \
   parallel.strategy=hybrid hybrid.timeout_ms=0 train.max_steps=30
 run hybrid_resumed 3 "timeout-hybrid: 10 steps of 3 replicas, no deadline; 3\.00 gradients arrived per step" \
-  "assert a['arrived'] == 30, a" parallel.strategy=hybrid hybrid.timeout_ms=0 train.max_steps=40 train.resume=true
+  "assert a['arrived'] == 30, a" parallel.strategy=hybrid hybrid.timeout_ms=0 train.max_steps=40 train.resume=auto
 grep -q "resumed from .*(step 30," "$out/hybrid_resumed.log" || fail hybrid_resumed "not resumed from step 30"
 rm -rf "$out/run"
 # Rank 1 sleeps 30 ms a step, the coordinator waits 5 ms: its gradients are late.
@@ -97,7 +97,7 @@ run hybrid_ar_sync 3 "${ha}no deadline; 3\.00 gradients arrived per step, 0 late
   parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=0 train.max_steps=30
 run hybrid_ar_resumed 3 "timeout-hybrid via all-reduce: 10 steps of 3 replicas, no deadline; 3\.00 gradients" \
   "assert a['arrived'] == 30, a" \
-  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=0 train.max_steps=40 train.resume=true
+  parallel.strategy=hybrid hybrid.via=allreduce hybrid.timeout_ms=0 train.max_steps=40 train.resume=auto
 grep -q "resumed from .*(step 30," "$out/hybrid_ar_resumed.log" || fail hybrid_ar_resumed "not resumed from step 30"
 rm -rf "$out/run"
 run hybrid_ar_pipeline 4 "timeout-hybrid via all-reduce: 20 steps of 2 replicas, deadline 50 ms" \

@@ -20,7 +20,7 @@ run() {  # run NAME [launch options]: one epoch of the 2-rank job
   local name=$1; shift
   "$braid" launch -n 2 "$@" -- "$braid" train "$config" \
     --set parallel.strategy=allreduce --set train.epochs=1 --set train.checkpoint_every=100 \
-    --set train.resume=true --set train.out_dir="$out/$name" --set train.progress=lines \
+    --set train.resume=auto --set train.out_dir="$out/$name" --set train.progress=lines \
     --set train.log_every=50 --set train.threads=1 "${extra[@]}" --summary-json "$out/$name.json" >"$out/$name.log" 2>&1
 }
 top1() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['eval']['top1'])" "$1"; }

@@ -33,7 +33,7 @@ run tp2_pp2 parallel.tensor=2 parallel.pipeline=2 parallel.microbatches=2 parall
 run dp2_tp2 parallel.tensor=2 parallel.recompute=false
 # One process continues the tensor x pipeline run from its four shards.
 timeout 300 "$braid" train "$config" "${small[@]}" --set parallel.transport=auto --set train.max_steps=14 \
-  --set train.resume=true --set train.out_dir="$out/tp2_pp2" >"$out/merge.log" 2>&1 ||
+  --set train.resume=always --set train.out_dir="$out/tp2_pp2" >"$out/merge.log" 2>&1 ||
   { cat "$out/merge.log"; echo "FAIL: one process could not resume the sharded run"; exit 1; }
 grep -q "merged the 4 shards of step 12" "$out/merge.log" || { cat "$out/merge.log"; echo "FAIL: no merge"; exit 1; }
 echo "ok: one process merged the 4 shards and went on"

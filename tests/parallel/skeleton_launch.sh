@@ -36,7 +36,7 @@ EOF
   echo "ok: $name: $line; $(grep -o 'final test accuracy: top-1 [0-9.]*' "$log")"
 }
 run first 3 train.max_steps=30
-run resumed 3 train.max_steps=40 train.resume=true
+run resumed 3 train.max_steps=40 train.resume=auto
 grep -q "resumed from .*(step 30," "$out/resumed.log" || { cat "$out/resumed.log"; echo "FAIL: not resumed from step 30"; exit 1; }
 rm -rf "$out/run"
 run pipeline 4 train.max_steps=20 parallel.pipeline=2 parallel.microbatches=2

@@ -20,7 +20,7 @@ run() {  # run NAME PROCESSES MAX_STEPS KEY=VALUE...
   local name=$1 n=$2 steps=$3; shift 3
   local sets=()
   for kv in "$@"; do sets+=(--set "$kv"); done
-  local cmd=("$braid" train "$config" "${small[@]}" --set train.max_steps="$steps" --set train.resume=true "${sets[@]}")
+  local cmd=("$braid" train "$config" "${small[@]}" --set train.max_steps="$steps" --set train.resume=auto "${sets[@]}")
   if [ "$n" -gt 1 ]; then cmd=("$braid" launch -n "$n" -- "${cmd[@]}"); fi
   timeout 300 "${cmd[@]}" >"$out/$name.log" 2>&1 || { cat "$out/$name.log"; echo "FAIL: $name"; exit 1; }
   local log="$out/$name.log"

@@ -83,7 +83,7 @@ bsp_worker_death)
 server_kill_restart)
   every=20
   "$braid" launch --servers 2 --workers 2 --max-restarts 1 -- "${train[@]}" --set ps.consistency=bsp \
-    --set ps.checkpoint_every=$every --set train.max_steps=400 --set train.log_every=10 --set train.resume=true \
+    --set ps.checkpoint_every=$every --set train.max_steps=400 --set train.log_every=10 --set train.resume=auto \
     --set train.checkpoint_every=100 --set parallel.timeout_s=30 --set train.eval_every=0 >"$out/log" 2>&1 &
   launcher=$!
   wait_for "ps server 1: checkpoint at update (6|7|8|9)[0-9]" 90 || fail "server 1 wrote no checkpoint"

@@ -29,10 +29,10 @@ run() {
 
 run 2 $((3 * n)) "$out/straight" || fail "the uninterrupted run exited with $?"
 run 2 $n "$out/run" || fail "the first part (2 servers) exited with $?"
-run 3 $((2 * n)) "$out/run" --set train.resume=true || fail "the second part (3 servers) exited with $?"
+run 3 $((2 * n)) "$out/run" --set train.resume=always || fail "the second part (3 servers) exited with $?"
 grep -q "ps server 2: resharded its shard from 2 checkpoints server-\*-of-2 (update $n, clock $n)" "$out/log" \
   || fail "the 3 servers did not reshard the 2 servers' checkpoints"
-run 1 $((3 * n)) "$out/run" --set train.resume=true || fail "the third part (1 server) exited with $?"
+run 1 $((3 * n)) "$out/run" --set train.resume=always || fail "the third part (1 server) exited with $?"
 grep -q "ps server 0: resharded its shard from 3 checkpoints server-\*-of-3 (update $((2 * n)), clock $((2 * n)))" \
   "$out/log" || fail "the 1 server did not reshard the 3 servers' (newer) checkpoints"
 
@@ -65,7 +65,7 @@ for name in a:
 EOF
 
 # The 4 servers would build from server-*-of-1, written by another updater: refused, naming the file.
-run 4 $((4 * n)) "$out/run" --set train.resume=true --set ps.updater=adam \
+run 4 $((4 * n)) "$out/run" --set train.resume=always --set ps.updater=adam \
   && fail "a resume with another updater succeeded"
 grep -q "ps checkpoint $out/run/ps/server-0-of-1.safetensors was written by updater momentum, this job uses adam" \
   "$out/log" || fail "the refusal does not name the file"

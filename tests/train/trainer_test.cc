@@ -104,7 +104,7 @@ TEST(Trainer, ResumeContinuesExactly) {
   first->fit();
   fs::remove(checkpoint_stem(b.path().string(), 13) + ".json");  // keep only step 7 so resume starts mid-epoch 1
   fs::remove(checkpoint_stem(b.path().string(), 13) + ".safetensors");
-  auto resumed = make_trainer(b.path().string(), {.epochs = 2, .checkpoint_every = 7, .resume = true});
+  auto resumed = make_trainer(b.path().string(), {.epochs = 2, .checkpoint_every = 7, .resume = Resume::always});
   auto rec = std::make_shared<Recorder>();
   resumed->add_callback(rec);
   resumed->fit();
@@ -202,7 +202,7 @@ TEST(Trainer, ResumeWithABatchScheduleContinuesExactly) {
   auto first = make_trainer(b.path().string(),
                             {.epochs = 3, .max_steps = 13, .checkpoint_every = 4, .batch_schedule = doubling_batches()});
   first->fit();
-  auto resumed = make_trainer(b.path().string(), {.epochs = 3, .checkpoint_every = 4, .resume = true,
+  auto resumed = make_trainer(b.path().string(), {.epochs = 3, .checkpoint_every = 4, .resume = Resume::always,
                                                   .batch_schedule = doubling_batches()});
   resumed->fit();
   EXPECT_EQ(resumed->step(), 18);
