@@ -14,6 +14,7 @@
 #include "braid/sim/codec_cost.h"
 #include "braid/sim/engine.h"
 #include "braid/sim/plan_model.h"
+#include "braid/tensor/device.h"
 #include "braid/train/trainer_setup.h"
 
 namespace braid::sim {
@@ -54,6 +55,20 @@ std::vector<int> stage_of_layer(const train::Config& config, const nn::Sequentia
 
 }  // namespace
 
+void require_cpu_device(const train::Config& config) {
+  const std::string& text = config.get_string("train.device");
+  bool cpu = false;
+  try {
+    cpu = parse_device(text).is_cpu();
+  } catch (const ValueError&) {
+  }
+  if (!cpu) {
+    fail<ConfigError>("train.device = {} has no effect on braid sim: its op costs are measured on this machine's CPU, "
+                      "so it would predict the CPU's step; predict with train.device = cpu",
+                      text);
+  }
+}
+
 nlohmann::json Prediction::to_json() const {
   return {{"plan", plan.describe()},   {"step_s", step},
           {"samples_per_s", samples_per_s}, {"compute_s", compute},
@@ -90,6 +105,7 @@ const Predictor::Profiled& Predictor::profile(const train::Config& config, const
 
 Prediction Predictor::predict(const train::Config& config, const PredictOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  require_cpu_device(config);
   const Cluster& cluster = o.cluster;
   Prediction out;
   out.plan = plan_spec(config, cluster.ranks, o.servers, std::min(cluster.ranks_per_host, cluster.ranks),

@@ -62,6 +62,11 @@ struct Prediction {
   nlohmann::json to_json() const;
 };
 
+// ConfigError unless train.device is the CPU: the op table holds times
+// measured on this machine's CPU, so a prediction for a GPU config would be
+// the CPU's step, silently.
+void require_cpu_device(const train::Config& config);
+
 class Predictor {
  public:
   explicit Predictor(OpTable& table) : table_(table) {}

@@ -19,6 +19,7 @@
 #include "braid/ops/loss.h"
 #include "braid/parallel/process_group.h"
 #include "braid/ps/client.h"
+#include "braid/tensor/device.h"
 #include "braid/train/config_data.h"
 #include "braid/train/trainer_setup.h"
 
@@ -56,6 +57,18 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
   if (c.get_string("data.name") != "libsvm")
     fail<ConfigError>("model.name = sparse_linear reads libsvm data (data.name = libsvm), got data.name = {}",
                       c.get_string("data.name"));
+  // The pulled rows, the dense values and their gradients are host vectors
+  // exchanged with the servers; nothing here would ever reach a device.
+  const std::string& device = c.get_string("train.device");
+  bool cpu = false;
+  try {
+    cpu = parse_device(device).is_cpu();
+  } catch (const ValueError&) {
+  }
+  if (!cpu)
+    fail<ConfigError>("train.device = {} has no effect on model.name = sparse_linear: its workers compute on the CPU "
+                      "between pulls and pushes to the parameter servers; use train.device = cpu",
+                      device);
   const int64_t threads = c.get_int("train.threads");
   set_num_threads(threads > 0 ? static_cast<int>(threads) : 1);
   set_flush_denormals(c.get_bool("train.flush_denormals"));

@@ -32,6 +32,29 @@ void add_straggler(sim::Cluster& c, const std::string& spec) {
 
 std::string ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
 
+// A --world larger than this machine's cores and than one host of the
+// cluster below, given without --hosts or --ranks-per-host, is not taken to
+// mean every rank on this machine: nobody runs a thousand ranks on one, and
+// simulating it (and measuring that many processes side by side to calibrate
+// it) took minutes. It is taken to mean hosts of this many ranks with cores of
+// their own, as clusters of 8-GPU nodes are commonly built.
+constexpr int kAssumedRanksPerHost = 8;
+
+// Fills in the shape of a cluster the command line did not describe and
+// returns the line saying so; empty when it described one or the job fits here.
+std::string assume_cluster(sim::Cluster& c, const train::Config& config, bool described, bool cores_given,
+                           int here_cores) {
+  if (described || c.ranks <= std::max(kAssumedRanksPerHost, here_cores)) return {};
+  c.ranks_per_host = kAssumedRanksPerHost;
+  const int64_t threads = config.get_int("train.threads");
+  if (!cores_given) c.cores_per_host = kAssumedRanksPerHost * std::max<int64_t>(1, threads);
+  return fmt::format(
+      "note: --world {} without --hosts or --ranks-per-host: assumed {} hosts of {} ranks, {:g} cores each, "
+      "linked at the default between-host figures; describe your cluster with --hosts or --ranks-per-host, "
+      "--cores and --link",
+      c.ranks, c.hosts(), c.ranks_per_host, c.cores_per_host);
+}
+
 }  // namespace
 
 train::Config sim_config(const SimArgs& args, const std::vector<std::string>& more) {
@@ -113,13 +136,14 @@ void add_sim(CLI::App& app) {
   cmd->add_flag("--validate", o->validate, "run the job here (braid launch) and print predicted vs measured");
   cmd->add_option("--validate-steps", o->args.validate_steps, "steps of each real run")->check(CLI::PositiveNumber);
   cmd->add_option("--reps", o->args.reps, "real runs (--validate); the median is compared")->check(CLI::PositiveNumber);
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
     SimArgs& args = o->args;
     if (!o->measure_link.empty()) {
       sim_measure_link_child(o->measure_transport, o->measure_link);
       return;
     }
     const train::Config config = sim_config(args);
+    sim::require_cpu_device(config);  // before anything is measured
     if (!o->measure_step.empty()) {
       sim_measure_step_child(config, o->measure_step,
                              {.batch = o->measure_batch, .threads = o->measure_threads,
@@ -133,13 +157,16 @@ void add_sim(CLI::App& app) {
     c.ranks = o->world;
     c.ranks_per_host = o->ranks_per_host > 0 ? o->ranks_per_host : (o->world + o->hosts - 1) / o->hosts;
     c.cores_per_host = o->cores;
+    const int here_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const std::string assumed = assume_cluster(c, config, cmd->count("--hosts") + cmd->count("--ranks-per-host") > 0,
+                                               cmd->count("--cores") > 0, here_cores);
     const std::string transport = config.get_string("parallel.transport");
     c.intra = comm::default_link_cost(transport == "auto" ? "shm" : transport);
     c.shared_memory = transport == "auto" || transport == "shm" || transport == "inproc";
     c.inter = comm::default_link_cost("tcp");
     // The cluster is this machine: its workers' compute is measured side by
     // side, and its transport's messages measured.
-    const bool here = c.hosts() == 1 && c.cores_per_host == std::max(1u, std::thread::hardware_concurrency());
+    const bool here = c.hosts() == 1 && c.cores_per_host == here_cores;
     const std::string measured = transport == "auto" ? "shm" : transport;
     if (here && args.predict.calibrate && (measured == "shm" || measured == "tcp")) {
       const MeasuredLink m = link_figures(table, args.config, measured);
@@ -164,6 +191,7 @@ void add_sim(CLI::App& app) {
     table.save();
     std::printf("plan: %s\n", p.plan.describe().c_str());
     std::printf("cluster: %s\n", c.describe().c_str());
+    if (!assumed.empty()) std::printf("%s\n", assumed.c_str());
     std::printf("op table: %s (%zu entries, %zu measured now)\n", table.path().c_str(), table.size(), table.measured());
     std::printf("one replica's step: %s (the op table's sum x %.2f: scaled to a measured eager step%s)\n",
                 ms(p.profile_step).c_str(), p.calibration,
@@ -183,7 +211,7 @@ void add_sim(CLI::App& app) {
       write_file_atomic(o->trace, p.trace.dump());
       std::printf("simulated timeline written to %s\n", o->trace.c_str());
     }
-    nlohmann::json out = {{"prediction", p.to_json()}, {"cluster", c.describe()}};
+    nlohmann::json out = {{"prediction", p.to_json()}, {"cluster", c.describe()}, {"cluster_assumed", !assumed.empty()}};
     if (o->sweep) {
       const auto best = sim_sweep(predictor, args);
       out["sweep_best"] = best;
