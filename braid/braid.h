@@ -32,6 +32,7 @@
 #include "braid/nn/module.h"
 #include "braid/nn/norm.h"
 #include "braid/nn/sequential.h"
+#include "braid/nn/weight_norm.h"
 
 // optim: optimizers and learning-rate schedules
 #include "braid/optim/adagrad.h"
@@ -40,6 +41,7 @@
 #include "braid/optim/lamb.h"
 #include "braid/optim/lars.h"
 #include "braid/optim/lbfgs.h"
+#include "braid/optim/loss_scaler.h"
 #include "braid/optim/rmsprop.h"
 #include "braid/optim/schedule.h"
 #include "braid/optim/sgd.h"
@@ -65,17 +67,35 @@
 #include "braid/ps/client.h"
 #include "braid/ps/server.h"
 
-// linear: linear models on sparse data and their solvers
-#include "braid/linear/datasets.h"
-#include "braid/linear/solvers.h"
-
-// parallel: joining a job, the mesh and the plans that distribute a step
+// parallel: joining a job, the mesh and the plans that distribute a step,
+// the pipeline's stages and the tensor-parallel rewrite
 #include "braid/parallel/bucketed_allreduce.h"
 #include "braid/parallel/mesh.h"
 #include "braid/parallel/parameter_server.h"
+#include "braid/parallel/pipeline/partition.h"
+#include "braid/parallel/pipeline/schedule.h"
+#include "braid/parallel/pipeline/stage.h"
 #include "braid/parallel/plan.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/parallel/process_group.h"
+#include "braid/parallel/tensor_parallel/layers.h"
+#include "braid/parallel/tensor_parallel/rewrite.h"
+
+// graph: a training step captured as a dataflow graph, its passes, its
+// partition across ranks and the executor that runs it
+#include "braid/graph/capture.h"
+#include "braid/graph/executor.h"
+#include "braid/graph/graph.h"
+#include "braid/graph/memory.h"
+#include "braid/graph/partition.h"
+#include "braid/graph/passes.h"
+#include "braid/graph/serialize.h"
+#include "braid/graph/step.h"
+#include "braid/graph/work_depth.h"
+
+// linear: linear models on sparse data and their solvers
+#include "braid/linear/datasets.h"
+#include "braid/linear/solvers.h"
 
 // train: the trainer loop, configs, callbacks, checkpoints
 #include "braid/train/callbacks_console.h"
@@ -83,7 +103,13 @@
 #include "braid/train/config.h"
 #include "braid/train/metrics.h"
 #include "braid/train/models.h"
+#include "braid/train/pbt.h"
+#include "braid/train/pbt_member.h"
 #include "braid/train/sparse_training.h"
 #include "braid/train/tensorboard.h"
 #include "braid/train/trainer.h"
 #include "braid/train/trainer_setup.h"
+
+// sim: predicting a plan's step time from measured op and link costs
+#include "braid/sim/engine.h"
+#include "braid/sim/predict.h"

@@ -34,8 +34,11 @@ install(FILES ${PROJECT_BINARY_DIR}/braid-config.cmake ${PROJECT_BINARY_DIR}/bra
 
 # pkg-config: static libraries, so --libs lists every layer (users before the
 # layers they use, for the linker) and every dependency.
+# BRAID_LAYERS lists them lowest first, so its reverse is the linker's order.
 set(braid_pc_libs)
-foreach(layer train parallel ps cuda comm data nn ops optim autograd tensor base)
+set(braid_pc_layers ${BRAID_LAYERS})
+list(REVERSE braid_pc_layers)
+foreach(layer ${braid_pc_layers})
   if(TARGET braid_${layer})
     string(APPEND braid_pc_libs " -lbraid_${layer}")
   endif()

@@ -182,7 +182,7 @@ class CallObserver {
                        std::span<const Tensor> outputs) = 0;
   // `alias` is a new handle on `of`'s memory holding the same values (the
   // detached copy an autograd node saves for its backward rule).
-  virtual void on_alias(const Tensor& alias, const Tensor& of) {}
+  virtual void on_alias(const Tensor& /*alias*/, const Tensor& /*of*/) {}
 };
 
 // Installs `observer` for this thread until destroyed; nests.
