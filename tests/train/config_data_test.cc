@@ -4,7 +4,11 @@
 #include <fstream>
 #include <set>
 
+#include <thread>
+
 #include "braid/train/config_data.h"
+#include "braid/train/trainer_setup.h"
+#include "tests/testing/error_message.h"
 
 namespace braid::train {
 namespace {
@@ -95,6 +99,49 @@ TEST(ConfigData, TrainLoaderFollowsTheConfig) {
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->target.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));  // rows 90..99
   std::filesystem::remove(path);
+}
+
+// train.batch_size = 2^63-1 made 0 batches an epoch (a run of 0 steps, loss
+// nan, exit 0) and 10^8 ran out of memory without naming the key: a batch
+// larger than a rank's examples is refused by name, counting its share.
+TEST(ConfigData, ABatchLargerThanTheDataIsRefusedByName) {
+  std::string path = write_csv(100);
+  Config c(braid_schema());
+  c.set("data.name=csv");
+  c.set_text("data.path", path, "test");
+  auto ds = data::open_dataset(dataset_options(c, true));  // 90 training rows
+  for (const char* batch : {"train.batch_size=9223372036854775807", "train.batch_size=100000000", "train.batch_size=91"}) {
+    c.set(batch);
+    const std::string msg = test::message_of<ConfigError>([&] { make_train_loader(c, ds); });
+    EXPECT_NE(msg.find("is larger than the 90 training examples this rank reads per epoch; use at most 90"),
+              std::string::npos) << msg;
+    EXPECT_EQ(msg.find("train.batch_size = "), 0u) << msg;
+  }
+  c.set("train.batch_size=46");
+  const std::string msg = test::message_of<ConfigError>([&] { make_train_loader(c, ds, {.rank = 1, .world = 2}); });
+  EXPECT_NE(msg.find("train.batch_size = 46 is larger than the 45 training examples this rank reads per epoch (its "
+                     "share over 2 data-parallel ranks)"), std::string::npos) << msg;
+  c.set("train.batch_size=90");
+  EXPECT_EQ(make_train_loader(c, ds)->batches_per_epoch(), 1);
+  // Evaluation takes at most the whole set at once.
+  c.set("train.batch_size=9223372036854775807");
+  EXPECT_EQ(make_eval_loader(c, data::open_dataset(dataset_options(c, false)))->batches_per_epoch(), 1);
+  std::filesystem::remove(path);
+}
+
+// train.threads = 100000 died inside OpenMP (SIGSEGV, exit 139, no message).
+TEST(ConfigData, ThreadCountsPastTheMachineAreRefusedByName) {
+  for (const char* key : {"train.threads", "data.workers"}) {
+    Config c(braid_schema());
+    const std::string range = test::message_of<ConfigError>([&] { c.set_text(key, "100000", "test"); });
+    EXPECT_NE(range.find(std::string(key) + " = 100000 is outside [0, 4096]"), std::string::npos) << range;
+    c.set_text(key, "4000", "test");
+    const std::string msg = test::message_of<ConfigError>([&] { make_training_run(c); });
+    if (std::thread::hardware_concurrency() * 8 < 4000) {
+      EXPECT_NE(msg.find(std::string(key) + " = 4000 is more threads than this machine can run usefully"),
+                std::string::npos) << msg;
+    }
+  }
 }
 
 }  // namespace
