@@ -13,7 +13,10 @@ Tensor summed(const Tensor& x, const comm::Communicator& data, const char* direc
   const Duration timeout = data.options().timeout;
   try {
     comm::Communicator(data)
-        .allreduce({y.raw_data(), static_cast<size_t>(y.numel()), y.dtype()}, {.op = comm::Op::sum, .timeout = timeout})
+        // The statistics' own device: the communicator sends device buffers
+        // through NCCL (or stages them through the host), never reads them as host memory.
+        .allreduce({y.raw_data(), static_cast<size_t>(y.numel()), y.dtype(), y.device()},
+                   {.op = comm::Op::sum, .timeout = timeout})
         .wait(Deadline::after(timeout * 2));
   } catch (const TimeoutError& e) {
     fail<TimeoutError>("rank {}: synchronised batch norm {} all-reduce of {} values on the data axis: {}", data.rank(),

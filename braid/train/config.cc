@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "braid/base/abridge.h"
 #include "braid/base/error.h"
 
 namespace braid::train {
@@ -18,10 +19,12 @@ namespace braid::train {
 namespace {
 
 [[noreturn]] void unknown_key(const Schema& schema, std::string_view key, std::string_view where) {
-  auto close = schema.close_matches(key);
+  // No key is long: comparing a huge name with each would take minutes (edit distance is quadratic).
+  auto close = key.size() <= 200 ? schema.close_matches(key) : std::vector<std::string>{};
   std::string hint = close.empty() ? std::string("no similar key")
                                    : fmt::format("did you mean {}?", fmt::join(close, ", "));
-  fail<ConfigError>("{}: unknown config key '{}'; {} (`braid inspect config` lists every key)", where, key, hint);
+  fail<ConfigError>("{}: unknown config key '{}'; {} (`braid inspect config` lists every key)", where, abridge(key),
+                    hint);
 }
 
 std::string toml_where(const std::string& name, const toml::node& node) {
@@ -33,7 +36,7 @@ std::string toml_where(const std::string& name, const toml::node& node) {
 
 Value parse_value(const KeyDef& def, std::string_view text, std::string_view where) {
   auto bad = [&]() -> Value {
-    fail<ConfigError>("{}: {} expects a {}, got '{}'", where, def.name, type_name(def.type), text);
+    fail<ConfigError>("{}: {} expects a {}, got '{}'", where, def.name, type_name(def.type), abridge(text));
   };
   switch (def.type) {
     case ValueType::Bool:
@@ -88,14 +91,14 @@ void Config::set_text(std::string_view key, std::string_view text, const std::st
 void Config::set(std::string_view assignment) {
   size_t eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0) {
-    fail<ConfigError>("--set {}: expected key=value, e.g. --set train.epochs=3", assignment);
+    fail<ConfigError>("--set {}: expected key=value, e.g. --set train.epochs=3", abridge(assignment));
   }
   auto trim = [](std::string_view s) {
     size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
     return b == std::string_view::npos ? std::string_view{} : s.substr(b, e - b + 1);
   };
   std::string key(trim(assignment.substr(0, eq)));
-  set_text(key, trim(assignment.substr(eq + 1)), fmt::format("--set {}", assignment));
+  set_text(key, trim(assignment.substr(eq + 1)), fmt::format("--set {}", abridge(assignment)));
   sources_[key] = "--set";
 }
 
@@ -110,6 +113,8 @@ void Config::apply_env(const std::function<const char*(const char*)>& lookup) {
 
 void Config::load_toml_file(const std::string& path) {
   if (!std::filesystem::exists(path)) fail<ConfigError>("config file {} does not exist", path);
+  // A folder opens as a stream that fails on the first read, with libstdc++'s words, not ours.
+  if (std::filesystem::is_directory(path)) fail<ConfigError>("config file {} is a directory, not a TOML file", path);
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) fail<ConfigError>("cannot read config file {}", path);
@@ -152,7 +157,65 @@ void Config::load_toml(std::string_view text, const std::string& name) {
 const Value& Config::value(std::string_view key) const {
   auto it = values_.find(key);
   if (it == values_.end()) unknown_key(schema_, key, "Config::value");
+  read_->insert(it->first);
   return it->second;
+}
+
+bool Config::was_read(std::string_view key) const { return read_->count(key) > 0; }
+
+namespace {
+
+// Set by the user: a file or --set (not a default, not the environment).
+bool user_set(const std::string& source) { return source != "default" && !source.starts_with("env "); }
+
+// The keys whose values decide whether a key of `section` is used, besides
+// model.name and parallel.strategy.
+std::vector<std::string_view> selectors(std::string_view section) {
+  if (section == "optim") return {"optim.name", "optim.schedule"};
+  if (section == "data") return {"data.name"};
+  if (section == "codec") return {"parallel.codec"};
+  if (section == "parallel") return {"parallel.pipeline", "parallel.codec"};
+  if (section == "ps") return {"ps.consistency"};
+  if (section == "easgd") return {"easgd.mode"};
+  if (section == "admm") return {"admm.mode"};
+  if (section == "gossip") return {"gossip.mode"};
+  if (section == "hybrid") return {"hybrid.via"};
+  if (section == "train") return {"train.batch_schedule", "train.device"};
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> Config::unread_keys() const {
+  std::vector<std::string> out;
+  for (const auto& k : schema_.keys()) {
+    if (user_set(sources_.find(k.name)->second) && !read_->count(k.name)) out.push_back(k.name);
+  }
+  return out;
+}
+
+void Config::refuse_unread(std::string_view command) const {
+  const std::vector<std::string> unread = unread_keys();
+  if (unread.empty()) return;
+  // Read straight from values_: naming the context must not count as reading it.
+  auto show = [&](std::string_view key) {
+    auto it = values_.find(key);
+    return it == values_.end() ? std::string() : fmt::format("{} = {}", key, abridge(format_value(it->second)));
+  };
+  const std::string& first = unread.front();
+  const std::string section = first.substr(0, first.find('.'));
+  std::vector<std::string> context{std::string(command), show("model.name"), show("parallel.strategy")};
+  for (std::string_view s : selectors(section)) {
+    if (s != first && std::find(context.begin(), context.end(), show(s)) == context.end()) context.push_back(show(s));
+  }
+  std::string others;
+  if (unread.size() > 1) {
+    others = fmt::format(" (nor {}: {})", unread.size() - 1 == 1 ? "does" : "do",
+                         fmt::join(unread.begin() + 1, unread.end(), ", "));
+  }
+  fail<ConfigError>("{} ({}) has no effect on this run ({}){}; a key a run does not use is refused, not ignored. "
+                    "{}: {}", show(first), sources_.find(first)->second, fmt::join(context, ", "), others,
+                    first, schema_.find(first)->help);
 }
 
 namespace {

@@ -11,6 +11,8 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,11 +58,28 @@ class Config {
   // "key: <this> vs <other>" for each key whose values differ.
   std::vector<std::string> differences(const Config& other) const;
 
+  // Every key is read or refused. A run reads each key it uses through
+  // value()/get_*() at the point of use, and only there; after its setup the
+  // command calls refuse_unread(), so a key the user set (in a file or with
+  // --set) that the chosen model, plan, device or command never read is an
+  // error instead of a silent no-op. Defaults and environment overrides are
+  // exempt: an environment variable applies to every command run under it.
+  // Copies share the record (an ensemble member's config is a copy of the
+  // run's, and what it reads counts for the run).
+  bool was_read(std::string_view key) const;
+  // The keys set by a file or --set that nothing has read, in schema order.
+  std::vector<std::string> unread_keys() const;
+  // ConfigError naming the unread keys, what decided the run (model.name,
+  // parallel.strategy, the key section's own selector) and each key's help.
+  // `command` names the run ("braid train").
+  void refuse_unread(std::string_view command) const;
+
  private:
   const KeyDef& def(std::string_view key, std::string_view where) const;
   Schema schema_;
   std::map<std::string, Value, std::less<>> values_;
   std::map<std::string, std::string, std::less<>> sources_;
+  std::shared_ptr<std::set<std::string, std::less<>>> read_ = std::make_shared<std::set<std::string, std::less<>>>();
 };
 
 // Parses `text` as a value of `type` (bools: true/false/yes/no/on/off/1/0).

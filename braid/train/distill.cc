@@ -118,4 +118,9 @@ Config student_config(const Config& run, int ranks) {
   return c;
 }
 
+DistillPlan distill_plan(const Config& run, int ranks) {
+  return {.student = student_config(run, ranks), .temperature = run.get_float("distill.temperature"),
+          .alpha = run.get_float("distill.alpha")};
+}
+
 }  // namespace braid::train

@@ -68,4 +68,13 @@ TeacherTargets teacher_soft_targets(Trainer& member, std::shared_ptr<const data:
 // checkpoints trains it as a plain model.
 Config student_config(const Config& run, int ranks);
 
+// Everything distillation reads from the run's config, read before the
+// members train (so a key it would not use is refused up front).
+struct DistillPlan {
+  Config student;           // student_config(run, ranks)
+  double temperature = 1;   // distill.temperature
+  double alpha = 0.5;       // distill.alpha
+};
+DistillPlan distill_plan(const Config& run, int ranks);
+
 }  // namespace braid::train

@@ -18,14 +18,23 @@ namespace braid::train {
 
 namespace {
 
+// model.dropout after each hidden activation (as torch.nn.Dropout would sit);
+// nothing at 0, so the layer names of a model without dropout stay put.
+void maybe_dropout(nn::Sequential& m, double p, const ModelInfo& info) {
+  if (p > 0) m.push_back(std::make_shared<nn::Dropout>(p, info.dropout_generator));
+}
+
 std::shared_ptr<nn::Module> mlp(const Config& c, const ModelInfo& info, Generator& gen) {
   const int64_t in = numel(info.input_shape), h = c.get_int("model.hidden");
+  const double dropout = c.get_float("model.dropout");
   auto m = std::make_shared<nn::Sequential>();
   m->push_back(std::make_shared<nn::Flatten>());
   m->push_back(std::make_shared<nn::Linear>(in, h, gen));
   m->push_back(std::make_shared<nn::ReLU>());
+  maybe_dropout(*m, dropout, info);
   m->push_back(std::make_shared<nn::Linear>(h, h, gen));
   m->push_back(std::make_shared<nn::ReLU>());
+  maybe_dropout(*m, dropout, info);
   m->push_back(std::make_shared<nn::Linear>(h, info.classes, gen));
   return m;
 }
@@ -60,6 +69,7 @@ std::shared_ptr<nn::Module> cnn(const Config& c, const ModelInfo& info, Generato
   m->push_back(std::make_shared<nn::Flatten>());
   m->push_back(std::make_shared<nn::Linear>(64 * h * w, 128, gen));
   m->push_back(std::make_shared<nn::ReLU>());
+  maybe_dropout(*m, c.get_float("model.dropout"), info);
   m->push_back(std::make_shared<nn::Linear>(128, info.classes, gen));
   return m;
 }
@@ -89,20 +99,23 @@ std::shared_ptr<nn::Module> char_transformer(const Config& c, const ModelInfo& i
 std::shared_ptr<nn::Module> build_model(const Config& config, const ModelInfo& info, Generator& gen) {
   if (info.classes <= 0) fail<ConfigError>("the dataset defines no classes to predict");
   const std::string& name = config.get_string("model.name");
-  if (name == "mlp") return mlp(config, info, gen);
   const std::string& norm = config.get_string("model.norm");
-  if (norm == "weight") {
-    if (name != "mlp" && name != "cnn") fail<ConfigError>("model.norm = weight applies to mlp and cnn, not {}", name);
-    auto m = std::static_pointer_cast<nn::Sequential>(name == "cnn" ? cnn(config, info, gen) : mlp(config, info, gen));
-    nn::apply_weight_norm(*m);
-    return m;
-  }
-  if (name != "cnn" && norm != "none") {
+  // Batch norm sits after convolutions (the cnn's); weight normalisation
+  // reparameterises every linear and convolution layer (mlp and cnn).
+  const bool batch_norm = norm == "batch" || norm == "sync_batch" || norm == "ghost_batch";
+  if (batch_norm && name != "cnn") {
     fail<ConfigError>("model.norm = {} adds batch norm after convolutions: model.name = cnn only, not {}", norm, name);
   }
-  if (name == "cnn") return cnn(config, info, gen);
-  if (name == "char_transformer") return char_transformer(config, info, gen);
-  fail<ConfigError>("model.name = {} is not available", name);
+  if (norm == "weight" && name != "mlp" && name != "cnn") {
+    fail<ConfigError>("model.norm = weight applies to mlp and cnn, not {}", name);
+  }
+  std::shared_ptr<nn::Module> m;
+  if (name == "mlp") m = mlp(config, info, gen);
+  else if (name == "cnn") m = cnn(config, info, gen);
+  else if (name == "char_transformer") m = char_transformer(config, info, gen);
+  else fail<ConfigError>("model.name = {} is not available to braid train", name);
+  if (norm == "weight") nn::apply_weight_norm(static_cast<nn::Sequential&>(*m));
+  return m;
 }
 
 }  // namespace braid::train

@@ -6,6 +6,11 @@
 //   char_transformer  TokenPositionEmbedding, n_layers causal TransformerBlocks,
 //        LayerNorm, Linear(d_model, vocab): [n, T] tokens -> [n, T, vocab]
 //
+// model.dropout > 0 adds a Dropout after each hidden ReLU of mlp and after the
+// cnn's first fully connected ReLU (the transformer drops inside its blocks);
+// model.norm = weight reparameterises every Linear and Conv of mlp and cnn.
+// Each model reads only the model.* keys it uses (Config::refuse_unread).
+//
 // Every model is an nn::Sequential (a pipeline cuts it between layers).
 // Parameter names follow torch.nn.Sequential ("0.weight", "3.bias", ...), so
 // bench/train/train_vs_pytorch.py builds the identical torch model.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "braid/base/abridge.h"
 #include "braid/base/error.h"
 
 namespace braid::train {
@@ -52,12 +53,12 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 void Schema::validate(const KeyDef& def, const Value& v, std::string_view what) {
   if (type_of(v) != def.type) {
-    fail<ConfigError>("{}: {} expects a {}, got {}", what, def.name, type_name(def.type), format_value(v));
+    fail<ConfigError>("{}: {} expects a {}, got {}", what, def.name, type_name(def.type), abridge(format_value(v)));
   }
   if (def.type == ValueType::String && !def.choices.empty()) {
     const auto& s = std::get<std::string>(v);
     if (std::find(def.choices.begin(), def.choices.end(), s) == def.choices.end()) {
-      fail<ConfigError>("{}: {} = \"{}\" is not one of: {}", what, def.name, s, fmt::join(def.choices, ", "));
+      fail<ConfigError>("{}: {} = \"{}\" is not one of: {}", what, def.name, abridge(s), fmt::join(def.choices, ", "));
     }
   }
   if (def.type == ValueType::Float && !std::isfinite(std::get<double>(v))) {

@@ -20,7 +20,8 @@ void add_model_keys(Schema& s) {
   s.add({.name = "model.context", .type = T::Int, .default_value = int64_t{64},
          .help = "tokens per training sequence (char_transformer)", .min = 1});
   s.add({.name = "model.dropout", .type = T::Float, .default_value = 0.0,
-         .help = "dropout probability", .min = 0.0, .max = 1.0});
+         .help = "dropout probability: mlp after each hidden ReLU, cnn after its fully connected ReLU, char_transformer "
+                 "in its embedding, attention and blocks", .min = 0.0, .max = 1.0});
   s.add({.name = "model.norm", .type = T::String, .default_value = std::string("none"),
          .help = "cnn: batch norm after each convolution over each replica's own batch (batch), the whole batch "
                  "across the data-parallel replicas (sync_batch) or runs of model.ghost_batch examples (ghost_batch); "

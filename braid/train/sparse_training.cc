@@ -94,6 +94,7 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
   const double lr = c.get_float("optim.lr");
   const std::shared_ptr<const data::Sampler> sampler = make_train_sampler(c, n_train, {.rank = worker, .world = workers});
 
+  c.refuse_unread("braid train");  // every key this run uses has been read by now
   int64_t clock = client.hello(po.config, classes * dim + classes);
   client.define_table(kTable, dim, 0.01);
   Dense dense{classes, dim, std::vector<float>(static_cast<size_t>(classes * dim + classes), 0.0f)};

@@ -9,12 +9,6 @@
 #include "braid/data/fashion_mnist.h"
 #include "braid/data/libsvm.h"
 #include "braid/data/text.h"
-#include "braid/optim/adagrad.h"
-#include "braid/optim/adam.h"
-#include "braid/optim/lamb.h"
-#include "braid/optim/lars.h"
-#include "braid/optim/rmsprop.h"
-#include "braid/optim/sgd.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/tensor/backend.h"
 #include "braid/tensor/cpu/autotune.h"
@@ -67,8 +61,10 @@ Datasets load_datasets(const Config& c) {
             10};
   }
   if (name == "text") {
+    // data.stride 0: windows side by side (as braid inspect data opens them).
+    const int64_t context = c.get_int("model.context"), stride = c.get_int("data.stride");
     auto text = std::make_shared<data::CharTextDataset>(
-        path, data::TextOptions{.context = c.get_int("model.context"), .stride = c.get_int("model.context")});
+        path, data::TextOptions{.context = context, .stride = stride > 0 ? stride : context});
     return split(text, text->vocab_size());
   }
   if (name == "csv" || name == "libsvm") {
@@ -102,152 +98,7 @@ Tensor sample_inputs(const data::Dataset& d, int64_t n) {
   return x;
 }
 
-// "3, 6" -> {3, 6}; "" -> {}.
-std::vector<int> parse_int_list(const std::string& text, const char* key) {
-  std::vector<int> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(',', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(at, end - at);
-    try {
-      size_t used = 0;
-      out.push_back(std::stoi(item, &used));
-      if (item.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      fail<ConfigError>("{} = \"{}\": '{}' is not an integer (expected e.g. \"3, 6\")", key, text, item);
-    }
-    at = end + 1;
-  }
-  return out;
-}
-
 }  // namespace
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
-  const std::string& name = c.get_string("optim.name");
-  const double lr = c.get_float("optim.lr"), mom = c.get_float("optim.momentum"), wd = c.get_float("optim.weight_decay");
-  const double b1 = c.get_float("optim.beta1"), b2 = c.get_float("optim.beta2"), eps = c.get_float("optim.eps");
-  if (name == "sgd") {
-    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = lr, .momentum = mom, .weight_decay = wd,
-                                                                   .nesterov = c.get_bool("optim.nesterov")});
-  }
-  if (name == "adam") {
-    return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps,
-                                                                     .weight_decay = wd});
-  }
-  if (name == "adamw") {
-    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps,
-                                                                       .weight_decay = wd});
-  }
-  if (name == "adagrad") {
-    return std::make_unique<optim::AdaGrad>(params, optim::AdaGradOptions{.lr = lr, .weight_decay = wd});
-  }
-  if (name == "rmsprop") {
-    return std::make_unique<optim::RMSProp>(params, optim::RMSPropOptions{.lr = lr, .alpha = b2, .eps = eps,
-                                                                           .weight_decay = wd, .momentum = mom});
-  }
-  if (name == "lars") {
-    return std::make_unique<optim::LARS>(params, optim::LARSOptions{.lr = lr, .momentum = mom, .weight_decay = wd});
-  }
-  if (name == "lamb") {
-    return std::make_unique<optim::LAMB>(params, optim::LAMBOptions{.lr = lr, .beta1 = b1, .beta2 = b2,
-                                                                     .weight_decay = wd});
-  }
-  fail<ConfigError>("optim.name = {} cannot drive minibatch training (L-BFGS needs a full-batch closure; use the "
-                    "library API)", name);
-}
-
-std::shared_ptr<BatchSchedule> make_batch_schedule(const Config& c, int replicas) {
-  const std::string& rule = c.get_string("train.batch_schedule");
-  if (rule == "none") return nullptr;
-  return std::make_shared<BatchSchedule>(BatchScheduleOptions{.rule = rule,
-                                                              .batch = c.get_int("train.batch_size"),
-                                                              .growth = c.get_float("train.batch_growth"),
-                                                              .every = c.get_int("train.batch_every"),
-                                                              .max = c.get_int("train.batch_max"),
-                                                              .lr_scaling = c.get_string("train.lr_scaling"),
-                                                              .noise_window = c.get_int("train.noise_window"),
-                                                              .replicas = replicas});
-}
-
-parallel::PlanOptions plan_options(const Config& c, Duration timeout) {
-  return {.strategy = c.get_string("parallel.strategy"),
-          .mesh = {.data = static_cast<int>(c.get_int("parallel.data")),
-                   .tensor = static_cast<int>(c.get_int("parallel.tensor")),
-                   .pipeline = static_cast<int>(c.get_int("parallel.pipeline"))},
-          .microbatches = static_cast<int>(c.get_int("parallel.microbatches")),
-          .microbatch_max = c.get_int("parallel.microbatch_max"),
-          .schedule = c.get_string("parallel.schedule"),
-          .recompute = c.get_bool("parallel.recompute"),
-          .stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries"),
-          .balance = c.get_string("parallel.balance"),
-          .sync_batch_norm = c.get_string("model.norm") == "sync_batch",
-          .data_parallel = {.bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
-                            .overlap = c.get_bool("parallel.overlap"),
-                            .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                            .timeout = timeout},
-          .codec = {.name = c.get_string("parallel.codec"),
-                    .qsgd_levels = c.get_int("codec.qsgd_levels"),
-                    .qsgd_chunk = c.get_int("codec.qsgd_chunk"),
-                    .onebit_chunk = c.get_int("codec.onebit_chunk"),
-                    .topk_ratio = c.get_float("codec.topk_ratio"),
-                    .powersgd_rank = c.get_int("codec.powersgd_rank"),
-                    .powersgd_min_rate = c.get_float("codec.powersgd_min_rate"),
-                    .warmup_steps = c.get_int("codec.warmup_steps"),
-                    .min_elements = c.get_int("codec.min_elements"),
-                    .error_feedback = c.get_bool("codec.error_feedback"),
-                    .seed = static_cast<uint64_t>(c.get_int("train.seed"))},
-          .zero = {.stage = static_cast<int>(c.get_int("parallel.zero_stage")),
-                   .bucket_bytes = static_cast<size_t>(c.get_int("parallel.bucket_kb")) * 1024,
-                   .prefetch = c.get_bool("parallel.zero_prefetch"),
-                   .timeout = timeout},
-          .skeleton = {.fraction = c.get_float("parallel.skeleton_fraction"),
-                       .every = c.get_int("parallel.skeleton_every"),
-                       .seed = static_cast<uint64_t>(c.get_int("train.seed")),
-                       .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                       .timeout = timeout},
-          .averaging = {.period = c.get_int("local_sgd.period"),
-                        .warmup = c.get_int("local_sgd.warmup"),
-                        .host_period = c.get_int("local_sgd.host_period"),
-                        .block_momentum = c.get_float("bmuf.momentum"),  // -1: resolved by make_plan
-                        .block_lr = c.get_float("bmuf.lr"),
-                        .nesterov = c.get_bool("bmuf.nesterov"),
-                        .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                        .timeout = timeout},
-          .easgd = {.beta = c.get_float("easgd.beta"),
-                    .tau = c.get_int("easgd.tau"),
-                    .async = c.get_string("easgd.mode") == "async",
-                    .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                    .timeout = timeout},
-          .admm = {.rho = c.get_float("admm.rho"),
-                   .tau = c.get_int("admm.tau"),
-                   .barrier = c.get_int("admm.barrier"),
-                   .max_delay = c.get_int("admm.max_delay"),
-                   .start_from_z = c.get_string("admm.warm_start") == "z",
-                   .async = c.get_string("admm.mode") == "async",
-                   .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                   .timeout = timeout},
-          .ensemble = {.data = parallel::parse_ensemble_data(c.get_string("ensemble.data")),
-                       .algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm")),
-                       .timeout = timeout},
-          .gossip = {.topology = parallel::gossip::parse_topology(c.get_string("gossip.topology")),
-                     .torus_rows = static_cast<int>(c.get_int("gossip.torus_rows")),
-                     .final_average = c.get_bool("gossip.final_average"),
-                     .consensus_every = c.get_int("gossip.consensus_every"),
-                     .async = c.get_string("gossip.mode") == "async",
-                     .max_staleness = c.get_int("gossip.max_staleness"),
-                     .timeout = timeout},
-          .hybrid = {.wait = std::chrono::duration_cast<Duration>(
-                         std::chrono::duration<double, std::milli>(c.get_float("hybrid.timeout_ms"))),
-                     .late = parallel::hybrid::parse_late(c.get_string("hybrid.late")),
-                     .stale_weight = c.get_float("hybrid.stale_weight"),
-                     .max_staleness = c.get_int("hybrid.max_staleness"),
-                     .max_lag = c.get_int("hybrid.max_lag"),
-                     .catch_up = parallel::hybrid::parse_catch_up(c.get_string("hybrid.catch_up")),
-                     .timeout = timeout,
-                     .via = parallel::hybrid::parse_via(c.get_string("hybrid.via"))}};
-}
 
 DType train_precision(const Config& config) {
   const std::string& p = config.get_string("train.precision");
@@ -292,44 +143,6 @@ void check_plan_on_device(const parallel::Plan& plan, const Config& c, Device de
 }
 
 }  // namespace
-
-parallel::ProcessGroupOptions process_group_options(const Config& c) {
-  const std::chrono::duration<double> timeout(c.get_float("parallel.timeout_s"));
-  return {.transport = c.get_string("parallel.transport"),
-          .tcp_streams = static_cast<int>(c.get_int("parallel.tcp_streams")),
-          .max_message = static_cast<size_t>(c.get_int("parallel.max_message_mib")) << 20,
-          .timeout = std::chrono::duration_cast<Duration>(timeout),
-          .join_timeout = std::chrono::duration_cast<Duration>(
-              std::chrono::duration<double>(c.get_float("parallel.join_timeout_s"))),
-          .history_dir = c.get_string("train.out_dir") + "/history"};
-}
-
-parallel::ParameterServerOptions ps_options(const Config& c, int servers, Duration timeout) {
-  std::string dir = c.get_string("ps.checkpoint_dir");
-  if (dir.empty()) dir = c.get_string("train.out_dir") + "/ps";
-  return {.config = {.consistency = ps::parse_consistency(c.get_string("ps.consistency")),
-                     .staleness = c.get_int("ps.staleness"),
-                     .softsync_n = c.get_int("ps.softsync_n"),
-                     .backup_workers = c.get_int("ps.backup_workers"),
-                     .updater = {.name = c.get_string("ps.updater"),
-                                 .momentum = c.get_float("optim.momentum"),
-                                 .beta1 = c.get_float("optim.beta1"),
-                                 .beta2 = c.get_float("optim.beta2"),
-                                 .eps = c.get_float("optim.eps"),
-                                 .weight_decay = c.get_float("optim.weight_decay"),
-                                 .offset_async = c.get_string("ps.async_momentum") == "offset"},
-                     .checkpoint_dir = dir,
-                     .checkpoint_every = c.get_int("ps.checkpoint_every"),
-                     // a group restarted by `braid launch --max-restarts` continues too
-                     .resume = parse_resume(c.get_string("train.resume")) != Resume::never ||
-                               comm::read_env().restart > 0,
-                     .seed = static_cast<uint64_t>(c.get_int("train.seed")),
-                     .timeout_s = std::chrono::duration<double>(timeout).count()},
-          .servers = servers,
-          .n_fetch = c.get_int("ps.n_fetch"),
-          .n_push = c.get_int("ps.n_push"),
-          .timeout = timeout};
-}
 
 ModelAndBatch model_and_batch(const Config& c) {
   const Datasets ds = load_datasets(c);
@@ -418,16 +231,19 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   const int workers = static_cast<int>(c.get_int("data.workers"));
   // Distributed: join the job and build the plan first, so every rank knows
   // its replica (the data shard it reads) and its part of the model.
-  const std::string strategy = c.get_string("parallel.strategy");
-  const parallel::ProcessGroupOptions group_options = process_group_options(c);
-  const Duration timeout = group_options.timeout;
-  parallel::PlanOptions po = plan_options(c, timeout);
+  std::string strategy = c.get_string("parallel.strategy");
+  Duration timeout = parallel::ProcessGroupOptions{}.timeout;  // nothing waits without a group
+  if (strategy != "none") {
+    const parallel::ProcessGroupOptions group_options = process_group_options(c);
+    timeout = group_options.timeout;
+    run.group = options.group ? std::move(options.group) : parallel::ProcessGroup::join(group_options);
+    // auto: a job started with parameter servers trains through them.
+    if (strategy == "auto" && run.group->env().ps_servers > 0) strategy = "ps";
+  }
+  parallel::PlanOptions po = plan_options(c, timeout, strategy);
   po.dropout_generator = run.generator.get();
   if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size")).to(device);
   if (strategy != "none") {
-    run.group = options.group ? std::move(options.group) : parallel::ProcessGroup::join(group_options);
-    // auto: a job started with parameter servers trains through them.
-    if (strategy == "auto" && run.group->env().ps_servers > 0) po.strategy = "ps";
     const bool on_servers = (po.strategy == "easgd" && po.easgd.async) || (po.strategy == "admm" && po.admm.async);
     if (on_servers) po.servers = run.group->env().ps_servers;
     const int servers = po.strategy == "ps" ? run.group->env().ps_servers : 0;
@@ -479,7 +295,8 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
     run.test_loader = std::make_shared<data::Loader>(
         ds.test,
         std::make_shared<data::SequentialSampler>(ds.test->size(), test_shares ? rank : 0, test_shares ? world : 1),
-        data::LoaderOptions{.batch_size = eval_batch(batch, ds.test->size()), .workers = workers});
+        data::LoaderOptions{.batch_size = eval_batch(batch, ds.test->size()),
+                            .workers = workers});
     run.test_examples = ds.test->size();
   }
   if (validation) {
@@ -492,10 +309,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   const int64_t epochs = c.get_int("train.epochs"), max_steps = c.get_int("train.max_steps");
   int64_t total = epochs * run.train_loader->batches_per_epoch();
   if (max_steps > 0) total = std::min(total, max_steps);
-  auto schedule = optim::make_schedule({.name = c.get_string("optim.schedule"), .base_lr = c.get_float("optim.lr"),
-                                        .total_steps = total, .step_size = c.get_int("optim.step_size"),
-                                        .gamma = c.get_float("optim.gamma"),
-                                        .warmup_steps = c.get_int("optim.warmup_steps")});
+  auto schedule = optim::make_schedule(schedule_options(c, total));
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .job_budget = c.get_string("train.budget") == "job",
                     .grad_clip = c.get_float("train.grad_clip"),
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
@@ -506,7 +320,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                     // An ensemble member's gradients are its own, whatever data it reads.
                     .batch_schedule = make_batch_schedule(c, ensemble ? 1 : world),
                     .straggler_rank = static_cast<int>(c.get_int("train.straggler_rank")),
-                    .straggler_ms = c.get_float("train.straggler_ms"),
+                    .straggler_ms = c.get_int("train.straggler_rank") >= 0 ? c.get_float("train.straggler_ms") : 0.0,
                     .straggler = {.every = c.get_int("train.straggler_every"),
                                   .ratio = c.get_float("train.straggler_ratio"),
                                   .windows = static_cast<int>(c.get_int("train.straggler_windows"))},
@@ -514,6 +328,8 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
                                           run.train_loader, run.test_loader, std::move(to));
   run.trainer->set_plan(std::move(plan), nn::cross_entropy_loss);
+  run.out_dir = c.get_string("train.out_dir");
+  run.progress = c.get_string("train.progress");
   return run;
 }
 

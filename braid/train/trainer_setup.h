@@ -10,6 +10,7 @@
 #include "braid/parallel/process_group.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/train/config.h"
+#include "braid/train/run_options.h"
 #include "braid/train/trainer.h"
 
 namespace braid::train {
@@ -28,6 +29,9 @@ struct TrainingRun {
   std::shared_ptr<const data::Dataset> train_data;
   std::unique_ptr<Trainer> trainer;
   int64_t train_examples = 0, test_examples = 0;
+  // For the command's reporters: train.out_dir (metrics beside the
+  // checkpoints) and train.progress, read here with every other key.
+  std::string out_dir, progress;
 };
 
 // The model a config trains and the shape of one batch, without reading the
@@ -41,26 +45,6 @@ struct ModelAndBatch {
   nn::LossFn loss;
 };
 ModelAndBatch model_and_batch(const Config& config);
-
-// The optimizer named by optim.name over `params` (lbfgs is refused: it needs
-// a full-batch closure, not a minibatch loop).
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
-
-// How to join the job's process group, from parallel.* (transport, tcp
-// streams, collective timeout).
-parallel::ProcessGroupOptions process_group_options(const Config& config);
-
-// The parameter-server aggregation's options from parallel.*, ps.* and
-// optim.* (the servers' updater takes its hyper-parameters from optim.*).
-parallel::ParameterServerOptions ps_options(const Config& config, int servers, Duration timeout);
-
-// train.batch_schedule's schedule for `replicas` data-parallel replicas;
-// null for none.
-std::shared_ptr<BatchSchedule> make_batch_schedule(const Config& config, int replicas);
-
-// The plan's options from parallel.* (the mesh's degrees, the schedule, the
-// data axis's strategy); `timeout` bounds every collective.
-parallel::PlanOptions plan_options(const Config& config, Duration timeout);
 
 // train.precision as the dtype products compute in (f32 or bf16).
 DType train_precision(const Config& config);

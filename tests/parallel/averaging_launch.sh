@@ -17,8 +17,7 @@ out=$(mktemp -d /tmp/braid-averaging-launch.XXXXXX)
 trap "rm -rf $out" EXIT
 export BRAID_TRANSPORT=tcp  # workers and parameter servers alike
 small=(--set model.hidden=32 --set train.batch_size=32 --set train.log_every=10 --set train.threads=1
-       --set train.progress=lines --set train.checkpoint_every=15
-       --set local_sgd.period=4 --set easgd.tau=4 --set admm.tau=4)
+       --set train.progress=lines --set train.checkpoint_every=15)
 fail() { cat "$2"; echo "FAIL: $1"; exit 1; }
 
 run() {  # run NAME STRATEGY REPORT_REGEX LAUNCH_ARGS -- KEY=VALUE...
@@ -27,6 +26,12 @@ run() {  # run NAME STRATEGY REPORT_REGEX LAUNCH_ARGS -- KEY=VALUE...
   while [[ $1 != -- ]]; do launch+=("$1"); shift; done
   shift
   local sets=()
+  # Every strategy's own period of 4 steps (a key another strategy does not read is refused).
+  case $strategy in
+    local_sgd|bmuf) sets+=(--set local_sgd.period=4) ;;
+    easgd) sets+=(--set easgd.tau=4) ;;
+    admm) sets+=(--set admm.tau=4) ;;
+  esac
   for kv in "$@"; do sets+=(--set "$kv"); done
   local log="$out/$name.log"
   timeout 300 "$braid" launch "${launch[@]}" -- "$braid" train "$config" "${small[@]}" \
@@ -118,7 +123,7 @@ wait_launcher() {  # wait_launcher LAUNCHER SECONDS
 killed=(--set train.max_steps=100000 --set train.checkpoint_every=20 --set parallel.timeout_s=5
         --set train.straggler_rank=0 --set train.straggler_ms=20)
 log="$out/killed.log"
-"$braid" launch -n 3 -- "$braid" train "$config" "${small[@]}" "${killed[@]}" --set parallel.strategy=local_sgd \
+"$braid" launch -n 3 -- "$braid" train "$config" "${small[@]}" "${killed[@]}" --set parallel.strategy=local_sgd --set local_sgd.period=4 \
   --set train.out_dir="$out/killed-run" >"$log" 2>&1 &
 launcher=$!
 kill_rank "$out/killed-run" 1 "$launcher" "$log"
@@ -134,7 +139,7 @@ echo "ok: kill -9 of rank 1 (local SGD): the job ended after ${took}s; $(grep -E
 # The same with --max-restarts 1: the group resumes from its checkpoint and finishes.
 log="$out/restarted.log"
 "$braid" launch -n 3 --max-restarts 1 -- "$braid" train "$config" "${small[@]}" --set train.max_steps=60 \
-  --set train.checkpoint_every=20 --set parallel.strategy=local_sgd --set train.resume=auto \
+  --set train.checkpoint_every=20 --set parallel.strategy=local_sgd --set local_sgd.period=4 --set train.resume=auto \
   --set train.straggler_rank=0 --set train.straggler_ms=20 \
   --set train.out_dir="$out/restarted-run" >"$log" 2>&1 &
 launcher=$!

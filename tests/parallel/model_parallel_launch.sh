@@ -30,7 +30,7 @@ run() {  # run NAME KEY=VALUE...
 }
 run dp2_pp2 parallel.data=2 parallel.pipeline=2 parallel.microbatches=2 parallel.schedule=1f1b
 run tp2_pp2 parallel.tensor=2 parallel.pipeline=2 parallel.microbatches=2 parallel.schedule=gpipe
-run dp2_tp2 parallel.tensor=2 parallel.recompute=false
+run dp2_tp2 parallel.tensor=2
 # One process continues the tensor x pipeline run from its four shards.
 timeout 300 "$braid" train "$config" "${small[@]}" --set parallel.transport=auto --set train.max_steps=14 \
   --set train.resume=always --set train.out_dir="$out/tp2_pp2" >"$out/merge.log" 2>&1 ||

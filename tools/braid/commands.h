@@ -21,7 +21,8 @@ void add_inspect_checkpoint(CLI::App& inspect);  // inspect_checkpoint.cc, calle
 void add_inspect_history(CLI::App& inspect);     // inspect_history.cc (history and trace), called by add_inspect
 void add_train(CLI::App& app);
 // `braid train` under parallel.strategy = ensemble (train_ensemble.cc; train.cc calls it).
-void train_ensemble(const train::Config& config, const std::string& summary_json);
+// dry_run: stop after setup (the config checked, every key read or refused).
+void train_ensemble(const train::Config& config, const std::string& summary_json, bool dry_run);
 void add_launch(CLI::App& app);
 void add_bench_collective(CLI::App& app);
 void add_ps(CLI::App& app);

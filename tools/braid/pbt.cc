@@ -143,6 +143,9 @@ void add_pbt(CLI::App& app) {
     run.trainer->add_callback(pbt);
     run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(
         train::console_mode(config.get_string("train.progress"), stdout)));
+    // Member 0 waits this long for the others' results (a population of one has none to wait for).
+    const std::chrono::duration<double> wait(store ? config.get_float("pbt.wait_s") : 0.0);
+    config.refuse_unread("braid pbt");
     say(fmt::format("pbt member {} of {}: starts with {}", member, population,
                     nlohmann::json(start).dump()));
     const train::TrainSummary s = run.trainer->fit();
@@ -160,7 +163,6 @@ void add_pbt(CLI::App& app) {
       std::vector<std::string> keys;
       for (int m = 0; m < population; ++m) keys.push_back(fmt::format("pbt/final/{}", m));
       // Members end at their own pace; the store's TimeoutError names the missing ones.
-      const std::chrono::duration<double> wait(config.get_float("pbt.wait_s"));
       store->wait(keys, Deadline::after(std::chrono::duration_cast<Duration>(wait)));
       finals.clear();
       for (const std::string& k : keys) finals.push_back(nlohmann::json::parse(store->get(k)));

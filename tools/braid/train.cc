@@ -44,22 +44,40 @@ void add_train(CLI::App& app) {
     std::string config;
     std::vector<std::string> sets;
     std::string summary_json;
+    bool dry_run = false;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("config", args->config, "TOML config file (examples/configs/*.toml)")->required();
   cmd->add_option("--set", args->sets, "override a key: --set train.epochs=2 (repeatable)");
   cmd->add_option("--summary-json", args->summary_json, "write the run's summary (samples/s, accuracy) as JSON here");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "build everything the config describes (data, model, plan, optimizer; joining the job when launched), "
+                "refuse any key the run would not use, then stop before the first step");
   cmd->callback([args] {
     train::Config config = train::load_config(args->config, args->sets);
     if (config.get_string("model.name") == "sparse_linear") {
+      if (args->dry_run) {
+        fail<ConfigError>("braid train --dry-run: model.name = sparse_linear reads its keys while it joins its "
+                          "parameter servers; run it under braid launch --servers S --workers W instead");
+      }
       run_sparse(config, args->summary_json);
       return;
     }
     if (config.get_string("parallel.strategy") == "ensemble") {
-      train_ensemble(config, args->summary_json);
+      train_ensemble(config, args->summary_json, args->dry_run);
       return;
     }
     train::TrainingRun run = train::make_training_run(config);
+    config.refuse_unread("braid train");
+    if (args->dry_run) {
+      if (run.leader) {
+        std::printf("dry run: model %s, %lld parameters%s; plan %s; every key set is used\n",
+                    config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
+                    run.trainer->plan().shard_name().empty() ? "" : " on this rank's shard",
+                    run.trainer->plan().describe().c_str());
+      }
+      return;
+    }
     if (!run.leader) {
       // Rank 0 reports for the group; the others evaluate only where rank 0's
       // evaluation needs them (an asynchronous worker trains on instead).
@@ -68,9 +86,8 @@ void add_train(CLI::App& app) {
       return;
     }
     run.trainer->add_callback(
-        std::make_shared<train::MetricsLogger>(train::MetricsOptions{.out_dir = config.get_string("train.out_dir")}));
-    run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(
-        train::console_mode(config.get_string("train.progress"), stdout)));
+        std::make_shared<train::MetricsLogger>(train::MetricsOptions{.out_dir = run.out_dir}));
+    run.trainer->add_callback(std::make_shared<train::ConsoleReporter>(train::console_mode(run.progress, stdout)));
     std::printf("model %s: %lld parameters%s; %lld training / %lld test examples; %d threads\n",
                 config.get_string("model.name").c_str(), static_cast<long long>(run.model->num_parameters()),
                 run.trainer->plan().shard_name().empty() ? "" : " on this rank's shard",

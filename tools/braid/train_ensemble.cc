@@ -5,6 +5,7 @@
 // same ranks, data parallel. Member 0 reports for the job.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -36,8 +37,8 @@ nlohmann::json eval_json(const train::EvalMetrics& e) {
 
 // The student on the members' ranks, data parallel, on the teacher's soft
 // targets; its figures as JSON.
-nlohmann::json distill(const train::Config& config, train::TrainingRun& members, int k) {
-  const double t = config.get_float("distill.temperature"), alpha = config.get_float("distill.alpha");
+nlohmann::json distill(const train::Config& config, const train::DistillPlan& plan, train::TrainingRun& members, int k) {
+  const double t = plan.temperature, alpha = plan.alpha;
   const train::TeacherTargets teacher = train::teacher_soft_targets(
       *members.trainer, members.train_data,
       {.temperature = t, .batch_size = 256, .workers = static_cast<int>(config.get_int("data.workers"))});
@@ -48,7 +49,7 @@ nlohmann::json distill(const train::Config& config, train::TrainingRun& members,
                     t, teacher.probs.size(0), teacher.forward_seconds, teacher.allreduces, mb,
                     teacher.allreduce_seconds, teacher.top1));
   }
-  const train::Config sc = train::student_config(config, k);
+  const train::Config& sc = plan.student;
   train::TrainingRun student = train::make_training_run(
       sc, {.group = std::move(members.group),
            .train_data = [&](std::shared_ptr<const data::Dataset> d) -> std::shared_ptr<const data::Dataset> {
@@ -89,13 +90,17 @@ nlohmann::json distill(const train::Config& config, train::TrainingRun& members,
 
 }  // namespace
 
-void train_ensemble(const train::Config& config, const std::string& summary_json) {
+void train_ensemble(const train::Config& config, const std::string& summary_json, bool dry_run) {
   train::TrainingRun run = train::make_training_run(config);
   if (!run.test_loader) fail<ConfigError>("parallel.strategy = ensemble scores its members on a test set; "
                                           "data.name = {} gives none", config.get_string("data.name"));
   parallel::Ensemble& ensemble = train::ensemble_of(*run.trainer);
   const int k = ensemble.members();
   const bool shard = config.get_string("ensemble.data") == "shard";
+  std::optional<train::DistillPlan> student;
+  if (config.get_int("distill.epochs") > 0) student = train::distill_plan(config, k);
+  config.refuse_unread("braid train");
+  if (dry_run) return;
   if (run.leader) {
     add_reporters(*run.trainer, config, train::member_config(config, 0).get_string("train.out_dir"));
     say(fmt::format("ensemble: {} member{}, one per rank, each on {} (seed {} + member); checkpoints in {}/member-k; "
@@ -129,7 +134,7 @@ void train_ensemble(const train::Config& config, const std::string& summary_json
                                     {"best_member_top1", f.best_member_top1()},
                                     {"examples", f.examples},
                                     {"seconds", f.seconds}}}};
-  if (config.get_int("distill.epochs") > 0) j["student"] = distill(config, run, k);
+  if (student) j["student"] = distill(config, *student, run, k);
   j["aggregation"] = ensemble.stats();
   if (run.leader && !summary_json.empty()) std::ofstream(summary_json) << j.dump(2) << "\n";
 }
