@@ -1,5 +1,6 @@
 #include "braid/comm/transport/stream.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "braid/base/log.h"
@@ -19,6 +20,7 @@ void StreamTransport::Peer::acked(uint64_t id) {
     w = it->second;
     awaiting_ack.erase(it);
   }
+  progress.fetch_add(1, std::memory_order_relaxed);
   w.complete();
 }
 
@@ -42,11 +44,15 @@ void StreamTransport::Peer::run_sender() {
         writing = true;
         s = queue.front();
       }
-      ConstBytes h = header_bytes(s.header);
-      if (s.done < h.size()) {
-        ch->write(h.subspan(s.done), s.data);
-      } else {
-        ch->write({}, s.data.subspan(s.done - h.size()));
+      // In slices, so that closing sees a large send to a live peer move.
+      const ConstBytes h = header_bytes(s.header);
+      for (const size_t total = h.size() + s.data.size(); s.done < total;) {
+        const size_t n = std::min(kWriteSlice, total - s.done);
+        const ConstBytes a = s.done < h.size() ? h.subspan(s.done, std::min(n, h.size() - s.done)) : ConstBytes{};
+        const ConstBytes b = s.data.subspan(s.done < h.size() ? 0 : s.done - h.size(), n - a.size());
+        ch->write(a, b);
+        s.done += n;
+        progress.fetch_add(1, std::memory_order_relaxed);
       }
       {
         std::lock_guard l(send_mu);
@@ -147,32 +153,43 @@ Work StreamTransport::Peer::post(Header header, ConstBytes data, Work work) {
   return work;
 }
 
-// Phase 1 of closing: flush queued sends (until `by`), then hang up our write side.
-void StreamTransport::Peer::close_write_side(Clock::time_point by) {
+void StreamTransport::Peer::begin_close() {
   {
-    std::unique_lock l(send_mu);
+    std::lock_guard l(send_mu);
     stopping = true;
-    send_cv.notify_all();
-    // Let queued sends reach the peer before we hang up.
-    send_cv.wait_until(l, by, [&] { return queue.empty() && !writing; });
   }
-  // Peers may still be pulling from our buffers: wait for their acks.
-  while (Clock::now() < by && !get_error()) {
-    {
-      std::lock_guard l(ack_mu);
-      if (awaiting_ack.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  send_cv.notify_all();
+}
+
+bool StreamTransport::Peer::flushed() {
+  if (get_error()) return true;  // nothing more will leave
+  {
+    std::lock_guard l(send_mu);
+    if (!queue.empty() || writing) return false;
   }
+  // Peers may still be pulling from our buffers: their acks count as sent.
+  std::lock_guard l(ack_mu);
+  return awaiting_ack.empty();
+}
+
+void StreamTransport::Peer::close_write_side() {
   try {
     ch->close_write();
   } catch (const std::exception&) {
   }
 }
 
+// Unblocks the sender (its write throws) and the reader; what is still queued
+// is dropped, as the peer will not read it.
+void StreamTransport::Peer::abort() {
+  aborted = true;
+  ch->shutdown();
+  set_error("the transport was closed while the peer took no data");
+}
+
 // Phase 2: wait (until `by`) for the peer to hang up too, then stop the threads.
 void StreamTransport::Peer::finish_close(Clock::time_point by) {
-  {
+  if (!aborted) {
     // Wait for the peer to close its side too, so nothing it sent is cut off.
     std::unique_lock l(recv_mu);
     closed_cv.wait_until(l, by, [&] { return reader_done.load(); });
@@ -217,11 +234,47 @@ StreamTransport::StreamTransport(std::string name, int rank, int size,
 }
 
 // The graces are shared by all peers, not per peer: a rank that finishes while
-// many peers are still busy leaves after one grace, not one per peer.
+// many peers are still busy leaves after one grace, not one per peer. A peer
+// that takes no data for kStallGrace is cut off at once: after a timeout this
+// destructor runs while the error unwinds, and the error is printed only once
+// it returns (measured: a pipeline stage printed its 5 s timeout 11 s after
+// its peer was SIGSTOPped, 6 s of it flushing to the stopped peer).
 StreamTransport::~StreamTransport() {
-  const auto flushed_by = Clock::now() + kFlushGrace;
-  for (auto& p : peers_)
-    if (p) p->close_write_side(flushed_by);
+  struct Closing {
+    Peer* peer;
+    uint64_t seen;
+    Clock::time_point moved;
+    bool done = false;
+  };
+  std::vector<Closing> open;
+  const auto start = Clock::now();
+  for (auto& p : peers_) {
+    if (!p) continue;
+    p->begin_close();
+    open.push_back({p.get(), p->progress.load(), start});
+  }
+  const auto flushed_by = start + kFlushGrace;
+  for (size_t left = open.size(); left > 0;) {
+    const auto now = Clock::now();
+    for (Closing& c : open) {
+      if (c.done) continue;
+      if (c.peer->flushed()) {
+        c.peer->close_write_side();
+      } else if (const uint64_t n = c.peer->progress.load(); n != c.seen) {
+        c.seen = n, c.moved = now;
+        continue;
+      } else if (now < flushed_by && now - c.moved < kStallGrace) {
+        continue;
+      } else {
+        logging::debug("{} rank {}: rank {} took no data for {} while closing; cutting the connection", name_,
+                       rank_, c.peer->rank, format_duration(now - c.moved));
+        c.peer->abort();
+      }
+      c.done = true;
+      --left;
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const auto hung_up_by = Clock::now() + kHangupGrace;
   for (auto& p : peers_)
     if (p) p->finish_close(hung_up_by);

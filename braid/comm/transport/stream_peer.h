@@ -27,6 +27,16 @@ constexpr size_t kInlineSend = 1 << 20;
 // peer to hang up too (a peer still busy computing just gets our end of stream).
 constexpr auto kFlushGrace = std::chrono::seconds(5);
 constexpr auto kHangupGrace = std::chrono::seconds(1);
+// A peer whose queued sends (or awaited pull acks) make no progress for this
+// long while the destructor flushes is taken for dead (stopped, hung, its
+// link down): its connection is aborted and it is not waited for. Before, a
+// SIGSTOPped peer held every rank that had sends queued to it for the whole
+// kFlushGrace after its own timeout had already failed the job.
+constexpr auto kStallGrace = std::chrono::milliseconds(500);
+// The sender thread writes a message in slices this large (bytes), each one
+// progress that closing sees: 4 MiB per kStallGrace is 8 MB/s, slower than
+// any link a job runs on.
+constexpr size_t kWriteSlice = size_t{4} << 20;
 // The background reader stays off a channel that was polled this recently, so
 // the peer's writes do not wake it while callers read for themselves.
 constexpr auto kStandAside = std::chrono::milliseconds(5);
@@ -129,6 +139,9 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
   std::deque<PendingSend> queue;
   bool writing = false;
   bool stopping = false;
+  // Sends written and pull acks received so far: what closing watches for progress.
+  std::atomic<uint64_t> progress{0};
+  bool aborted = false;  // closing gave up on the peer (set by the closing thread only)
 
   std::mutex recv_mu;
   std::condition_variable closed_cv;
@@ -233,10 +246,16 @@ struct StreamTransport::Peer : std::enable_shared_from_this<StreamTransport::Pee
 
   Work recv(uint64_t tag, std::span<std::byte> buf);
 
-  // Phase 1 of closing: flush queued sends (until `by`), then hang up our write side.
-  void close_write_side(Clock::time_point by);
+  // Closing, phase 1 (StreamTransport's destructor drives all peers at once):
+  // no new sends; flushed() once queued sends are written and pulls acked.
+  void begin_close();
+  bool flushed();
+  // Then hang up our write side (flushed), or cut the connection (stalled).
+  void close_write_side();
+  void abort();
 
-  // Phase 2: wait (until `by`) for the peer to hang up too, then stop the threads.
+  // Phase 2: wait (until `by`) for the peer to hang up too, then stop the
+  // threads. An aborted peer is not waited for.
   void finish_close(Clock::time_point by);
 };
 
