@@ -49,6 +49,7 @@ struct LaunchOptions {
   int master_port = 0;
   int max_restarts = 0;
   double stop_grace_s = 3.0;
+  double finish_grace_s = 300.0;
   std::vector<std::string> program;
 };
 
@@ -132,6 +133,7 @@ int launch(const LaunchOptions& o) {
   }
   spec.node_rank = o.node_rank;
   spec.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_s * 1000));
+  spec.finish_grace = std::chrono::milliseconds(static_cast<int64_t>(o.finish_grace_s * 1000));
   for (int attempt = 0;; ++attempt) {
     spec.env = {{"MASTER_ADDR", o.nnodes > 1 ? o.master_addr : "127.0.0.1"},
                 {"MASTER_PORT", std::to_string(port)},
@@ -186,6 +188,10 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--stop-grace", opts->stop_grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping ranks; in a parameter-server job also how "
                   "long the servers may run on after the last worker ended before they get SIGTERM");
+  cmd->add_option("--finish-grace", opts->finish_grace_s,
+                  "Seconds a rank may run on once every other rank exited 0; then it is named and stopped, and "
+                  "the job fails (parameter-server workers get --stop-grace once every server ended)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("program", opts->program, "PROGRAM ARGS (after --)")->required();
   cmd->callback([opts, nproc, servers, workers] {
     opts->nproc_given = nproc->count() > 0;

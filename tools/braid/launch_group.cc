@@ -38,7 +38,27 @@ struct Child {
   std::vector<std::string> stragglers;  // "straggler: rank ..." lines it printed
   bool running = true;
   int status = 0;
+  // Once the outcome is decided without it (GroupSpec::finish_grace):
+  Clock::time_point deadline = Clock::time_point::max();
+  bool seen_stopped = false;  // seen in the stopped state since
+  bool overdue = false;       // past its deadline: sent SIGTERM, SIGKILL at kill_at
+  Clock::time_point kill_at = Clock::time_point::max();
 };
+
+// Whether `pid` is stopped (SIGSTOP, SIGTSTP, or traced): state T or t in /proc.
+bool is_stopped(pid_t pid) {
+  const std::string path = fmt::format("/proc/{}/stat", pid);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'T' || close_paren[2] == 't');
+}
 
 // Writes each complete line of `data` with the rank prefix; keeps the rest.
 void relay(Child& c, std::string& partial, const char* data, size_t n, FILE* to, size_t keep,
@@ -209,6 +229,34 @@ GroupResult run_group(const GroupSpec& spec) {
   for (const auto& c : kids) any_may_fail |= c.may_fail;
   // Set when the last `may_fail` rank has ended: the others must be gone by then.
   Clock::time_point drain_at = Clock::time_point::max();
+  // When the outcome was decided without the ranks still running, and why
+  // (GroupSpec::finish_grace); each such rank then has a Child::deadline.
+  Clock::time_point decided_at = Clock::time_point::max();
+  std::string decided_why;
+  bool noticed = false;
+  // Names `c`, which outlived its deadline, and stops it (SIGKILL after stop_grace).
+  auto stop_overdue = [&](Child& c, Clock::time_point now) {
+    std::fprintf(stderr, "braid launch: %s%srank %d still running %.1f s after %s%s; stopping it\n", c.role.c_str(),
+                 c.role.empty() ? "" : " ", c.rank, std::chrono::duration<double>(now - decided_at).count(),
+                 decided_why.c_str(), c.seen_stopped ? " (it is stopped: SIGSTOP or a debugger)" : "");
+    std::fflush(stderr);
+    c.overdue = true;
+    c.kill_at = now + spec.stop_grace;
+    ::kill(-c.pid, SIGTERM);
+    ::kill(-c.pid, SIGCONT);  // see stop_others
+    result.overdue.push_back(c.rank);
+    if (c.may_fail) {
+      result.tolerated.push_back(c.rank);
+    } else if (result.ok) {
+      result.ok = false;
+      result.failed_rank = c.rank;
+      result.failed_role = c.role;
+      result.how = fmt::format("still running {:.1f} s after {}", std::chrono::duration<double>(now - decided_at).count(),
+                               decided_why);
+      result.failed_after = seconds_since(t0);
+      result.exit_code = 1;
+    }
+  };
   auto stop_others = [&] {
     if (stopping) return;
     stopping = true;
@@ -247,7 +295,7 @@ GroupResult run_group(const GroupSpec& spec) {
       if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.running = false;
       c.status = status;
-      if (!failed(status) || stopping) continue;
+      if (!failed(status) || stopping || c.overdue) continue;
       if (c.may_fail) {
         result.tolerated.push_back(c.rank);
         if (spec.on_tolerated_failure) {
@@ -273,6 +321,56 @@ GroupResult run_group(const GroupSpec& spec) {
         result.drained = true;
         stop_others();
       }
+    }
+    if (!stopping) {
+      const auto now = Clock::now();
+      if (decided_at == Clock::time_point::max()) {
+        const bool any_running = std::any_of(kids.begin(), kids.end(), [](const Child& c) { return c.running; });
+        const bool any_ended = std::any_of(kids.begin(), kids.end(), [](const Child& c) { return !c.running; });
+        const bool deciders_here = std::any_of(kids.begin(), kids.end(), [](const Child& c) { return !c.may_fail; });
+        const bool deciders_running =
+            std::any_of(kids.begin(), kids.end(), [](const Child& c) { return c.running && !c.may_fail; });
+        if (any_may_fail && deciders_here && !deciders_running && any_running) {
+          decided_why = "every server on this node ended";
+        } else if (!any_may_fail && any_ended && any_running) {
+          decided_why = "every other rank exited 0";  // a failure would have stopped the group
+        }
+        if (!decided_why.empty()) {
+          decided_at = now;
+          for (auto& c : kids)
+            if (c.running) c.deadline = now + spec.finish_grace;
+        }
+      }
+      if (decided_at != Clock::time_point::max()) {
+        std::vector<int> waiting;
+        for (auto& c : kids) {
+          if (!c.running || c.overdue) continue;
+          // A stopped rank cannot finish by itself: it gets stop_grace, not finish_grace.
+          if (!c.seen_stopped && is_stopped(c.pid)) {
+            c.seen_stopped = true;
+            c.deadline = std::min(c.deadline, now + spec.stop_grace);
+          }
+          if (now >= c.deadline) {
+            stop_overdue(c, now);
+          } else if (!c.seen_stopped) {
+            waiting.push_back(c.rank);
+          }
+        }
+        // A long finish_grace: say once whom the launcher waits for.
+        if (!waiting.empty() && !noticed && now >= decided_at + spec.stop_grace) {
+          noticed = true;
+          std::fprintf(stderr, "braid launch: ranks [%s] still running after %s; they get %.0f s from then "
+                       "(--finish-grace), then are stopped\n",
+                       fmt::format("{}", fmt::join(waiting, ", ")).c_str(), decided_why.c_str(),
+                       std::chrono::duration<double>(spec.finish_grace).count());
+          std::fflush(stderr);
+        }
+      }
+      for (auto& c : kids)
+        if (c.running && c.overdue && now >= c.kill_at) {
+          ::kill(-c.pid, SIGKILL);
+          c.kill_at = Clock::time_point::max();
+        }
     }
     if (int sig = g_interrupt.exchange(0)) {
       result.ok = false;

@@ -6,7 +6,8 @@
 // program, environment and role through GroupSpec::ranks. A rank marked
 // `may_fail` (a worker) is reported when it fails but does not stop the group;
 // once every such rank has ended, the others (the servers) get --stop-grace to
-// exit by themselves before they are stopped.
+// exit by themselves before they are stopped; once every server has ended,
+// the workers still running get GroupSpec::finish_grace.
 #pragma once
 
 #include <chrono>
@@ -57,6 +58,14 @@ struct GroupSpec {
   // Stop the other ranks once every `may_fail` rank has ended. Off when this
   // node's workers are not all of the job's (servers serve other nodes too).
   bool drain = true;
+  // Once the job's outcome is decided without the ranks still running (every
+  // server on this node ended; in a plain job, every other rank exited 0),
+  // each of them gets this long to end by itself (rank 0 may write a last
+  // checkpoint or evaluate after the others left), or stop_grace when it is
+  // seen stopped (SIGSTOP: it cannot end by itself); then it is named and
+  // stopped. Before, a stopped parameter-server worker kept the launcher
+  // waiting for ever. In a plain job such a rank fails the job.
+  std::chrono::milliseconds finish_grace{300000};
   size_t tail_lines = 10;  // lines of output kept per rank for the summary
 };
 
@@ -74,6 +83,9 @@ struct GroupResult {
   std::vector<int> tolerated;  // `may_fail` ranks that failed, in order
   bool drained = false;        // `stopped` were stopped because they outlived the
                                // last `may_fail` rank by stop_grace, not after a failure
+  // Ranks still running past their deadline once the outcome was decided
+  // without them (GroupSpec::finish_grace); they were named and stopped.
+  std::vector<int> overdue;
   std::vector<int> exit_codes;  // per local rank: code, or 128+signal
   // "straggler: rank 1 works ..." lines the ranks printed (train/straggler.h).
   std::vector<std::string> stragglers;
