@@ -1,6 +1,10 @@
 #include "braid/comm/store/server.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <asio.hpp>
+#include <cerrno>
 #include <atomic>
 #include <cstring>
 #include <list>
@@ -37,6 +41,12 @@ struct Waiter {
 
 struct StoreServer::Impl {
   StoreServerOptions opts;
+  // Frame bytes held by all sessions (opts.max_buffered); open connections per
+  // remote address (opts.max_connections_per_host). Both on the io thread
+  // only, and declared before `io` and `waiters`: sessions that outlive the
+  // thread are destroyed with them, and give back their share here.
+  uint64_t buffered = 0;
+  std::unordered_map<std::string, int> connections;
   asio::io_context io;
   tcp::acceptor acceptor{io};
   store::KeyValues kv;
@@ -47,6 +57,7 @@ struct StoreServer::Impl {
   bool stopped = false;
 
   void accept();
+  void admit(tcp::socket socket);
   void notify_waiters();
 };
 
@@ -54,11 +65,16 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(StoreServer::Impl& server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), auth_timer_(server.io) {
+  Session(StoreServer::Impl& server, tcp::socket socket, std::string host)
+      : server_(server), socket_(std::move(socket)), auth_timer_(server.io), host_(std::move(host)) {
     asio::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("?") : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+    ++server_.connections[host_];
+  }
+  ~Session() {
+    release(held_);
+    if (--server_.connections[host_] == 0) server_.connections.erase(host_);
   }
 
   void start() {
@@ -78,10 +94,16 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sends a response frame, then reads the next request.
   void respond(Status status, const std::vector<std::string>& fields) {
     out_ = store::encode(static_cast<uint8_t>(status), fields);
+    if (!reserve(out_.size())) {
+      const uint64_t n = out_.size();
+      std::string().swap(out_);
+      return reject_with_error(busy("a reply", n));
+    }
     prefix_ = store::length_prefix(static_cast<uint32_t>(out_.size()));
     auto self = shared_from_this();
     std::array<asio::const_buffer, 2> bufs{asio::buffer(prefix_), asio::buffer(out_)};
     asio::async_write(socket_, bufs, [self](asio::error_code ec, size_t) {
+      self->drop_frames();
       if (ec) return self->close();
       self->read_request();
     });
@@ -123,6 +145,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                             n, self->server_.opts.max_frame));
         return;
       }
+      if (!self->reserve(n)) return self->reject_with_error(self->busy("a request", n));
       self->body_.resize(n);
       asio::async_read(self->socket_, asio::buffer(self->body_),
                        [self](asio::error_code ec2, size_t) {
@@ -139,6 +162,7 @@ class Session : public std::enable_shared_from_this<Session> {
     } catch (const PeerError& e) {
       return reject(e.what());
     }
+    drop_frames();  // the request is applied: its bytes are the key-value map's now
     if (out.changed) server_.notify_waiters();
     switch (out.kind) {
       case store::Outcome::Kind::respond: return respond(out.status, out.fields);
@@ -185,12 +209,44 @@ class Session : public std::enable_shared_from_this<Session> {
     auth_timer_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
+    // The frames are given back when the session goes (~Session): a read
+    // may still be pending on body_.
+  }
+
+  // Frames up to this size pass the total bound (StoreServerOptions::max_buffered).
+  static constexpr uint64_t kSmallFrame = 64 << 10;
+
+  // Charges `n` more frame bytes to the server-wide bound; false (nothing
+  // charged) when they would pass it.
+  bool reserve(uint64_t n) {
+    if (n > kSmallFrame && server_.buffered + n > server_.opts.max_buffered) return false;
+    server_.buffered += n;
+    held_ += n;
+    return true;
+  }
+  void release(uint64_t n) {
+    server_.buffered -= n;
+    held_ -= n;
+  }
+  // Gives back the request and reply frames (their memory too: one large
+  // frame must not stay allocated for the connection's life).
+  void drop_frames() {
+    release(held_);
+    std::string().swap(body_);
+    std::string().swap(out_);
+  }
+  std::string busy(const char* what, uint64_t n) const {
+    return fmt::format("store busy: {} of {} bytes would take the frames held over all connections past the "
+                       "store's bound of {} bytes ({} held now)",
+                       what, n, server_.opts.max_buffered, server_.buffered);
   }
 
   StoreServer::Impl& server_;
   tcp::socket socket_;
   asio::steady_timer auth_timer_;
+  std::string host_;  // the remote address, for StoreServer::Impl::connections
   std::string peer_;
+  uint64_t held_ = 0;  // bytes charged to server_.buffered
   bool authed_ = false;
   std::array<std::byte, store::kNonceBytes> nonce_{};
   std::array<std::byte, 32> mac_{};
@@ -202,17 +258,43 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
+// accept4 rather than asio's accept: the socket is close-on-exec from the
+// start, since `braid launch` forks ranks while this thread accepts.
 void StoreServer::Impl::accept() {
-  acceptor.async_accept([this](asio::error_code ec, tcp::socket socket) {
+  acceptor.async_wait(tcp::acceptor::wait_read, [this](asio::error_code ec) {
+    if (ec == asio::error::operation_aborted) return;
     if (ec) {
-      if (ec == asio::error::operation_aborted) return;
       logging::warn("store: accept failed: {}", ec.message());
-    } else {
-      socket.set_option(tcp::no_delay(true));
-      std::make_shared<Session>(*this, std::move(socket))->start();
+    } else if (int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC); fd >= 0) {
+      tcp::socket socket(io);
+      asio::error_code aec;
+      socket.assign(acceptor.local_endpoint().protocol(), fd, aec);
+      if (aec) {
+        ::close(fd);
+        logging::warn("store: accept failed: {}", aec.message());
+      } else {
+        admit(std::move(socket));
+      }
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+      logging::warn("store: accept failed: {}", std::strerror(errno));
     }
     accept();
   });
+}
+
+void StoreServer::Impl::admit(tcp::socket socket) {
+  asio::error_code ec;
+  const auto ep = socket.remote_endpoint(ec);
+  const std::string host = ec ? std::string("?") : ep.address().to_string();
+  if (auto it = connections.find(host); it != connections.end() && it->second >= opts.max_connections_per_host) {
+    logging::warn("store: rejecting {}:{}: {} connections from that address already (the store's bound)", host,
+                  ec ? 0 : ep.port(), it->second);
+    ++rejected;
+    socket.close(ec);
+    return;
+  }
+  socket.set_option(tcp::no_delay(true), ec);
+  std::make_shared<Session>(*this, std::move(socket), host)->start();
 }
 
 void StoreServer::Impl::notify_waiters() {
@@ -239,10 +321,15 @@ StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Im
     tcp::resolver resolver(impl_->io);
     auto endpoints = resolver.resolve(o.host, std::to_string(o.port));
     tcp::endpoint ep = endpoints.begin()->endpoint();
-    impl_->acceptor.open(ep.protocol());
+    // Opened here, close-on-exec from the start: the ranks `braid launch`
+    // forks must not inherit the store's port.
+    const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+    impl_->acceptor.assign(ep.protocol(), fd);
     impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
     impl_->acceptor.bind(ep);
     impl_->acceptor.listen();
+    impl_->acceptor.non_blocking(true);  // accept4 after a wake-up that another took
     impl_->port = impl_->acceptor.local_endpoint().port();
   } catch (const std::system_error& e) {
     fail<IoError>("store server: cannot listen on {}:{}: {}", o.host, o.port, e.what());

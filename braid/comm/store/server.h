@@ -1,8 +1,10 @@
 // The rendezvous Store's server: an in-memory key-value map behind a TCP port,
 // served by one Asio thread. It runs inside `braid launch` or inside rank 0's
 // process (docs/design.md, "comm"). Every connection must pass the token challenge
-// (protocol.h); every frame is size-bounded. A rejected or misbehaving client
-// is logged and dropped while the others keep being served.
+// (protocol.h); every frame is size-bounded, and so are the frames buffered
+// in total and the connections per address. A rejected or misbehaving client
+// is logged and dropped while the others keep being served. Its sockets are
+// close-on-exec: `braid launch` serves the store and starts the ranks.
 #pragma once
 
 #include <chrono>
@@ -26,6 +28,14 @@ struct StoreServerOptions {
   uint64_t max_bytes = uint64_t{1} << 30;
   // A client that has not authenticated within this time is dropped.
   std::chrono::milliseconds auth_timeout{10000};
+  // Bound on the request and reply frames held at once over all connections
+  // (bytes): a frame that would pass it is answered with an error and its
+  // connection dropped. Frames up to 64 KiB (every honest request but a large
+  // value) always pass, so the bound cannot lock out the job's own ranks.
+  uint64_t max_buffered = uint64_t{64} << 20;
+  // Open connections from one address (authenticated or not); more are
+  // closed at once. A node's ranks and its launcher each hold one or two.
+  int max_connections_per_host = 1024;
 };
 
 class StoreServer {

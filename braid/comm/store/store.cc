@@ -1,5 +1,7 @@
 #include "braid/comm/store/store.h"
 
+#include <fcntl.h>
+
 #include <asio.hpp>
 #include <charconv>
 #include <cstring>
@@ -96,6 +98,10 @@ struct Store::Impl {
       std::this_thread::sleep_for(std::min<Duration>(d.remaining(), std::chrono::milliseconds(100)));
     }
     socket->set_option(tcp::no_delay(true));
+    // Close-on-exec, as every braid socket: a launcher on node > 0 talks to
+    // the store before it forks its ranks. (asio opens the socket itself;
+    // nothing here forks between its connect and this line.)
+    ::fcntl(socket->native_handle(), F_SETFD, ::fcntl(socket->native_handle(), F_GETFD) | FD_CLOEXEC);
     std::array<std::byte, store::kNonceBytes> nonce;
     step([&](auto h) { asio::async_read(*socket, asio::buffer(nonce), h); }, d, "auth (nonce)", t0);
     Sha256 mac = store::auth_mac(opts.token, "braid-store", nonce);
