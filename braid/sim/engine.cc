@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -102,11 +103,15 @@ TaskId add(TaskTable& t, TaskTable::Task k, const std::vector<TaskId>& after, La
   return id;
 }
 
+// A stream's trace row: its number, past the net row from kNetTid on (a
+// parameter server serves each worker on a stream of its own: W + 2 of them).
+int stream_tid(int stream) { return stream < kNetTid ? stream : stream + 1; }
+
 std::string thread_name(int tid) {
   if (tid == 0) return "train";
   if (tid == 1) return "comm";
   if (tid == kNetTid) return "net";
-  return fmt::format("stream {}", tid);
+  return fmt::format("stream {}", tid < kNetTid ? tid : tid - 1);
 }
 
 }  // namespace
@@ -128,8 +133,8 @@ TaskId Simulator::compute(int rank, double seconds, std::vector<TaskId> after, L
   if (!std::isfinite(seconds) || seconds < 0) {
     fail<ValueError>("braid sim: compute \"{}\" on rank {} takes {} seconds", label.name, rank, seconds);
   }
-  if (stream < 0 || stream >= kNetTid) {
-    fail<ValueError>("braid sim: compute \"{}\" on stream {} (streams are 0..{})", label.name, stream, kNetTid - 1);
+  if (stream < 0 || stream == std::numeric_limits<int>::max()) {
+    fail<ValueError>("braid sim: compute \"{}\" on stream {} (streams are numbered from 0)", label.name, stream);
   }
   if (!std::isfinite(threads) || threads <= 0) {
     fail<ValueError>("braid sim: compute \"{}\" asks for {} threads", label.name, threads);
@@ -205,18 +210,17 @@ nlohmann::json Simulator::to_trace(double origin) const {
   auto us = [](double s) { return s * 1e6; };
   nlohmann::json events = nlohmann::json::array();
   // Rows each rank uses: its streams and, if it sends, its net row.
-  std::vector<std::vector<bool>> rows(cluster_.ranks, std::vector<bool>(kNetTid + 1, false));
+  std::vector<std::set<int>> rows(cluster_.ranks);  // tids
   for (const TaskTable::Task& k : t.tasks) {
-    if (k.kind == TaskKind::compute) rows[k.rank][k.peer] = true;
-    if (k.kind == TaskKind::transfer) rows[k.rank][kNetTid] = true;
+    if (k.kind == TaskKind::compute) rows[k.rank].insert(stream_tid(k.peer));
+    if (k.kind == TaskKind::transfer) rows[k.rank].insert(kNetTid);
   }
   for (int r = 0; r < cluster_.ranks; ++r) {
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0},
                       {"args", {{"name", fmt::format("rank {}", r)}}}});
     events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r}, {"tid", 0},
                       {"args", {{"sort_index", r}}}});
-    for (int tid = 0; tid <= kNetTid; ++tid) {
-      if (!rows[r][tid]) continue;
+    for (int tid : rows[r]) {
       events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", tid},
                         {"args", {{"name", thread_name(tid)}}}});
     }
@@ -230,7 +234,7 @@ nlohmann::json Simulator::to_trace(double origin) const {
     // A message's row shows it from when it was sent (latency included).
     const double from = net ? tt.ready : tt.start;
     nlohmann::json e{{"ph", "X"},           {"cat", l.category},          {"name", l.name},
-                     {"pid", k.rank},       {"tid", net ? kNetTid : k.peer}, {"ts", us(from - origin)},
+                     {"pid", k.rank},       {"tid", net ? kNetTid : stream_tid(k.peer)}, {"ts", us(from - origin)},
                      {"dur", us(tt.end - from)}};
     if (net) e["args"] = {{"bytes", k.amount}, {"peer", k.peer}};
     events.push_back(std::move(e));

@@ -12,7 +12,8 @@
 
 namespace braid::sim {
 
-// Trace row of a rank's transfers (after its streams 0..kNetTid-1).
+// Trace row of a rank's transfers (after its streams 0..kNetTid-1; streams
+// from kNetTid on are shown one row further down).
 inline constexpr int kNetTid = 100;
 
 struct TaskTable {

@@ -376,6 +376,26 @@ TEST(SimEngine, TraceLooksLikeAMeasuredTimeline) {
   EXPECT_NEAR(spans[1]["dur"].get<double>(), (kAlpha + 1e6 * kBeta) * 1e6, 1e-6);
 }
 
+TEST(SimEngine, StreamsPastTheNetRowAreTracedBelowIt) {
+  // A parameter server serves each of its W workers on a stream of its own.
+  Simulator sim(cluster(2, 1));
+  const TaskId a = sim.compute(0, 1, {}, {"comm", "reply w148"}, 150);
+  const TaskId b = sim.compute(0, 1, {}, {"comm", "reply w149"}, 150);
+  sim.transfer(0, 1, 1e6, {a}, {"net", "pull"});
+  sim.run();
+  expect_close(sim.times(b).end, 2);  // one stream: one after the other
+  std::map<int, std::string> threads;
+  std::vector<int> tids;
+  const nlohmann::json trace = sim.to_trace();
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 0) threads[e["tid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "X" && e["pid"] == 0) tids.push_back(e["tid"].get<int>());
+  }
+  EXPECT_EQ(threads[100], "net");
+  EXPECT_EQ(threads[151], "stream 150");
+  EXPECT_EQ(tids, (std::vector<int>{151, 151, 100}));
+}
+
 TEST(SimEngine, BadInputsAreValueErrors) {
   Simulator sim(cluster(2, 1));
   const TaskId a = sim.compute(0, 1, {}, {"forward", "a"});
