@@ -63,6 +63,9 @@ class Lane {
   std::thread thread_;
 };
 
+// " at clock 7" for messages; nothing for -1 (a pull that waits for no clock).
+std::string at_clock(int64_t clock) { return clock >= 0 ? fmt::format(" at clock {}", clock) : std::string(); }
+
 // Completes `work` once `parts` sub-exchanges finished; the first error wins.
 struct Join {
   comm::Work work;
@@ -82,6 +85,17 @@ struct Client::Impl {
   int worker;
   DenseLayout layout;
   std::vector<std::atomic<int64_t>> pulled_version, version, clock, slowest, pushes;
+  // What answer_within needs to know: set by hello, and once a server's
+  // dense weights were pulled (the first pull waits for worker 0's init_dense).
+  std::atomic<bool> config_known{false}, ssp{false};
+  std::vector<std::atomic<bool>> dense_ready;
+  // The first failed exchange with each server (under broken_mu): later ones
+  // fail with it at once. The stream with that server is out of step (a late
+  // reply would answer the wrong request), and each request queued behind the
+  // failed one would otherwise wait out its own timeout: a worker whose push
+  // to a stopped server timed out then waited as long again for its pull.
+  std::mutex broken_mu;
+  std::vector<std::exception_ptr> broken;
   std::vector<std::unique_ptr<Lane>> lanes;
   // Dense pushes through a codec (PsConfig::codec): one state per server
   // range (its error-feedback memory), one encoded message per server in flight.
@@ -99,7 +113,9 @@ struct Client::Impl {
         version(static_cast<size_t>(options.servers)),
         clock(static_cast<size_t>(options.servers)),
         slowest(static_cast<size_t>(options.servers)),
-        pushes(static_cast<size_t>(options.servers)) {
+        pushes(static_cast<size_t>(options.servers)),
+        dense_ready(static_cast<size_t>(options.servers)),
+        broken(static_cast<size_t>(options.servers)) {
     if (worker < 0 || o.servers < 1 || t.size() <= o.servers)
       fail<ConfigError>("ps client: transport rank {} of {} is not a worker rank with {} servers", t.rank(), t.size(),
                         o.servers);
@@ -109,27 +125,78 @@ struct Client::Impl {
 
   std::string who() const { return fmt::format("ps worker {} (rank {})", worker, t.rank()); }
 
+  // How long server s may take to answer this request: the timeout, or
+  // twice it where the server may hold the request back for longer than one
+  // peer's timeout (server_clock.cc, wait_gate: an ssp gate, the first pull,
+  // which waits for worker 0's init_dense, and a hello, which may first
+  // recover a shard). A bsp gate waits for pushes, each due within the timeout.
+  Duration answer_within(int s, const RequestHeader& h) const {
+    if (h.op == Op::hello) return o.timeout * 2;
+    if (h.op != Op::pull_dense && h.op != Op::pull_sparse) return o.timeout;
+    if (!config_known.load()) return o.timeout * 2;
+    if (h.op == Op::pull_dense && !dense_ready[static_cast<size_t>(s)].load()) return o.timeout * 2;
+    return h.clock >= 0 && ssp.load() ? o.timeout * 2 : o.timeout;
+  }
+
   // One request/reply with server s, on the calling (lane) thread. `into`
   // receives the reply payload when it has exactly that size; otherwise the
-  // payload goes to `spill`.
+  // payload goes to `spill`. A server that does not answer within
+  // answer_within is named in a TimeoutError (one that holds a request back
+  // gives up a little earlier and answers with its own error, naming whom it
+  // waited for). Before, a stopped server was named by nobody: each worker
+  // said `timed out waiting for ps worker 1 (rank 2) pull_dense clock -1`,
+  // 3x the timeout later.
   ReplyHeader exchange(int s, RequestHeader h, std::span<const std::byte> payload, std::span<std::byte> into,
                        Bytes* spill = nullptr) {
+    {
+      std::lock_guard lock(broken_mu);
+      if (auto e = broken[static_cast<size_t>(s)]) std::rethrow_exception(e);
+    }
+    try {
+      return exchange_once(s, h, payload, into, spill);
+    } catch (const TimeoutError&) {
+      break_with(s, std::current_exception());
+      throw;
+    } catch (const PeerError&) {
+      break_with(s, std::current_exception());
+      throw;
+    }
+  }
+
+  void break_with(int s, std::exception_ptr e) {
+    std::lock_guard lock(broken_mu);
+    if (!broken[static_cast<size_t>(s)]) broken[static_cast<size_t>(s)] = e;
+  }
+
+  ReplyHeader exchange_once(int s, RequestHeader h, std::span<const std::byte> payload, std::span<std::byte> into,
+                            Bytes* spill) {
     h.worker = worker;
     h.bytes = payload.size();
     trace::Span span("ps", op_name(h.op));
     if (span) span.arg("server", s).arg("clock", h.clock).arg("bytes_out", payload.size()).arg("bytes_in", into.size());
     const std::string what = fmt::format("{} {} with server {}", who(), op_name(h.op), s);
+    const Duration within = answer_within(s, h);
+    const auto start = Clock::now();
+    // Waits for `w` (a transfer with server s) until `d`; a timeout names the server.
+    auto await = [&](const comm::Work& w, Deadline d, const char* step) {
+      try {
+        w.wait(d);
+      } catch (const TimeoutError&) {
+        fail<TimeoutError>("{} {}: server {} (rank {}) did not answer: {} not done {} after the request{}", who(),
+                           op_name(h.op), s, s, step, format_duration(Clock::now() - start),
+                           within > o.timeout ? " (which it may hold back for up to twice the timeout)" : "");
+      }
+    };
     const Deadline send_by = Deadline::after(o.timeout);
     comm::Work hw = t.send(s, kRequestTag, std::as_bytes(std::span(&h, 1)));
     comm::Work pw = payload.empty() ? comm::Work::completed() : t.send(s, kRequestDataTag, payload);
-    hw.wait(send_by);
+    await(hw, send_by, "sending the request");
     ReplyHeader r;
-    // A pull may be held back by the server for up to twice its timeout, and
-    // then the server's own error (naming whom it waited for) is the better one.
-    t.recv(s, kReplyTag, std::as_writable_bytes(std::span(&r, 1))).wait(Deadline::after(o.timeout * 3));
+    await(t.recv(s, kReplyTag, std::as_writable_bytes(std::span(&r, 1))),
+          Deadline(start + within), "its reply");
     if (r.magic != kMagic) fail<PeerError>("{}: the reply lacks the protocol's magic number", what);
     if (r.status == 0) {
-      pw.wait(send_by);
+      await(pw, send_by, "sending the request's payload");
     } else {
       // A server refuses a request before reading its payload, which may then never be taken.
       try {
@@ -140,15 +207,15 @@ struct Client::Impl {
     if (r.status != 0) {
       if (r.bytes > kMaxJsonBytes) fail<PeerError>("{}: failed (an error reply of {} bytes)", what, r.bytes);
       std::string msg(r.bytes, '\0');
-      if (r.bytes) t.recv(s, kReplyDataTag, std::as_writable_bytes(std::span(msg))).wait(Deadline::after(o.timeout));
+      if (r.bytes) await(t.recv(s, kReplyDataTag, std::as_writable_bytes(std::span(msg))), Deadline::after(o.timeout), "its error message");
       fail<PeerError>("{}: {}", what, msg);
     }
     if (r.bytes > 0) {
       if (r.bytes == into.size()) {
-        t.recv(s, kReplyDataTag, into).wait(Deadline::after(o.timeout));
+        await(t.recv(s, kReplyDataTag, into), Deadline::after(o.timeout), "its reply's payload");
       } else if (spill && r.bytes <= (uint64_t{1} << 34)) {
         spill->resize(r.bytes);
-        t.recv(s, kReplyDataTag, *spill).wait(Deadline::after(o.timeout));
+        await(t.recv(s, kReplyDataTag, *spill), Deadline::after(o.timeout), "its reply's payload");
       } else {
         fail<PeerError>("{}: the reply has {} bytes, expected {}", what, r.bytes, into.size());
       }
@@ -159,6 +226,7 @@ struct Client::Impl {
     clock[s] = r.clock;
     slowest[s] = r.slowest;
     pushes[s] = r.pushes;
+    if (h.op == Op::pull_dense) dense_ready[static_cast<size_t>(s)] = true;
     return r;
   }
 
@@ -215,6 +283,8 @@ int64_t Client::hello(const PsConfig& config, int64_t dense_total) {
   c.codec_states.assign(static_cast<size_t>(c.o.servers), {});
   for (int s = 0; s < c.o.servers; ++s) c.codec_states[s].stream = (static_cast<uint64_t>(c.worker) << 32) | static_cast<uint64_t>(s);
   c.messages.assign(static_cast<size_t>(c.o.servers), {});
+  c.ssp = config.consistency == Consistency::ssp;
+  c.config_known = true;
   const std::string text = nlohmann::json{{"config", config.to_json()}, {"dense_total", dense_total}}.dump();
   c.fan_out(c.all_servers(), c.who() + " hello", [&c, text](int s) {
     c.exchange(s, {.op = Op::hello}, std::as_bytes(std::span(text)), {});
@@ -236,7 +306,7 @@ comm::Work Client::init_dense(std::span<const float> weights) {
 comm::Work Client::push_dense(std::span<const float> grads, int64_t clock, double lr) {
   Impl& c = *impl_;
   c.check_dense(grads.size(), "push_dense");
-  return c.fan_out(c.all_servers(), fmt::format("{} push_dense clock {}", c.who(), clock), [&c, grads, clock, lr](int s) {
+  return c.fan_out(c.all_servers(), c.who() + " push_dense" + at_clock(clock), [&c, grads, clock, lr](int s) {
     const auto part = grads.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
     std::span<const std::byte> payload = std::as_bytes(part);
     uint64_t flags = 0;
@@ -264,7 +334,7 @@ comm::Work Client::push_dense(std::span<const float> grads, int64_t clock, doubl
 comm::Work Client::pull_dense(std::span<float> weights, int64_t clock) {
   Impl& c = *impl_;
   c.check_dense(weights.size(), "pull_dense");
-  return c.fan_out(c.all_servers(), fmt::format("{} pull_dense clock {}", c.who(), clock), [&c, weights, clock](int s) {
+  return c.fan_out(c.all_servers(), c.who() + " pull_dense" + at_clock(clock), [&c, weights, clock](int s) {
     const auto part = weights.subspan(static_cast<size_t>(c.layout.begin(s)), static_cast<size_t>(c.layout.size(s)));
     const ReplyHeader r = c.exchange(s, {.op = Op::pull_dense, .clock = clock}, {}, std::as_writable_bytes(part));
     c.pulled_version[s] = r.version;
@@ -305,7 +375,7 @@ comm::Work Client::push_sparse(int table, std::span<const uint64_t> keys, std::s
   }
   auto counts = std::make_shared<std::vector<size_t>>();
   for (auto& p : by) counts->push_back(p.size());
-  return c.fan_out(used, fmt::format("{} push_sparse table {} clock {}", c.who(), table, clock),
+  return c.fan_out(used, fmt::format("{} push_sparse table {}{}", c.who(), table, at_clock(clock)),
                    [&c, packed, counts, table, clock, lr](int s) {
                      c.exchange(s, {.op = Op::push_sparse, .table = table, .clock = clock,
                                     .version = c.pulled_version[s].load(), .lr = lr,
@@ -327,7 +397,7 @@ comm::Work Client::pull_sparse(int table, std::span<const uint64_t> keys, std::s
     for (size_t p : (*by)[static_cast<size_t>(s)]) (*request)[static_cast<size_t>(s)].push_back(keys[p]);
     if (!(*by)[static_cast<size_t>(s)].empty()) used.push_back(s);
   }
-  return c.fan_out(used, fmt::format("{} pull_sparse table {} clock {}", c.who(), table, clock),
+  return c.fan_out(used, fmt::format("{} pull_sparse table {}{}", c.who(), table, at_clock(clock)),
                    [&c, by, request, rows, dim, table, clock](int s) {
                      const auto& ks = (*request)[static_cast<size_t>(s)];
                      std::vector<float> got(ks.size() * dim);

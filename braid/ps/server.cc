@@ -250,9 +250,20 @@ bool Server::Impl::next_request(int worker, RequestHeader& h) {
       r.wait(Deadline::after(std::chrono::seconds(1)));
       return true;
     } catch (const TimeoutError&) {
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
       if (fatal) return false;
       note_silent_workers();
+      // Silent while every other worker is through: nothing waits for it, and
+      // the server would otherwise serve it for ever (a SIGSTOPped asp worker
+      // kept the whole job alive). Gone: the server can finish.
+      const WorkerState& me = workers[static_cast<size_t>(worker)];
+      if (me.silent && me.status == Status::live && live_workers() == 1) {
+        const std::string why = fmt::format("silent for {} while every other worker finished",
+                                            format_duration(Clock::now() - me.last_heard));
+        lock.unlock();
+        mark_gone(worker, why);
+        return false;
+      }
     } catch (const Error& e) {
       mark_gone(worker, e.what());
       return false;

@@ -61,8 +61,16 @@ void Server::Impl::set_fatal(std::exception_ptr e) {
 }
 
 void Server::Impl::wait_gate(std::unique_lock<std::mutex>& lock, int worker, int64_t clock, bool dense) {
-  // ssp may first have to notice a silent worker (after `timeout`) before it can let this one go.
-  const Deadline deadline = Deadline::after(timeout() * 2);
+  // bsp waits for every live worker's push, each due within the timeout. ssp
+  // may first have to notice a silent worker (after `timeout`) before it can
+  // let this one go, and the first pull waits for worker 0's weights: twice
+  // the timeout. The worker waits as long for the answer (client.cc): give up
+  // a little earlier, so that our error, naming whom we waited for, reaches it
+  // first; past its wait the worker names this server as the one that did not answer.
+  const bool bsp_clock = config->consistency == Consistency::bsp && clock >= 0 && (!dense || initialized);
+  const Duration held_for = timeout() * (bsp_clock ? 1 : 2) -
+                            std::clamp<Duration>(timeout() / 10, std::chrono::milliseconds(10), std::chrono::seconds(2));
+  const Deadline deadline = Deadline::after(held_for);
   const Duration slice = std::min<Duration>(std::chrono::seconds(1), timeout() / 4);
   WorkerState& me = workers[static_cast<size_t>(worker)];
   me.held = true;
@@ -70,13 +78,13 @@ void Server::Impl::wait_gate(std::unique_lock<std::mutex>& lock, int worker, int
     if (deadline.expired()) {
       me.held = false;
       if (dense && !initialized) {
-        fail<TimeoutError>("{}: no worker sent the initial weights within {}", who(), format_duration(timeout() * 2));
+        fail<TimeoutError>("{}: no worker sent the initial weights within {}", who(), format_duration(held_for));
       }
       std::string msg = config->consistency == Consistency::bsp
                             ? fmt::format("{}: bsp clock {} waited {} for workers {}", who(), clock - 1,
-                                          format_duration(timeout() * 2), missing_for(clock - 1))
+                                          format_duration(held_for), missing_for(clock - 1))
                             : fmt::format("{}: worker {} at clock {} waited {} for the slowest worker (clock {}){}",
-                                          who(), worker, clock, format_duration(timeout() * 2), slowest(),
+                                          who(), worker, clock, format_duration(held_for), slowest(),
                                           config->barrier > 0 ? fmt::format(" or a barrier of {} workers at clock {}",
                                                                             config->barrier, clock)
                                                               : std::string());
