@@ -24,9 +24,10 @@ sys.path.insert(0, HERE)
 from jobs import RowFailed, RowSkipped  # noqa: E402
 from rows import Context  # noqa: E402
 import rows_end  # noqa: E402
+import rows_plans  # noqa: E402
 import rows_recover  # noqa: E402
 
-ROWS = {**rows_end.ROWS, **rows_recover.ROWS}
+ROWS = {**rows_end.ROWS, **rows_recover.ROWS, **rows_plans.ROWS}
 CULPRIT_CHARS = 320  # of the culprit message shown in the table
 
 
@@ -77,9 +78,13 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/reliability.md)")
     ap.add_argument("--keep", action="store_true", help="keep the logs and runs (their folder is printed)")
     ap.add_argument("--list", action="store_true", help="print the rows' names (CMake makes a test of each)")
+    ap.add_argument("--list-slow", action="store_true", help="print the rows labelled slow (left out of the default run)")
     a = ap.parse_args()
     if a.list:
         print(";".join(ROWS))
+        return 0
+    if a.list_slow:
+        print(";".join(rows_plans.SLOW))
         return 0
     if not a.braid:
         ap.error("--braid is required")

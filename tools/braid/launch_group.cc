@@ -317,6 +317,11 @@ GroupResult run_group(const GroupSpec& spec) {
       if (drain_at == Clock::time_point::max() &&
           std::none_of(kids.begin(), kids.end(), [](const Child& c) { return c.may_fail && c.running; }))
         drain_at = Clock::now() + spec.stop_grace;
+      // A stopped server cannot exit by itself: stop the rest at once.
+      const bool all_stopped = std::all_of(kids.begin(), kids.end(), [](const Child& c) {
+        return !c.running || is_stopped(c.pid);
+      });
+      if (drain_at != Clock::time_point::max() && all_stopped) drain_at = Clock::now(), result.drained_stopped = true;
       if (Clock::now() >= drain_at) {
         result.drained = true;
         stop_others();

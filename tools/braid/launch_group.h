@@ -83,6 +83,7 @@ struct GroupResult {
   std::vector<int> tolerated;  // `may_fail` ranks that failed, in order
   bool drained = false;        // `stopped` were stopped because they outlived the
                                // last `may_fail` rank by stop_grace, not after a failure
+  bool drained_stopped = false;  // ... at once, as they were stopped (SIGSTOP) and could not exit
   // Ranks still running past their deadline once the outcome was decided
   // without them (GroupSpec::finish_grace); they were named and stopped.
   std::vector<int> overdue;

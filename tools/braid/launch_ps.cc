@@ -93,7 +93,10 @@ void add_ps_ranks(const PsLayout& layout, const PsPrograms& programs, GroupSpec&
 }
 
 int finish_ps(const PsLayout& layout, const GroupSpec& spec, const GroupResult& r) {
-  if (r.drained)
+  if (r.drained && r.drained_stopped)
+    std::fprintf(stderr, "braid launch: ranks [%s] were stopped (SIGSTOP or a debugger) when the last worker ended; "
+                 "stopped them\n", fmt::format("{}", fmt::join(r.stopped, ", ")).c_str());
+  else if (r.drained)
     std::fprintf(stderr, "braid launch: ranks [%s] were still running %.1f s after the last worker ended; stopped them\n",
                  fmt::format("{}", fmt::join(r.stopped, ", ")).c_str(), spec.stop_grace.count() / 1000.0);
   if (!r.tolerated.empty())
