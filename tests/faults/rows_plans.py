@@ -7,7 +7,7 @@ the rest are labelled slow (matrix.py --list-slow)."""
 import re
 import signal
 
-from jobs import Job, RowFailed
+from jobs import Job, RowFailed, now
 from rows import TIMEOUT, Result, error_lines, names, train
 from rows_end import _ended, _signal_in_training
 
@@ -145,3 +145,46 @@ for _c in ("bsp", "asp"):
     ROWS[f"ps_{_c}_server_stop"] = (lambda c: lambda ctx: ps_server_stop(ctx, c))(_c)
     ROWS[f"ps_{_c}_worker_stop"] = (lambda c: lambda ctx: ps_worker_stop(ctx, c))(_c)
 SLOW = [r for r in ROWS if r not in DEFAULT]
+
+
+def mpirun_stop(ctx):
+    """SIGSTOP of rank 1 of 3 started by mpirun, over the mpi transport: the
+    others time out and name it, and mpirun ends the job. (Before, the mpi
+    transport's closing waited 5 s for sends to the stopped rank and 2 s for
+    their cancellation: the error came 12 s after a 5 s timeout.)"""
+    import os
+    import shutil
+    from jobs import Launcher, RowSkipped
+    name = "mpirun_stop"
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        raise RowSkipped("no mpirun")
+    job = Job(ctx.braid, ctx.workdir, name)
+    argv = [mpirun, "--oversubscribe", "--allow-run-as-root", "-n", "3", "-x", "BRAID_FAULT_TAG",
+            *train(ctx, f"{ctx.workdir}/{name}", 100000, parallel__transport="mpi")]
+    env = job._env({})
+    job.launchers.append(Launcher(argv, f"{ctx.workdir}/{name}.log", env))
+
+    def signal_rank(rank, sig):
+        want = {f"BRAID_FAULT_TAG={job.tag}".encode(), f"OMPI_COMM_WORLD_RANK={rank}".encode()}
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if want <= set(f.read().split(b"\0")):
+                        os.kill(int(pid), sig)
+                        return now()
+            except (OSError, ValueError):
+                continue
+        raise RowFailed(f"rank {rank} of {name} not found", job)
+
+    try:
+        job.wait_for(r"\] step 20/|^step 20/", 120)
+        seconds, codes = _ended(job, signal_rank(1, signal.SIGSTOP))
+    finally:
+        job.kill()
+    return Result(name, "SIGSTOP of rank 1 (3 ranks under mpirun, mpi transport)", TIMEOUT, seconds,
+                  f"ended, exit code {codes[0]}", culprit(job.text(), 1, name, job))
+
+
+ROWS["mpirun_stop"] = mpirun_stop
+DEFAULT.add("mpirun_stop")

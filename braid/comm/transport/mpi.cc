@@ -18,6 +18,9 @@ namespace braid::comm {
 namespace {
 
 constexpr size_t kMaxPiece = size_t{1} << 30;  // bytes per MPI message
+// Closing: how long pending sends may go without one completing, and
+// cancelled requests may take to finish, before their peer is given up on.
+constexpr auto kStallGrace = std::chrono::milliseconds(500);
 
 std::string mpi_error(int code) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -52,13 +55,22 @@ class MpiTransport final : public Transport {
 
   ~MpiTransport() override {
     {
-      // Sends get a moment to reach their peers. Receives are not waited
-      // for: the communicator's listeners keep one posted per peer for the
-      // transport's whole life (waiting for those cost every run 5 s).
+      // Sends get a moment to reach their peers: up to 5 s while they keep
+      // completing, 500 ms once none has for that long (a stopped or hung
+      // peer takes nothing, and this runs while a failed rank's error unwinds,
+      // before it is printed: a SIGSTOP under mpirun was reported 12 s after a
+      // 5 s timeout). Receives are not waited for: the communicator's
+      // listeners keep one posted per peer for the transport's whole life
+      // (waiting for those cost every run 5 s).
       std::unique_lock l(mu_);
-      cv_.wait_for(l, std::chrono::seconds(5), [&] {
-        return std::none_of(ops_.begin(), ops_.end(), [](const Op& op) { return op.is_send; });
-      });
+      const auto sends = [&] { return std::count_if(ops_.begin(), ops_.end(), [](const Op& op) { return op.is_send; }); };
+      const auto by = Clock::now() + std::chrono::seconds(5);
+      auto left = sends();
+      auto moved = Clock::now();
+      while (left > 0 && Clock::now() < by && Clock::now() - moved < kStallGrace) {
+        cv_.wait_for(l, std::chrono::milliseconds(10));
+        if (const auto n = sends(); n < left) left = n, moved = Clock::now();
+      }
       stop_ = true;
     }
     cv_.notify_all();
@@ -68,7 +80,7 @@ class MpiTransport final : public Transport {
     // would free (freeing the request right after MPI_Cancel did exactly
     // that). So complete the cancellations first, with a deadline.
     for (Op& op : ops_) MPI_Cancel(&op.req);
-    const Deadline d = Deadline::after(std::chrono::seconds(2));
+    const Deadline d = Deadline::after(kStallGrace);
     std::vector<Op> unfinished;
     for (Op& op : ops_) {
       int done = 0;
