@@ -1,0 +1,103 @@
+#include "braid/text/shards.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "braid/base/error.h"
+#include "tests/testing/error_message.h"
+#include "tests/testing/temp_dir.h"
+
+namespace braid::text {
+namespace {
+
+// The call throws E whose message holds every part.
+#define EXPECT_THAT_ERROR(call, E, ...)                                        \
+  do {                                                                         \
+    const std::string m = test::message_of<E>([&] { (void)(call); });          \
+    for (const std::string part : std::vector<std::string> __VA_ARGS__)        \
+      EXPECT_NE(m.find(part), std::string::npos) << "'" << part << "' not in: " << m; \
+  } while (0)
+
+std::vector<uint32_t> iota(uint32_t n, uint32_t mod) {
+  std::vector<uint32_t> v(n);
+  for (uint32_t i = 0; i < n; ++i) v[i] = (i * 7919u) % mod;
+  return v;
+}
+
+TEST(TokenShards, WriteThenReadBothWidths) {
+  test::TempDir dir;
+  for (const uint32_t vocab : {1000u, 65536u, 70000u}) {
+    ShardWriter w({.prefix = dir.file("v" + std::to_string(vocab)), .vocab_size = vocab, .ids_per_shard = 1000});
+    const auto a = iota(600, vocab), b = iota(300, vocab);
+    w.add(a);
+    w.add(b);
+    w.add(a);  // past 1000 ids: a second shard
+    const auto paths = w.finish();
+    ASSERT_EQ(paths.size(), 2u);
+    TokenShard s0(paths[0]), s1(paths[1]);
+    EXPECT_EQ(s0.bytes_per_id(), vocab <= 65536 ? 2 : 4);
+    EXPECT_EQ(s0.size(), 900u);
+    EXPECT_EQ(s1.size(), 600u);
+    EXPECT_EQ(s0.vocab_size(), vocab);
+    EXPECT_EQ(std::filesystem::file_size(paths[1]), kShardHeaderBytes + 600u * s1.bytes_per_id());
+    std::vector<uint32_t> got(300);
+    s0.read(600, got);
+    EXPECT_EQ(got, b);
+    EXPECT_THROW(s1.read(400, got), IndexError);
+  }
+}
+
+TEST(TokenShards, WindowsOfContextPlusOneNeverCrossAShard) {
+  test::TempDir dir;
+  ShardWriter w({.prefix = dir.file("c"), .vocab_size = 50000, .ids_per_shard = 100});
+  std::vector<uint32_t> ids(100);
+  for (uint32_t i = 0; i < 100; ++i) ids[i] = i;
+  w.add(ids);
+  for (uint32_t i = 0; i < 100; ++i) ids[i] = 1000 + i;
+  w.add(std::span(ids).first(50));
+  w.finish();
+  TokenWindows tw(glob_shards(dir.file("c-*.tok")), {.context = 8});
+  EXPECT_EQ(tw.tokens(), 150u);
+  EXPECT_EQ(tw.size(), 12u + 6u);  // (100 - 9) / 8 + 1, (50 - 9) / 8 + 1
+  std::vector<uint32_t> win(9);
+  tw.window(11, win);
+  EXPECT_EQ(win.front(), 88u);
+  EXPECT_EQ(win.back(), 96u);
+  tw.window(12, win);
+  EXPECT_EQ(win.front(), 1000u);  // the next shard starts afresh
+  TokenWindows strided(glob_shards(dir.file("c-*.tok")), {.context = 8, .stride = 1});
+  EXPECT_EQ(strided.size(), 92u + 42u);
+  EXPECT_THROW(glob_shards(dir.file("none-*.tok")), IoError);
+}
+
+TEST(TokenShards, TruncatedForeignAndOutOfRangeAreNamed) {
+  test::TempDir dir;
+  ShardWriter w({.prefix = dir.file("s"), .vocab_size = 300});
+  w.add(iota(100, 300));
+  const std::string path = w.finish().at(0);
+
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
+  EXPECT_THAT_ERROR(TokenShard{path}, IoError, {path, "truncated", "100 ids"});
+  std::filesystem::resize_file(path, 10);
+  EXPECT_THAT_ERROR(TokenShard{path}, IoError, {path, "truncated", "10 bytes"});
+  std::ofstream(dir.file("foreign.tok")) << "this is not a shard, just some words in a file";
+  EXPECT_THAT_ERROR(TokenShard{dir.file("foreign.tok")}, IoError, {"foreign.tok", "magic"});
+  EXPECT_THAT_ERROR(TokenShard{dir.file("missing.tok")}, IoError, {"missing.tok"});
+
+  ShardWriter w2({.prefix = dir.file("r"), .vocab_size = 300});
+  std::vector<uint32_t> ids(50, 7);
+  ids[41] = 299;
+  w2.add(ids);
+  const std::string p2 = w2.finish().at(0);
+  TokenShard s(p2);
+  std::vector<uint32_t> out(50);
+  s.read(0, out);                                                          // fine under the header's 300
+  EXPECT_THAT_ERROR(s.read(0, out, 256), IoError, {p2, "offset 41", "299"});  // a model with 256 ids
+  ids[3] = 300;
+  EXPECT_THAT_ERROR(w2.add(ids), ValueError, {"300", "position 3"});
+}
+
+}  // namespace
+}  // namespace braid::text
