@@ -30,6 +30,7 @@ void add_pbt(CLI::App& app);
 void add_linear(CLI::App& app);
 void add_graph(CLI::App& app);
 void add_sim(CLI::App& app);
+void add_tokenize(CLI::App& app);
 
 // This program's own path (launch.cc): what a command starts more of itself with.
 std::string self_exe();

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   braid::cli::add_linear(app);
   braid::cli::add_graph(app);
   braid::cli::add_sim(app);
+  braid::cli::add_tokenize(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);
