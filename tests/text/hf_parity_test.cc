@@ -39,6 +39,21 @@ TEST(HfParity, AdversarialStringsGiveHfIds) {
   EXPECT_GE(n, 30);
 }
 
+TEST(HfParity, PrefixSpaceAndIgnoreMergesAsHf) {
+  const Tokenizer base = load_tokenizer_json(test::fixture("tokenizer.json"));
+  const auto e = test::expected();
+  const std::vector<std::pair<std::string, TokenizerOptions>> variants = {
+      {"add_prefix_space", {.add_prefix_space = true}}, {"ignore_merges", {.ignore_merges = true}}};
+  for (const auto& [name, options] : variants) {
+    const Tokenizer t(base.vocab(), base.merges(), base.added_tokens(), options);
+    const auto& want = e["variants"][name];
+    ASSERT_GE(want.size(), 20u);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(t.encode(test::from_hex(e["cases"][i]["hex"])), want[i].get<std::vector<uint32_t>>())
+          << name << ", text (hex) " << e["cases"][i]["hex"].get<std::string>();
+  }
+}
+
 TEST(HfParity, CorpusGivesHfIdsOnOneAndTwoThreads) {
   const auto e = test::expected();
   std::string why;

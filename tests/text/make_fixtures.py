@@ -118,12 +118,22 @@ def main():
     for b in INVALID_UTF8:
         cases.append({"hex": b.hex(), "ids": tok.encode(b.decode("utf-8", "replace")).ids})
 
+    # The same model under the two options braid reads from tokenizer.json.
+    variants = {}
+    prefixed = Tokenizer.from_file(os.path.join(OUT, "tokenizer.json"))
+    prefixed.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    variants["add_prefix_space"] = [prefixed.encode(s).ids for s in ADVERSARIAL]
+    whole = Tokenizer.from_file(os.path.join(OUT, "tokenizer.json"))
+    whole.model.ignore_merges = True
+    variants["ignore_merges"] = [whole.encode(s).ids for s in ADVERSARIAL]
+
     meta = {
         "tokenizers_version": __import__("tokenizers").__version__,
         "vocab_size": VOCAB_SIZE,
         "special_tokens": SPECIAL,
         "corpus": corpus,
         "cases": cases,
+        "variants": variants,  # ids of ADVERSARIAL (the first cases) under each option
     }
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(meta, f, separators=(",", ":"))

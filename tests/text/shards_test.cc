@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "braid/base/error.h"
 #include "tests/testing/error_message.h"
@@ -46,6 +47,28 @@ TEST(TokenShards, WriteThenReadBothWidths) {
     s0.read(600, got);
     EXPECT_EQ(got, b);
     EXPECT_THROW(s1.read(400, got), IndexError);
+  }
+}
+
+// The layout docs/text.md states, read by a separate reader in Python.
+TEST(TokenShards, APythonReaderReadsWhatTheWriterWrote) {
+  test::TempDir dir;
+  for (const uint32_t vocab : {50257u, 128256u}) {
+    ShardWriter w({.prefix = dir.file("p" + std::to_string(vocab)), .vocab_size = vocab});
+    const auto ids = iota(1234, vocab);
+    w.add(ids);
+    const std::string path = w.finish().at(0);
+    const std::string cmd = "python3 " BRAID_TESTS_DIR "/text/read_shard.py " + path;
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    ASSERT_EQ(pclose(p), 0) << cmd;
+    const auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["width"], vocab <= 65536 ? 2 : 4);
+    EXPECT_EQ(j["vocab"], vocab);
+    EXPECT_EQ(j["ids"].get<std::vector<uint32_t>>(), ids);
   }
 }
 
