@@ -264,7 +264,7 @@ void Config::load_json(const nlohmann::json& j, const std::string& name) {
       else if (x.is_number_integer()) v = d.type == ValueType::Float ? Value(x.get<double>()) : Value(x.get<int64_t>());
       else if (x.is_number()) v = x.get<double>();
       else if (x.is_string()) v = x.get<std::string>();
-      else fail<ConfigError>("{}: {} expects a {}, got {}", name, key, type_name(d.type), x.dump());
+      else fail<ConfigError>("{}: {} expects a {}, got {}", name, key, type_name(d.type), abridge(x.dump()));
       set_value(key, v, name);
     }
   }

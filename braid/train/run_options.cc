@@ -1,6 +1,5 @@
 #include "braid/train/run_options.h"
 
-#include "braid/comm/env.h"
 #include "braid/train/trainer.h"
 #include "braid/optim/adagrad.h"
 #include "braid/optim/adam.h"
@@ -160,10 +159,10 @@ parallel::ParameterServerOptions ps_options(const Config& c, int servers, Durati
   u.weight_decay = c.get_float("optim.weight_decay");
   s.checkpoint_dir = dir;
   s.checkpoint_every = c.get_int("ps.checkpoint_every");
-  // The servers hold the model: they continue from their shards when asked
-  // to, and (train.resume = auto) when `braid launch --max-restarts` restarted the group.
-  const Resume resume = parse_resume(c.get_string("train.resume"));
-  s.resume = resume == Resume::always || (resume == Resume::automatic && comm::read_env().restart > 0);
+  // The servers hold the model: under auto and always they continue from
+  // their newest shards when there are any (a group restarted by `braid
+  // launch --max-restarts` included), as the trainer does from its checkpoints.
+  s.resume = parse_resume(c.get_string("train.resume")) != Resume::never;
   s.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   s.timeout_s = std::chrono::duration<double>(timeout).count();
   return o;

@@ -3,10 +3,15 @@
 # finished its work: exit status 0 and RANKS lines
 #   ... trained STEPS steps: final loss L ...
 # (one per rank or worker), each L a finite number below MAX_LOSS.
-# usage: run_example.sh RANKS STEPS MAX_LOSS COMMAND [ARGS...]
+# usage: run_example.sh RANKS STEPS MAX_LOSS COMMAND [ARGS...]  (@TMP@ in ARGS: a fresh folder)
 set -uo pipefail
 ranks=$1 steps=$2 max_loss=$3
 shift 3
+# @TMP@ in an argument is a fresh folder: an example that checkpoints would
+# otherwise resume its previous run's finished checkpoints (train.resume = auto).
+tmp=$(mktemp -d /tmp/braid-example.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+set -- "${@//@TMP@/$tmp}"
 out=$("$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"
