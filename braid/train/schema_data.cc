@@ -6,13 +6,15 @@ namespace braid::train {
 void add_data_keys(Schema& s) {
   using T = ValueType;
   s.add({.name = "data.name", .type = T::String, .default_value = std::string("fashion_mnist"),
-         .help = "dataset format: fashion_mnist (IDX folder), csv, libsvm, text (character-level)",
-         .choices = {"fashion_mnist", "csv", "libsvm", "text"}});
+         .help = "dataset format: fashion_mnist (IDX folder), csv, libsvm, text (character-level), tokens (token "
+                 "shards of braid tokenize encode; data.path a glob)",
+         .choices = {"fashion_mnist", "csv", "libsvm", "text", "tokens"}});
   s.add({.name = "data.path", .type = T::String, .default_value = std::string("/usr/share/datasets/fashion-mnist"),
          .help = "dataset folder (fashion_mnist) or file (csv, libsvm, text; a folder of text files for text)",
          .env = "BRAID_DATA_PATH"});
   s.add({.name = "data.stride", .type = T::Int, .default_value = int64_t{0},
-         .help = "text: characters between the starts of consecutive windows; 0 = model.context (no overlap)",
+         .help = "text, tokens: characters (tokens) between the starts of consecutive windows; 0 = model.context (no "
+                 "overlap)",
          .min = 0});
   s.add({.name = "data.hash_buckets", .type = T::Int, .default_value = int64_t{0},
          .help = "sparse_linear: fold feature ids into this many embedding rows by hashing (0: one row per id)",

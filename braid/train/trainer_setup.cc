@@ -12,6 +12,7 @@
 #include "braid/parallel/plan_factory.h"
 #include "braid/tensor/backend.h"
 #include "braid/tensor/cpu/autotune.h"
+#include "braid/text/token_dataset.h"
 #include "braid/train/config_data.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/models.h"
@@ -66,6 +67,13 @@ Datasets load_datasets(const Config& c) {
     auto text = std::make_shared<data::CharTextDataset>(
         path, data::TextOptions{.context = context, .stride = stride > 0 ? stride : context});
     return split(text, text->vocab_size());
+  }
+  if (name == "tokens") {
+    // data.path: a glob of shards (braid tokenize encode); the vocabulary is the shards'.
+    const int64_t context = c.get_int("model.context"), stride = c.get_int("data.stride");
+    auto tokens = std::make_shared<text::TokenDataset>(
+        path, text::WindowOptions{.context = static_cast<uint64_t>(context), .stride = static_cast<uint64_t>(stride)});
+    return split(tokens, tokens->vocab_size());
   }
   if (name == "csv" || name == "libsvm") {
     std::shared_ptr<const data::Dataset> all;

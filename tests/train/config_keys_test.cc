@@ -18,6 +18,7 @@
 #include <set>
 
 #include "braid/base/error.h"
+#include "braid/text/shards.h"
 #include "braid/train/distill.h"
 #include "braid/train/schema.h"
 #include "braid/train/trainer_setup.h"
@@ -45,6 +46,13 @@ class ConfigKeys : public ::testing::Test {
     for (int i = 0; i < 200; ++i) csv << i * 0.01 << "," << (i % 7) * 0.1 << "," << (i % 3) << "\n";  // label last
     std::ofstream svm(dir_->file("t.svm"));
     for (int i = 0; i < 200; ++i) svm << (i % 2 ? "+1" : "-1") << " 1:" << i * 0.01 << " 3:0.5\n";
+    // Two token shards (data.name = tokens reads them by glob).
+    text::ShardWriter w({.prefix = dir_->file("tok"), .vocab_size = 50, .ids_per_shard = 1000});
+    std::vector<uint32_t> ids(1000);
+    for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = (i * 7) % 50;
+    w.add(ids);
+    w.add(ids);
+    w.finish();
   }
   static void TearDownTestSuite() { delete dir_; }
 
@@ -101,6 +109,9 @@ std::vector<Context> contexts(const std::string& dir) {
       {"text transformer, rmsprop",
        {"data.name=text", text, "model.name=char_transformer", "parallel.strategy=none", "optim.name=rmsprop",
         "model.context=16", "data.stride=8"}},
+      {"token shards transformer",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=char_transformer",
+        "parallel.strategy=none", "model.context=16", "data.stride=8"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
@@ -213,6 +224,20 @@ TEST_F(ConfigKeys, MlpHonoursWeightNormAndDropout) {
   const auto dropout = layers({"model.name=mlp", "parallel.strategy=none", "model.dropout=0.2"});
   EXPECT_TRUE(plain.count("5.weight"));
   EXPECT_TRUE(dropout.count("7.weight"));
+}
+
+TEST_F(ConfigKeys, TokensHonourStrideAndGlob) {
+  auto examples = [&](const std::string& path, const std::string& stride) {
+    Config c = config({"", {"data.name=tokens", "data.path=" + path, "model.name=char_transformer",
+                            "parallel.strategy=none", "model.context=16", "data.stride=" + stride,
+                            "train.batch_size=8"}});
+    return make_training_run(c).train_examples;
+  };
+  const std::string both = dir_->file("tok-*.tok"), one = dir_->file("tok-00000.tok");
+  // (1000 - 17) / 16 + 1 = 62 windows a shard, the last 10% held out: 62 - 6 and 124 - 12.
+  EXPECT_EQ(examples(one, "0"), 56);
+  EXPECT_EQ(examples(both, "0"), 112);
+  EXPECT_NEAR(static_cast<double>(examples(both, "4")) / static_cast<double>(examples(both, "0")), 4.0, 0.1);
 }
 
 TEST_F(ConfigKeys, TextHonoursStride) {
