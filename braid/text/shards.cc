@@ -112,7 +112,7 @@ std::vector<std::string> ShardWriter::finish() {
   return written_;
 }
 
-TokenShard::TokenShard(std::string path) : path_(std::move(path)) {
+TokenShard::TokenShard(std::string path, ShardAccess access) : path_(std::move(path)) {
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail<IoError>("tokens: cannot open {}: {}", path_, std::strerror(errno));
   struct stat st {};
@@ -150,6 +150,8 @@ TokenShard::TokenShard(std::string path) : path_(std::move(path)) {
   ::close(fd);
   if (m == MAP_FAILED) fail<IoError>("tokens: cannot map {}: {}", path_, std::strerror(errno));
   map_ = static_cast<const unsigned char*>(m);
+  // Advice only: a kernel that ignores it reads more around each window.
+  ::madvise(m, map_bytes_, access == ShardAccess::Random ? MADV_RANDOM : MADV_SEQUENTIAL);
 }
 
 TokenShard::~TokenShard() {

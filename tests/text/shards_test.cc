@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <unistd.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -93,6 +95,47 @@ TEST(TokenShards, WindowsOfContextPlusOneNeverCrossAShard) {
   TokenWindows strided(glob_shards(dir.file("c-*.tok")), {.context = 8, .stride = 1});
   EXPECT_EQ(strided.size(), 92u + 42u);
   EXPECT_THROW(glob_shards(dir.file("none-*.tok")), IoError);
+}
+
+// Resident pages of this process (bytes), from /proc/self/statm.
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A 4 GiB shard (sparse: its ids read as 0) served window by window: memory
+// grows with the windows read, not with the shard.
+TEST(TokenShards, ResidentMemoryIndependentOfShardSize) {
+  test::TempDir dir;
+  const std::string path = dir.file("big.tok");
+  {
+    ShardWriter w({.prefix = dir.file("big"), .vocab_size = 1000});
+    w.add(std::vector<uint32_t>(8, 1));
+    std::filesystem::rename(w.finish().at(0), path);
+  }
+  const uint64_t count = (uint64_t{4} << 30) / 2;
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    unsigned char n[8];
+    for (int i = 0; i < 8; ++i) n[i] = static_cast<unsigned char>(count >> (8 * i));
+    f.seekp(16);
+    f.write(reinterpret_cast<const char*>(n), 8);
+  }
+  std::filesystem::resize_file(path, kShardHeaderBytes + count * 2);
+  const size_t before = resident_bytes();
+  TokenWindows tw({path}, {.context = 1024});
+  EXPECT_EQ(tw.tokens(), count);
+  std::vector<uint32_t> win(1025);
+  for (uint64_t i = 1; i <= 2000; ++i) {
+    tw.window((i * 1000003) % tw.size(), win);
+    ASSERT_EQ(win[5], 0u);
+  }
+  tw.window(0, win);
+  EXPECT_EQ(win[3], 1u);
+  // 2000 windows of 2 KiB touch at most 2 pages each: about 16 MB, against 4 GiB mapped.
+  EXPECT_LT(resident_bytes() - std::min(before, resident_bytes()), size_t{64} << 20);
 }
 
 TEST(TokenShards, TruncatedForeignAndOutOfRangeAreNamed) {

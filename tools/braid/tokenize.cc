@@ -159,7 +159,7 @@ std::vector<uint32_t> read_ids(const std::string& arg) {
     char magic[8] = {};
     probe.read(magic, 8);
     if (probe.gcount() == 8 && std::equal(magic, magic + 8, text::kShardMagic)) {
-      text::TokenShard s(arg);
+      text::TokenShard s(arg, text::ShardAccess::Sequential);
       std::vector<uint32_t> ids(s.size());
       s.read(0, ids);
       return ids;
