@@ -56,17 +56,8 @@ std::vector<int> stage_of_layer(const train::Config& config, const nn::Sequentia
 }  // namespace
 
 void require_cpu_device(const train::Config& config) {
-  const std::string& text = config.get_string("train.device");
-  bool cpu = false;
-  try {
-    cpu = parse_device(text).is_cpu();
-  } catch (const ValueError&) {
-  }
-  if (!cpu) {
-    fail<ConfigError>("train.device = {} has no effect on braid sim: its op costs are measured on this machine's CPU, "
-                      "so it would predict the CPU's step; predict with train.device = cpu",
-                      text);
-  }
+  train::require_cpu_device(config, "braid sim",
+                            "its op costs are measured on this machine's CPU, so it would predict the CPU's step");
 }
 
 nlohmann::json Prediction::to_json() const {

@@ -59,16 +59,8 @@ SparseSummary train_sparse(const Config& c, const std::function<void(const std::
                       c.get_string("data.name"));
   // The pulled rows, the dense values and their gradients are host vectors
   // exchanged with the servers; nothing here would ever reach a device.
-  const std::string& device = c.get_string("train.device");
-  bool cpu = false;
-  try {
-    cpu = parse_device(device).is_cpu();
-  } catch (const ValueError&) {
-  }
-  if (!cpu)
-    fail<ConfigError>("train.device = {} has no effect on model.name = sparse_linear: its workers compute on the CPU "
-                      "between pulls and pushes to the parameter servers; use train.device = cpu",
-                      device);
+  require_cpu_device(c, "model.name = sparse_linear",
+                     "its workers compute on the CPU between pulls and pushes to the parameter servers");
   const int64_t threads = c.get_int("train.threads");
   set_num_threads(threads > 0 ? static_cast<int>(threads) : 1);
   set_flush_denormals(c.get_bool("train.flush_denormals"));

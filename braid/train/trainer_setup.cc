@@ -129,6 +129,16 @@ Device train_device(const Config& config, int local_rank) {
   return device;
 }
 
+void require_cpu_device(const Config& config, std::string_view what, std::string_view why) {
+  const std::string& text = config.get_string("train.device");
+  bool cpu = false;
+  try {
+    cpu = parse_device(text).is_cpu();
+  } catch (const ValueError&) {
+  }
+  if (!cpu) fail<ConfigError>("train.device = {} has no effect on {}: {}; use train.device = cpu", text, what, why);
+}
+
 namespace {
 
 // Plans whose every tensor the trainer touches stays on `device`: one

@@ -56,6 +56,10 @@ DType train_precision(const Config& config);
 // CUDA, no GPU visible, index out of range).
 Device train_device(const Config& config, int local_rank = 0);
 
+// ConfigError unless train.device names the CPU: "train.device = cuda has no
+// effect on `what`: `why`" (for the paths that only run or model the CPU).
+void require_cpu_device(const Config& config, std::string_view what, std::string_view why);
+
 // What a caller may hand make_training_run instead of letting it build it:
 // a distilled student trains in the job its teachers joined, on soft targets.
 struct RunOptions {

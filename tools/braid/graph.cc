@@ -22,26 +22,6 @@
 
 namespace braid::cli {
 
-namespace {
-
-// The step is captured on the meta device, and --run executes it with the CPU
-// kernels: a GPU config would silently be analysed and run as the CPU's.
-void refuse_device(const train::Config& config) {
-  const std::string& text = config.get_string("train.device");
-  bool cpu = false;
-  try {
-    cpu = parse_device(text).is_cpu();
-  } catch (const ValueError&) {
-  }
-  if (!cpu) {
-    fail<ConfigError>("train.device = {} has no effect on braid graph: it captures the step on the meta device and "
-                      "--run executes it on the CPU; use train.device = cpu",
-                      text);
-  }
-}
-
-}  // namespace
-
 void add_graph(CLI::App& app) {
   auto* cmd = app.add_subcommand("graph", "capture a training step as a dataflow graph and analyse it");
   struct Args {
@@ -72,7 +52,10 @@ void add_graph(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->callback([args] {
     const train::Config config = train::load_config(args->config, args->sets);
-    refuse_device(config);
+    // The step is captured on the meta device, and --run executes it with the
+    // CPU kernels: a GPU config would silently be analysed and run as the CPU's.
+    train::require_cpu_device(config, "braid graph",
+                              "it captures the step on the meta device and --run executes it on the CPU");
     if (args->partition.ranks > 0 || args->partition.run > 0) {
       args->partition.dot = args->dot;
       args->partition.svg = args->svg;
