@@ -15,8 +15,8 @@ Storage::Storage(size_t nbytes, Device device)
       nbytes_(nbytes),
       device_(device) {}
 
-Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
-    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device)
+    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)), device_(device) {}
 
 std::shared_ptr<Storage> Storage::meta(size_t nbytes) {
   auto s = std::make_shared<Storage>(nullptr, nbytes, [](void*) {});
@@ -99,11 +99,12 @@ Tensor Tensor::arange(int64_t n, DType dtype) {
   return t;
 }
 
-Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> deleter) {
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> deleter,
+                         Device device) {
   Tensor t;
   t.impl_ = std::make_shared<Impl>();
   t.impl_->storage = std::make_shared<Storage>(
-      data, static_cast<size_t>(braid::numel(shape)) * itemsize(dtype), std::move(deleter));
+      data, static_cast<size_t>(braid::numel(shape)) * itemsize(dtype), std::move(deleter), device);
   t.impl_->shape = shape;
   t.impl_->strides = contiguous_strides(shape);
   t.impl_->dtype = dtype;

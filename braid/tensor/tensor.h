@@ -29,7 +29,8 @@ class Tensor;
 class Storage {
  public:
   explicit Storage(size_t nbytes, Device device = Device::cpu);
-  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);
+  // Foreign memory on `device` (a DLPack producer's GPU tensor, for one).
+  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device = Device::cpu);
   // A block on the meta device: a size and no memory.
   static std::shared_ptr<Storage> meta(size_t nbytes);
   ~Storage();
@@ -89,9 +90,9 @@ class Tensor {
   static Tensor arange(int64_t n, DType dtype = DType::f32);
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
-  // Wraps memory braid does not own; `deleter` runs when the last view dies.
+  // Wraps memory braid does not own, on `device`; `deleter` runs when the last view dies.
   static Tensor from_blob(void* data, const Shape& shape, DType dtype,
-                          std::function<void(void*)> deleter = [](void*) {});
+                          std::function<void(void*)> deleter = [](void*) {}, Device device = Device::cpu);
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl()->shape; }
