@@ -16,9 +16,10 @@ AdaGrad::AdaGrad(std::vector<Tensor> params, AdaGradOptions options)
 void AdaGrad::step() {
   const int64_t t = steps_ + 1;
   const float clr = static_cast<float>(lr_ / (1 + static_cast<double>(t - 1) * o_.lr_decay));
-  const float wd = static_cast<float>(o_.weight_decay), eps = static_cast<float>(o_.eps);
+  const float eps = static_cast<float>(o_.eps);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
+    const float wd = static_cast<float>(decay_of(i, o_.weight_decay));
     HostStaging host;
     float* p = host.writable(params_[i]);
     const float* g = host.grad(params_[i]);

@@ -14,11 +14,11 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weigh
 
 void Adam::step() {
   refresh_scalars();
-  const AdamUpdate update{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .weight_decay = o_.weight_decay,
-                          .decoupled = decoupled_};
+  AdamUpdate update{.beta1 = o_.beta1, .beta2 = o_.beta2, .eps = o_.eps, .decoupled = decoupled_};
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
+    update.weight_decay = decay_of(i, o_.weight_decay);
     adam_update_(params_[i], g, buffer(i, "exp_avg"), buffer(i, "exp_avg_sq"), scalars_on(params_[i].device()),
                  update);
   }

@@ -19,7 +19,8 @@ void LAMB::step() {
   const float inv_bc1 = static_cast<float>(1 / (1 - std::pow(o_.beta1, t)));
   const float inv_bc2 = static_cast<float>(1 / (1 - std::pow(o_.beta2, t)));
   const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
-  const float eps = static_cast<float>(o_.eps), wd = static_cast<float>(o_.weight_decay);
+  const float eps = static_cast<float>(o_.eps);
+  float wd = 0;  // parameter i's (the decay mask may exempt it), set before each use of ratio
   auto ratio = [&](const float* m, const float* v, const float* p, int64_t k) {
     return (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps) + wd * p[k];
   };
@@ -30,6 +31,7 @@ void LAMB::step() {
   std::vector<double> sq(2 * params_.size(), 0.0);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
+    wd = static_cast<float>(decay_of(i, o_.weight_decay));
     const float* p = host.readable(params_[i]);
     const float* g = host.grad(params_[i]);
     float* m = host.writable(buffer(i, "exp_avg"));
@@ -50,6 +52,7 @@ void LAMB::step() {
   total_partial_sums(sq, 2);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
+    wd = static_cast<float>(decay_of(i, o_.weight_decay));
     float* p = host.writable(params_[i]);
     const float* m = host.readable(buffer(i, "exp_avg"));
     const float* v = host.readable(buffer(i, "exp_avg_sq"));

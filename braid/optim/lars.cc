@@ -14,7 +14,7 @@ LARS::LARS(std::vector<Tensor> params, LARSOptions options) : Optimizer(std::mov
 }
 
 void LARS::step() {
-  const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
+  const float mom = static_cast<float>(o_.momentum);
   // ||w||^2 and ||g||^2 of every parameter first, totalled across shards in one go.
   // One staging for both passes: a device parameter crosses to the host once.
   HostStaging host;
@@ -31,8 +31,9 @@ void LARS::step() {
     const float* g = host.grad(params_[i]);
     const int64_t n = params_[i].numel();
     const double w_norm = std::sqrt(sq[2 * i]), g_norm = std::sqrt(sq[2 * i + 1]);
-    const double trust =
-        w_norm > 0 && g_norm > 0 ? o_.eta * w_norm / (g_norm + o_.weight_decay * w_norm + o_.eps) : 1.0;
+    const double decay = decay_of(i, o_.weight_decay);
+    const float wd = static_cast<float>(decay);
+    const double trust = w_norm > 0 && g_norm > 0 ? o_.eta * w_norm / (g_norm + decay * w_norm + o_.eps) : 1.0;
     const float scale = static_cast<float>(lr_ * trust);
     float* b = host.writable(buffer(i, "momentum_buffer"));
     parallel_for(0, n, kUpdateGrain, [&](int64_t lo, int64_t hi) {

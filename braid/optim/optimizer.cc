@@ -28,6 +28,25 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+void Optimizer::set_decay_mask(std::vector<bool> decays) {
+  if (!decays.empty() && decays.size() != params_.size()) {
+    fail<ValueError>("optimizer: a decay mask of {} flags for {} parameters", decays.size(), params_.size());
+  }
+  decays_ = std::move(decays);
+}
+
+std::vector<bool> matrix_decay_mask(const std::vector<int64_t>& ndims) {
+  std::vector<bool> out;
+  for (const int64_t n : ndims) out.push_back(n >= 2);
+  return out;
+}
+
+std::vector<bool> matrix_decay_mask(const std::vector<Tensor>& params) {
+  std::vector<int64_t> ndims;
+  for (const Tensor& p : params) ndims.push_back(p.ndim());
+  return matrix_decay_mask(ndims);
+}
+
 Tensor& Optimizer::buffer(size_t i, const std::string& buf_name, bool* created) {
   auto& m = buffers_.at(i);
   auto it = m.find(buf_name);

@@ -64,6 +64,14 @@ class Optimizer {
   // Counts a step whose update ops ran outside step() (a captured graph's).
   void count_step() { ++steps_; }
 
+  // Which parameters the weight decay applies to: decays[i] false exempts
+  // parameter i from it (the rest of its update is unchanged), one flag per
+  // parameter. AdamW as nanoGPT and Megatron-LM run it decays the matrices of
+  // linear layers and embeddings and leaves norm gains and biases alone
+  // (matrix_decay_mask). Empty, the default: every parameter decays.
+  void set_decay_mask(std::vector<bool> decays);
+  const std::vector<bool>& decay_mask() const { return decays_; }
+
   // ZeRO gives each rank a slice of every parameter (parallel/zero/): a
   // whole-tensor figure (the norms LARS and LAMB scale by) is then the sum of
   // the ranks' partial figures. `sums` holds `figures` values per parameter,
@@ -119,6 +127,10 @@ class Optimizer {
     float* stage(const Tensor& t, bool write);
     std::vector<Staged> staged_;
   };
+  // `weight_decay` for parameter i, or 0 where the decay mask exempts it.
+  double decay_of(size_t i, double weight_decay) const {
+    return decays_.empty() || decays_[i] ? weight_decay : 0.0;
+  }
   // set_partial_sums's totals, in place (nothing when unset).
   void total_partial_sums(std::vector<double>& sums, size_t figures) const {
     if (partial_sums_) partial_sums_(sums, figures);
@@ -130,6 +142,7 @@ class Optimizer {
 
  private:
   std::vector<std::map<std::string, Tensor>> buffers_;
+  std::vector<bool> decays_;  // set_decay_mask's; empty: all
   PartialSums partial_sums_;
   Tensor scalars_ = Tensor::zeros({2}, DType::f64);
   int64_t scalars_version_ = 0;  // refresh_scalars() calls
@@ -140,6 +153,15 @@ class Optimizer {
   };
   std::vector<ScalarsCopy> scalars_copies_;  // scalars_on()'s, one per device
 };
+
+// One flag per parameter: true for those of two or more dimensions (weights
+// of linear, convolution and embedding layers), false for vectors and
+// scalars (biases, norm gains): the parameters decoupled weight decay is
+// meant for (Loshchilov & Hutter; nanoGPT's and Megatron-LM's groups).
+// `ndims[i]`: parameter i's number of dimensions (a flat ZeRO slice's is its
+// whole parameter's, not 1).
+std::vector<bool> matrix_decay_mask(const std::vector<int64_t>& ndims);
+std::vector<bool> matrix_decay_mask(const std::vector<Tensor>& params);
 
 // Elements per parallel_for chunk in the fused update loops.
 inline constexpr int64_t kUpdateGrain = 16384;

@@ -16,11 +16,12 @@ RMSProp::RMSProp(std::vector<Tensor> params, RMSPropOptions options)
 
 void RMSProp::step() {
   const float lr = static_cast<float>(lr_), alpha = static_cast<float>(o_.alpha);
-  const float eps = static_cast<float>(o_.eps), wd = static_cast<float>(o_.weight_decay);
+  const float eps = static_cast<float>(o_.eps);
   const float mom = static_cast<float>(o_.momentum);
   const bool centered = o_.centered, use_mom = o_.momentum > 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined()) continue;
+    const float wd = static_cast<float>(decay_of(i, o_.weight_decay));
     HostStaging host;
     float* p = host.writable(params_[i]);
     const float* g = host.grad(params_[i]);

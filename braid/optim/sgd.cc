@@ -19,7 +19,7 @@ void SGD::step() {
     bool first = false;
     const Tensor momentum = o_.momentum == 0 ? Tensor() : buffer(i, "momentum_buffer", &first);
     sgd_update_(params_[i], g, momentum, scalars_on(params_[i].device()),
-                {.weight_decay = o_.weight_decay, .momentum = o_.momentum, .dampening = o_.dampening,
+                {.weight_decay = decay_of(i, o_.weight_decay), .momentum = o_.momentum, .dampening = o_.dampening,
                  .nesterov = o_.nesterov, .first = first});
   }
   ++steps_;
