@@ -2,85 +2,202 @@
 
 #include <cmath>
 
+#include "braid/autograd/engine.h"
 #include "braid/nn/init.h"
 #include "braid/ops/activation.h"
 #include "braid/ops/elementwise.h"
+#include "braid/ops/linear.h"
 #include "braid/ops/matmul.h"
 #include "braid/ops/shape.h"
 #include "braid/ops/softmax.h"
+#include "braid/ops/transformer.h"
 
 namespace braid::nn {
 
 TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab, int64_t context, int64_t dim, Generator& gen,
                                                double dropout, Generator* dropout_generator) {
   tok_ = register_module("tok", std::make_shared<Embedding>(vocab, dim, gen));
-  pos_ = register_parameter("pos", Tensor::empty({context, dim}));
-  init::normal_(pos_, 0, 0.02, gen);
+  if (context > 0) {
+    pos_ = register_parameter("pos", Tensor::empty({context, dim}));
+    init::normal_(pos_, 0, 0.02, gen);
+  }
   drop_ = register_module("drop", std::make_shared<Dropout>(dropout, dropout_generator));
 }
 
-Tensor TokenPositionEmbedding::forward(const Tensor& tokens) {
-  if (tokens.ndim() != 2 || tokens.size(1) > pos_.size(0)) {
-    fail<ValueError>("TokenPositionEmbedding: expects [B, T <= {}] tokens, got {}", pos_.size(0),
-                     to_string(tokens.shape()));
+Tensor TokenPositionEmbedding::forward_at(const Tensor& tokens, int64_t offset) {
+  if (tokens.ndim() != 2 || (pos_.defined() && offset + tokens.size(1) > pos_.size(0))) {
+    fail<ValueError>("TokenPositionEmbedding: expects [B, T] tokens at positions {} + T <= {}, got {}", offset,
+                     pos_.defined() ? pos_.size(0) : 0, to_string(tokens.shape()));
   }
-  return drop_->forward(add(tok_->forward(tokens), slice(pos_, 0, 0, tokens.size(1))));  // [B, T, D] + [T, D]
+  Tensor x = tok_->forward(tokens);
+  if (pos_.defined()) x = add(x, slice(pos_, 0, offset, offset + tokens.size(1)));  // [B, T, D] + [T, D]
+  return drop_->forward(x);
+}
+
+namespace {
+
+// [B, T, G, hd] -> [B * G, T, hd] contiguous, each of the G heads repeated
+// `repeat` times in place (grouped-query attention's shared keys and values).
+Tensor heads_first(const Tensor& x, int64_t repeat) {
+  const int64_t b = x.size(0), t = x.size(1), g = x.size(2), hd = x.size(3);
+  Tensor p = permute(x, {0, 2, 1, 3});  // [B, G, T, hd]
+  if (repeat > 1) p = expand(unsqueeze(p, 2), {b, g, repeat, t, hd});
+  return reshape(contiguous(p), {b * g * repeat, t, hd});
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Dropout* dropout) {
+  if (q.ndim() != 4 || k.ndim() != 4 || k.shape() != v.shape() || q.size(0) != k.size(0) || q.size(3) != k.size(3) ||
+      k.size(2) == 0 || q.size(2) % k.size(2) != 0 || q.size(1) > k.size(1)) {
+    fail<ValueError>("attention: q {} and k, v {} {} are not [B, Tq, H, hd] and [B, Tk >= Tq, KV | H, hd]",
+                     to_string(q.shape()), to_string(k.shape()), to_string(v.shape()));
+  }
+  const int64_t b = q.size(0), tq = q.size(1), h = q.size(2), hd = q.size(3), tk = k.size(1);
+  const int64_t repeat = h / k.size(2);
+  const Tensor qh = heads_first(q, 1), kh = heads_first(k, repeat), vh = heads_first(v, repeat);
+  Tensor scores = mul(matmul(qh, transpose(kh, 1, 2)), 1 / std::sqrt(static_cast<double>(hd)));  // [B*H, Tq, Tk]
+  if (causal && tk > 1) {
+    Tensor mask = Tensor::zeros({tq, tk}, DType::b8);
+    bool* m = mask.data<bool>();
+    for (int64_t i = 0; i < tq; ++i) {
+      for (int64_t j = i + tk - tq + 1; j < tk; ++j) m[i * tk + j] = true;  // future positions
+    }
+    // Built on the host (Tq x Tk bools), then placed beside the scores: ops
+    // refuse inputs on two devices.
+    scores = masked_fill(scores, mask.to(scores.device()), -INFINITY);
+  }
+  Tensor attn = softmax(scores, -1);
+  if (dropout) attn = dropout->forward(attn);
+  const Tensor out = matmul(attn, vh);  // [B*H, Tq, hd]
+  return reshape(contiguous(permute(reshape(out, {b, h, tq, hd}), {0, 2, 1, 3})), {b, tq, h * hd});
+}
+
+namespace {
+
+struct Qkv {
+  Tensor q, k, v;  // [B, T, heads, hd] views of the packed projection
+};
+
+Qkv split_qkv(const Tensor& qkv, int64_t heads, int64_t kv_heads) {
+  const int64_t width = qkv.ndim() == 3 ? qkv.size(2) : 0, hd = width / (heads + 2 * kv_heads);
+  if (qkv.ndim() != 3 || hd == 0 || hd * (heads + 2 * kv_heads) != width) {
+    fail<ValueError>("attend: qkv {} is not [B, T, ({} + 2 x {} heads) x head dim]", to_string(qkv.shape()), heads,
+                     kv_heads);
+  }
+  const int64_t b = qkv.size(0), t = qkv.size(1);
+  auto part = [&](int64_t first, int64_t n) { return reshape(slice(qkv, 2, first * hd, (first + n) * hd), {b, t, n, hd}); };
+  return {part(0, heads), part(heads, kv_heads), part(heads + kv_heads, kv_heads)};
+}
+
+}  // namespace
+
+Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, double rope_theta, Dropout* dropout) {
+  Qkv p = split_qkv(qkv, heads, kv_heads);
+  if (rope_theta > 0) {
+    p.q = rotary_embedding(p.q, 0, rope_theta);
+    p.k = rotary_embedding(p.k, 0, rope_theta);
+  }
+  return attention(p.q, p.k, p.v, causal, dropout);
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options)
-    : dim_(dim), heads_(heads), o_(options) {
+    : dim_(dim), heads_(heads), kv_heads_(options.kv_heads > 0 ? options.kv_heads : heads), o_(options) {
   if (dim <= 0 || heads <= 0 || dim % heads != 0) {
     fail<ValueError>("MultiHeadAttention: heads ({}) must divide dim ({})", heads, dim);
   }
-  in_proj_ = register_module("in_proj", std::make_shared<Linear>(dim, 3 * dim, gen));
-  out_proj_ = register_module("out_proj", std::make_shared<Linear>(dim, dim, gen));
+  if (heads % kv_heads_ != 0) {
+    fail<ValueError>("MultiHeadAttention: key/value heads ({}) must divide the heads ({})", kv_heads_, heads);
+  }
+  if (o_.rope_theta > 0 && (dim / heads) % 2 != 0) {
+    fail<ValueError>("MultiHeadAttention: rotary positions need an even head dim, got {}", dim / heads);
+  }
+  const int64_t hd = dim / heads;
+  in_proj_ = register_module("in_proj", std::make_shared<Linear>(dim, (heads + 2 * kv_heads_) * hd, gen,
+                                                                   LinearOptions{.bias = o_.bias}));
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(dim, dim, gen, LinearOptions{.bias = o_.bias}));
   drop_ = register_module("drop", std::make_shared<Dropout>(o_.dropout, o_.generator));
-}
-
-Tensor attend(const Tensor& qkv, int64_t heads, bool causal, Dropout& dropout) {
-  const int64_t b = qkv.size(0), t = qkv.size(1), hd = qkv.size(2) / (3 * heads);
-  if (qkv.ndim() != 3 || hd * 3 * heads != qkv.size(2)) {
-    fail<ValueError>("attend: qkv {} is not [B, T, 3 x {} heads x head dim]", to_string(qkv.shape()), heads);
-  }
-  // [B, T, 3H hd] -> [3, B, H, T, hd] -> three [B*H, T, hd]
-  Tensor p = permute(reshape(qkv, {b, t, 3, heads, hd}), {2, 0, 3, 1, 4});
-  auto head = [&](int64_t i) { return reshape(contiguous(squeeze(slice(p, 0, i, i + 1), 0)), {b * heads, t, hd}); };
-  const Tensor q = head(0), k = head(1), v = head(2);
-  Tensor scores = mul(matmul(q, transpose(k, 1, 2)), 1 / std::sqrt(static_cast<double>(hd)));  // [B*H, T, T]
-  if (causal) {
-    Tensor mask = Tensor::zeros({t, t}, DType::b8);
-    bool* m = mask.data<bool>();
-    for (int64_t i = 0; i < t; ++i) {
-      for (int64_t j = i + 1; j < t; ++j) m[i * t + j] = true;  // future positions
-    }
-    // Built on the host (T^2 bools), then placed beside the scores: ops refuse
-    // inputs on two devices.
-    scores = masked_fill(scores, mask.to(scores.device()), -INFINITY);
-  }
-  Tensor attn = dropout.forward(softmax(scores, -1));
-  Tensor out = matmul(attn, v);  // [B*H, T, hd]
-  return reshape(contiguous(permute(reshape(out, {b, heads, t, hd}), {0, 2, 1, 3})), {b, t, heads * hd});
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   if (x.ndim() != 3 || x.size(2) != dim_) {
     fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
   }
-  return out_proj_->forward(attend(in_proj_->forward(x), heads_, o_.causal, *drop_));
+  return out_proj_->forward(attend(in_proj_->forward(x), heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()));
 }
 
-TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options) {
-  ln1_ = register_module("ln1", std::make_shared<LayerNorm>(Shape{dim}));
-  attn_ = register_module("attn", std::make_shared<MultiHeadAttention>(dim, heads, gen, options));
-  ln2_ = register_module("ln2", std::make_shared<LayerNorm>(Shape{dim}));
-  fc1_ = register_module("fc1", std::make_shared<Linear>(dim, 4 * dim, gen));
-  fc2_ = register_module("fc2", std::make_shared<Linear>(4 * dim, dim, gen));
-  drop_ = register_module("drop", std::make_shared<Dropout>(options.dropout, options.generator));
+Tensor MultiHeadAttention::forward_cached(const Tensor& x, KVCache& cache, int64_t capacity) {
+  if (x.ndim() != 3 || x.size(2) != dim_) {
+    fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
+  }
+  const int64_t b = x.size(0), t = x.size(1), hd = dim_ / heads_;
+  if (!cache.k.defined()) {
+    cache.k = Tensor::zeros({b, capacity, kv_heads_, hd}, x.dtype(), x.device());
+    cache.v = Tensor::zeros({b, capacity, kv_heads_, hd}, x.dtype(), x.device());
+    cache.length = 0;
+  }
+  const int64_t at = cache.length;
+  if (cache.k.size(0) != b || at + t > cache.k.size(1)) {
+    fail<ValueError>("MultiHeadAttention: {} more positions of batch {} do not fit a cache of {} x {} holding {}", t,
+                     b, cache.k.size(0), cache.k.size(1), at);
+  }
+  Qkv p = split_qkv(in_proj_->forward(x), heads_, kv_heads_);
+  if (o_.rope_theta > 0) {
+    p.q = rotary_embedding(p.q, at, o_.rope_theta);
+    p.k = rotary_embedding(p.k, at, o_.rope_theta);
+  }
+  slice(cache.k, 1, at, at + t).copy_from(p.k);
+  slice(cache.v, 1, at, at + t).copy_from(p.v);
+  cache.length = at + t;
+  const Tensor out = attention(p.q, slice(cache.k, 1, 0, at + t), slice(cache.v, 1, 0, at + t), o_.causal, nullptr);
+  return out_proj_->forward(out);
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", Tensor::ones({dim}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, weight_, eps_); }
+
+std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps) {
+  if (kind == NormKind::rms) return std::make_shared<RMSNorm>(dim, eps);
+  return std::make_shared<LayerNorm>(Shape{dim}, eps);
+}
+
+TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions attention,
+                                   BlockOptions block)
+    : b_(block) {
+  const int64_t hidden = b_.hidden > 0 ? b_.hidden : 4 * dim;
+  b_.hidden = hidden;
+  ln1_ = register_module("ln1", make_norm(b_.norm, dim, b_.norm_eps));
+  attn_ = register_module("attn", std::make_shared<MultiHeadAttention>(dim, heads, gen, attention));
+  ln2_ = register_module("ln2", make_norm(b_.norm, dim, b_.norm_eps));
+  const int64_t fc1_out = b_.mlp == MlpKind::swiglu ? 2 * hidden : hidden;
+  fc1_ = register_module("fc1", std::make_shared<Linear>(dim, fc1_out, gen, LinearOptions{.bias = b_.bias}));
+  fc2_ = register_module("fc2", std::make_shared<Linear>(hidden, dim, gen, LinearOptions{.bias = b_.bias}));
+  drop_ = register_module("drop", std::make_shared<Dropout>(attention.dropout, attention.generator));
+}
+
+Tensor TransformerBlock::mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind kind) {
+  const Tensor h = fc1.forward(x);
+  switch (kind) {
+    case MlpKind::gelu: return fc2.forward(gelu(h));
+    case MlpKind::gelu_tanh: return fc2.forward(gelu(h, GeluApproximation::tanh));
+    case MlpKind::swiglu: return fc2.forward(swiglu(h));
+  }
+  return Tensor();
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
-  return add(h, drop_->forward(fc2_->forward(gelu(fc1_->forward(ln2_->forward(h))))));
+  return add(h, drop_->forward(mlp(ln2_->forward(h), *fc1_, *fc2_, b_.mlp)));
 }
+
+Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t capacity) {
+  Tensor h = add(x, drop_->forward(attn_->forward_cached(ln1_->forward(x), cache, capacity)));
+  return add(h, drop_->forward(mlp(ln2_->forward(h), *fc1_, *fc2_, b_.mlp)));
+}
+
+Tensor TiedHead::forward(const Tensor& x) { return linear(x, tied_->weight(), Tensor()); }
 
 }  // namespace braid::nn

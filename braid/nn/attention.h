@@ -1,7 +1,10 @@
-// Multi-head self-attention (Vaswani et al., 2017), a pre-norm causal
-// Transformer block (GPT-2 layout) and the token + position embedding that
-// feeds it. Each maps one tensor to one tensor, so a transformer is an
-// nn::Sequential that a pipeline can cut between any two layers.
+// Self-attention (Vaswani et al., 2017) and the pre-norm decoder block of
+// GPT-2 and LLaMA, with the token embedding that feeds them. Each maps one
+// tensor to one tensor, so a transformer is an nn::Sequential that a pipeline
+// can cut between any two layers; the block's choices (layer or RMS norm,
+// GELU or SwiGLU MLP, learned or rotary positions, grouped-query attention,
+// biases) are options, so one set of modules serves the char_transformer,
+// GPT-2 and LLaMA (braid/models/gpt.h assembles them).
 #pragma once
 
 #include "braid/base/rng.h"
@@ -15,17 +18,42 @@ struct AttentionOptions {
   bool causal = true;    // position t attends to positions <= t only
   double dropout = 0;    // on the attention weights
   Generator* generator = nullptr;  // dropout masks (null: thread default)
+  int64_t kv_heads = 0;  // key/value heads; 0: one per query head; fewer (dividing the heads): grouped-query
+  bool bias = true;      // of the q/k/v and output projections
+  double rope_theta = 0; // > 0: rotary position embedding of q and k with this base (no learned positions)
 };
 
-// tokens [B, T] (i64, T <= context) -> dropout(tok[tokens] + pos[:T]) [B, T, D].
-// Parameters "tok.weight" [vocab, D] ~ N(0, 1) and "pos" [context, D] ~ N(0, 0.02).
+enum class NormKind { layer, rms };
+enum class MlpKind { gelu, gelu_tanh, swiglu };
+
+struct BlockOptions {
+  int64_t hidden = 0;  // the MLP's width; 0: 4 x dim
+  NormKind norm = NormKind::layer;
+  double norm_eps = 1e-5;
+  MlpKind mlp = MlpKind::gelu;  // swiglu: fc1 holds (gate, up) side by side, [2 hidden, dim]
+  bool bias = true;             // of the MLP's linears
+};
+
+// Keys and values of the positions seen so far, for decoding a token at a
+// time: each step computes its own position's k and v only and attends over
+// the cache (never the prefix again).
+struct KVCache {
+  Tensor k, v;         // [B, capacity, kv_heads, head_dim]
+  int64_t length = 0;  // positions filled
+};
+
+// tokens [B, T] (i64) -> dropout(tok[tokens] + pos[offset : offset + T]) [B, T, D].
+// Parameters "tok.weight" [vocab, D] ~ N(0, 1) and, with context > 0, learned
+// positions "pos" [context, D] ~ N(0, 0.02); context 0: no positions here
+// (rotary positions live in the attention).
 class TokenPositionEmbedding final : public Module {
  public:
   TokenPositionEmbedding(int64_t vocab, int64_t context, int64_t dim, Generator& gen, double dropout = 0,
                          Generator* dropout_generator = nullptr);
-  Tensor forward(const Tensor& tokens) override;
+  Tensor forward(const Tensor& tokens) override { return forward_at(tokens, 0); }
+  Tensor forward_at(const Tensor& tokens, int64_t offset);
   const std::shared_ptr<Embedding>& tok() const { return tok_; }
-  const Tensor& pos() const { return pos_; }
+  const Tensor& pos() const { return pos_; }  // undefined without learned positions
   double dropout() const { return drop_->p(); }
   Generator* dropout_generator() const { return drop_->generator(); }
 
@@ -35,49 +63,98 @@ class TokenPositionEmbedding final : public Module {
   std::shared_ptr<Dropout> drop_;
 };
 
-// The attention of packed projections: qkv [B, T, 3 * H * hd] laid out as
-// [3, H, hd] on the last dim -> softmax(q k^T / sqrt(hd)) v as [B, T, H * hd],
-// dropout on the weights. (Tensor-parallel attention runs it on its heads.)
-Tensor attend(const Tensor& qkv, int64_t heads, bool causal, Dropout& dropout);
+// softmax(q k^T * scale [+ causal mask]) v, the mask aligned to the last
+// query: query i of Tq sees keys j <= i + Tk - Tq (Tq = 1 against a cache is
+// one decoding step). q [B, Tq, H, hd], k and v [B, Tk, KV, hd] (KV divides H:
+// query head h reads key/value head h / (H / KV)); any strides with a
+// contiguous last dim. -> [B, Tq, H * hd]. Dropout on the weights when
+// `dropout` is training with p > 0.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Dropout* dropout = nullptr);
 
-// x [B, T, D] -> [B, T, D]. in_proj: Linear(D, 3D) giving q, k, v;
-// heads of D / H; softmax(q k^T / sqrt(D / H)) v; out_proj: Linear(D, D).
+// The attention of packed projections: qkv [B, T, (H + 2 KV) * hd] holding q,
+// k and v side by side on the last dim -> [B, T, H * hd]; rotary positions
+// (from `offset`) on q and k when rope_theta > 0. (Tensor-parallel attention
+// runs it on its own heads.)
+Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, double rope_theta, Dropout* dropout);
+
+// x [B, T, D] -> [B, T, D]. in_proj: Linear(D, (H + 2 KV) hd) giving q, k, v;
+// heads of hd = D / H; out_proj: Linear(H hd, D).
 class MultiHeadAttention final : public Module {
  public:
   MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // One step of decoding (or a prompt's prefill): x [B, T, D] at positions
+  // cache.length ... + T - 1; appends this step's keys and values to the
+  // cache (allocated to `capacity` positions on first use).
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t capacity);
   int64_t dim() const { return dim_; }
   int64_t heads() const { return heads_; }
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return dim_ / heads_; }
   const AttentionOptions& options() const { return o_; }
   const std::shared_ptr<Linear>& in_proj() const { return in_proj_; }
   const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
   const std::shared_ptr<Dropout>& dropout() const { return drop_; }
 
  private:
-  int64_t dim_, heads_;
+  int64_t dim_, heads_, kv_heads_;
   AttentionOptions o_;
   std::shared_ptr<Linear> in_proj_, out_proj_;
   std::shared_ptr<Dropout> drop_;
 };
 
-// x + attn(ln1(x)), then + mlp(ln2(x)) with mlp = Linear(D, 4D) GELU Linear(4D, D)
-// and dropout on both residual branches. [B, T, D] -> [B, T, D].
+// RMS normalisation of the last dim with a learned gain "weight" (ones).
+class RMSNorm final : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6);
+  Tensor forward(const Tensor& x) override;
+  double eps() const { return eps_; }
+
+ private:
+  double eps_;
+  Tensor weight_;
+};
+
+// A norm of `dim` features of this kind (LayerNorm or RMSNorm).
+std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps);
+
+// x + drop(attn(ln1(x))), then + drop(mlp(ln2(x))): mlp = fc2(act(fc1(x)))
+// with act GELU, or fc2(silu(gate) * up) with fc1 = (gate, up). [B, T, D] -> [B, T, D].
 class TransformerBlock final : public Module {
  public:
-  TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options = {});
+  TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions attention = {},
+                   BlockOptions block = {});
   Tensor forward(const Tensor& x) override;
-  const std::shared_ptr<LayerNorm>& ln1() const { return ln1_; }
+  Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t capacity);
+  // The MLP on a (normalised) input: shared with the tensor-parallel block.
+  static Tensor mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind kind);
+  const BlockOptions& block_options() const { return b_; }
+  const std::shared_ptr<Module>& ln1() const { return ln1_; }
   const std::shared_ptr<MultiHeadAttention>& attn() const { return attn_; }
-  const std::shared_ptr<LayerNorm>& ln2() const { return ln2_; }
+  const std::shared_ptr<Module>& ln2() const { return ln2_; }
   const std::shared_ptr<Linear>& fc1() const { return fc1_; }
   const std::shared_ptr<Linear>& fc2() const { return fc2_; }
   const std::shared_ptr<Dropout>& dropout() const { return drop_; }
 
  private:
-  std::shared_ptr<LayerNorm> ln1_, ln2_;
+  BlockOptions b_;
+  std::shared_ptr<Module> ln1_, ln2_;
   std::shared_ptr<MultiHeadAttention> attn_;
   std::shared_ptr<Linear> fc1_, fc2_;
   std::shared_ptr<Dropout> drop_;
+};
+
+// logits = x E^T with E the embedding table of `tied` (a language model's
+// head tied to its input embedding, as GPT-2): no parameter of its own; the
+// gradient of both uses accumulates in the one table.
+class TiedHead final : public Module {
+ public:
+  explicit TiedHead(std::shared_ptr<Embedding> tied) : tied_(std::move(tied)) {}
+  Tensor forward(const Tensor& x) override;
+  const std::shared_ptr<Embedding>& tied() const { return tied_; }
+
+ private:
+  std::shared_ptr<Embedding> tied_;
 };
 
 }  // namespace braid::nn

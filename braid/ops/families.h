@@ -27,6 +27,8 @@ void define_conv_ops(const Definer& define);
 void define_pool_ops(const Definer& define);
 void define_tensor_ops(const Definer& define);
 void define_update_ops(const Definer& define);
+void define_attention_ops(const Definer& define);
+void define_transformer_ops(const Definer& define);
 
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
@@ -40,10 +42,12 @@ inline void define_ops(const Definer& define) {
   define_update_ops(define);
   define_activation_ops(define);
   define_norm_ops(define);
+  define_transformer_ops(define);
   define_matmul_ops(define);
   define_linear_ops(define);
   define_conv_ops(define);
   define_pool_ops(define);
+  define_attention_ops(define);
 }
 
 }  // namespace braid::op

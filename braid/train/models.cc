@@ -13,6 +13,7 @@
 #include "braid/nn/sequential.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
+#include "braid/train/model_families.h"
 
 namespace braid::train {
 
@@ -100,11 +101,15 @@ std::shared_ptr<nn::Module> build_model(const Config& config, const ModelInfo& i
   if (info.classes <= 0) fail<ConfigError>("the dataset defines no classes to predict");
   const std::string& name = config.get_string("model.name");
   const std::string& norm = config.get_string("model.norm");
-  // Batch norm sits after convolutions (the cnn's); weight normalisation
+  // Batch norm sits after convolutions (the cnn's, resnet's); weight normalisation
   // reparameterises every linear and convolution layer (mlp and cnn).
   const bool batch_norm = norm == "batch" || norm == "sync_batch" || norm == "ghost_batch";
-  if (batch_norm && name != "cnn") {
-    fail<ConfigError>("model.norm = {} adds batch norm after convolutions: model.name = cnn only, not {}", norm, name);
+  if (batch_norm && name != "cnn" && name != "resnet") {
+    fail<ConfigError>("model.norm = {} adds batch norm after convolutions: model.name = cnn or resnet, not {}", norm,
+                      name);
+  }
+  if ((norm == "layer" || norm == "rms") && name != "gpt") {
+    fail<ConfigError>("model.norm = {} chooses the norm of a gpt's blocks, not of {}", norm, name);
   }
   if (norm == "weight" && name != "mlp" && name != "cnn") {
     fail<ConfigError>("model.norm = weight applies to mlp and cnn, not {}", name);
@@ -113,6 +118,8 @@ std::shared_ptr<nn::Module> build_model(const Config& config, const ModelInfo& i
   if (name == "mlp") m = mlp(config, info, gen);
   else if (name == "cnn") m = cnn(config, info, gen);
   else if (name == "char_transformer") m = char_transformer(config, info, gen);
+  else if (name == "resnet") m = build_resnet(config, info, gen);
+  else if (name == "gpt") m = build_gpt(config, info, gen);
   else fail<ConfigError>("model.name = {} is not available to braid train", name);
   if (norm == "weight") nn::apply_weight_norm(static_cast<nn::Sequential&>(*m));
   return m;

@@ -35,15 +35,24 @@ std::vector<int64_t> widths_of(int64_t n, int parts) {
 
 }  // namespace
 
-ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output)
-    : tp_(std::move(tp)), gather_(gather_output) {
+ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output,
+                                           int blocks)
+    : tp_(std::move(tp)), gather_(gather_output), blocks_(blocks) {
   out_ = whole.weight().size(0), in_ = whole.weight().size(1);
-  if (out_ < tp_.size()) fail<ConfigError>("tensor parallel: {} outputs cannot be split {} ways", out_, tp_.size());
+  const int64_t block = out_ / blocks_;
+  if (block < tp_.size()) fail<ConfigError>("tensor parallel: {} outputs cannot be split {} ways", block, tp_.size());
+  if (gather_ && blocks_ > 1) fail<ValueError>("ColumnParallelLinear: a layer of blocks cannot gather its output");
   widths_ = widths_of(out_, tp_.size());
-  const auto [b, e] = shard_range(out_, tp_.size(), tp_.rank());
+  const auto [b, e] = shard_range(block, tp_.size(), tp_.rank());
   offset_ = b;
-  weight_ = register_parameter("weight", rows(whole.weight(), 0, b, e));
-  if (whole.bias().defined()) bias_ = register_parameter("bias", rows(whole.bias(), 0, b, e));
+  // This rank's rows of each block, side by side.
+  std::vector<Tensor> w, bias;
+  for (int i = 0; i < blocks_; ++i) {
+    w.push_back(rows(whole.weight(), 0, i * block + b, i * block + e));
+    if (whole.bias().defined()) bias.push_back(rows(whole.bias(), 0, i * block + b, i * block + e));
+  }
+  weight_ = register_parameter("weight", blocks_ == 1 ? w[0] : concat(w, 0));
+  if (!bias.empty()) bias_ = register_parameter("bias", blocks_ == 1 ? bias[0] : concat(bias, 0));
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
@@ -52,8 +61,8 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) {
 }
 
 void ColumnParallelLinear::add_specs(const std::string& prefix, ShardSpecs& specs) const {
-  specs[prefix + "weight"] = {.dim = 0, .full_shape = {out_, in_}, .offset = offset_};
-  if (bias_.defined()) specs[prefix + "bias"] = {.dim = 0, .full_shape = {out_}, .offset = offset_};
+  specs[prefix + "weight"] = {.dim = 0, .full_shape = {out_, in_}, .offset = offset_, .blocks = blocks_};
+  if (bias_.defined()) specs[prefix + "bias"] = {.dim = 0, .full_shape = {out_}, .offset = offset_, .blocks = blocks_};
 }
 
 RowParallelLinear::RowParallelLinear(const nn::Linear& whole, comm::Communicator tp) : tp_(std::move(tp)) {
@@ -75,8 +84,14 @@ void RowParallelLinear::add_specs(const std::string& prefix, ShardSpecs& specs) 
 }
 
 ParallelAttention::ParallelAttention(const nn::MultiHeadAttention& whole, comm::Communicator tp)
-    : tp_(std::move(tp)), dim_(whole.dim()), heads_(whole.heads()), causal_(whole.options().causal) {
+    : tp_(std::move(tp)), dim_(whole.dim()), heads_(whole.heads()), causal_(whole.options().causal),
+      rope_theta_(whole.options().rope_theta) {
   const int t = tp_.size();
+  if (whole.kv_heads() != heads_) {
+    fail<ConfigError>("tensor parallel: grouped-query attention ({} key/value heads for {} heads) is not split over "
+                      "parallel.tensor yet; set model.kv_heads = {} or parallel.tensor = 1",
+                      whole.kv_heads(), heads_, heads_);
+  }
   if (heads_ % t != 0) {
     fail<ConfigError>("tensor parallel: {} attention heads cannot be split evenly over parallel.tensor = {}", heads_, t);
   }
@@ -106,7 +121,7 @@ Tensor ParallelAttention::forward(const Tensor& x) {
   const Tensor& w = params.at(0).second;
   const Tensor b = params.size() > 1 ? params.at(1).second : Tensor();
   const Tensor qkv = linear(copy_to_tensor_parallel(x, tp_), w, b);
-  return out_proj_->forward(nn::attend(qkv, local_heads_, causal_, *drop_));
+  return out_proj_->forward(nn::attend(qkv, local_heads_, local_heads_, causal_, rope_theta_, drop_.get()));
 }
 
 void ParallelAttention::add_specs(const std::string& prefix, ShardSpecs& specs) const {
@@ -123,14 +138,17 @@ ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& w
   ln1_ = register_module("ln1", std::static_pointer_cast<nn::Module>(whole.ln1()));
   attn_ = register_module("attn", std::make_shared<ParallelAttention>(*whole.attn(), tp));
   ln2_ = register_module("ln2", std::static_pointer_cast<nn::Module>(whole.ln2()));
-  fc1_ = register_module("fc1", std::make_shared<ColumnParallelLinear>(*whole.fc1(), tp, /*gather_output=*/false));
+  mlp_ = whole.block_options().mlp;
+  // SwiGLU's fc1 holds gate and up side by side: each rank takes its slice of both.
+  fc1_ = register_module("fc1", std::make_shared<ColumnParallelLinear>(*whole.fc1(), tp, /*gather_output=*/false,
+                                                                        mlp_ == nn::MlpKind::swiglu ? 2 : 1));
   fc2_ = register_module("fc2", std::make_shared<RowParallelLinear>(*whole.fc2(), tp));
   drop_ = register_module("drop", whole.dropout());
 }
 
 Tensor ParallelTransformerBlock::forward(const Tensor& x) {
   Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
-  return add(h, drop_->forward(fc2_->forward(gelu(fc1_->forward(ln2_->forward(h))))));
+  return add(h, drop_->forward(nn::TransformerBlock::mlp(ln2_->forward(h), *fc1_, *fc2_, mlp_)));
 }
 
 void ParallelTransformerBlock::add_specs(const std::string& prefix, ShardSpecs& specs) const {
@@ -149,14 +167,14 @@ ParallelTokenPositionEmbedding::ParallelTokenPositionEmbedding(const nn::TokenPo
   auto tok = std::make_shared<Holder>();
   tok_weight_ = tok->add("weight", rows(table, 0, begin_, end_));
   tok_ = register_module("tok", std::static_pointer_cast<nn::Module>(tok));
-  pos_ = register_parameter("pos", whole.pos());
+  if (whole.pos().defined()) pos_ = register_parameter("pos", whole.pos());
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout(), whole.dropout_generator()));
 }
 
 Tensor ParallelTokenPositionEmbedding::forward(const Tensor& tokens) {
-  if (tokens.ndim() != 2 || tokens.size(1) > pos_.size(0)) {
-    fail<ValueError>("ParallelTokenPositionEmbedding: expects [B, T <= {}] tokens, got {}", pos_.size(0),
-                     to_string(tokens.shape()));
+  if (tokens.ndim() != 2 || (pos_.defined() && tokens.size(1) > pos_.size(0))) {
+    fail<ValueError>("ParallelTokenPositionEmbedding: expects [B, T <= {}] tokens, got {}",
+                     pos_.defined() ? pos_.size(0) : 0, to_string(tokens.shape()));
   }
   // Tokens outside this rank's rows look up row 0 and are zeroed.
   const Tensor tk = tokens.to(DType::i64).contiguous();
@@ -174,12 +192,13 @@ Tensor ParallelTokenPositionEmbedding::forward(const Tensor& tokens) {
     m[i] = mine ? 1.0f : 0.0f;
   }
   const Tensor rows_here = mul(embedding(tok_weight_, local), mask);
-  const Tensor x = add(reduce_from_tensor_parallel(rows_here, tp_), slice(pos_, 0, 0, tokens.size(1)));
+  Tensor x = reduce_from_tensor_parallel(rows_here, tp_);
+  if (pos_.defined()) x = add(x, slice(pos_, 0, 0, tokens.size(1)));
   return drop_->forward(x);
 }
 
 void ParallelTokenPositionEmbedding::add_specs(const std::string& prefix, ShardSpecs& specs) const {
-  specs[prefix + "tok.weight"] = {.dim = 0, .full_shape = {vocab_, pos_.size(1)}, .offset = begin_};
+  specs[prefix + "tok.weight"] = {.dim = 0, .full_shape = {vocab_, tok_weight_.size(1)}, .offset = begin_};
 }
 
 }  // namespace braid::parallel::tensor_parallel

@@ -19,7 +19,9 @@ namespace braid::parallel::tensor_parallel {
 // slice of y, or the whole y with gather_output.
 class ColumnParallelLinear final : public nn::Module {
  public:
-  ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output);
+  // blocks > 1: the outputs are that many equal blocks (SwiGLU's gate and
+  // up), each split alike, this rank's slices side by side.
+  ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output, int blocks = 1);
   Tensor forward(const Tensor& x) override;
   // Output widths of every rank (the vocabulary shards of a head).
   const std::vector<int64_t>& widths() const { return widths_; }
@@ -29,6 +31,7 @@ class ColumnParallelLinear final : public nn::Module {
  private:
   comm::Communicator tp_;
   bool gather_;
+  int blocks_;
   std::vector<int64_t> widths_;
   int64_t offset_, in_, out_;
   Tensor weight_, bias_;
@@ -63,6 +66,7 @@ class ParallelAttention final : public nn::Module {
   comm::Communicator tp_;
   int64_t dim_, heads_, local_heads_, head_dim_;
   bool causal_;
+  double rope_theta_;
   std::unique_ptr<Generator> drop_gen_;
   std::shared_ptr<nn::Module> in_proj_, out_proj_;  // parameter holders named like the whole layer's
   std::shared_ptr<nn::Dropout> drop_;
@@ -82,6 +86,7 @@ class ParallelTransformerBlock final : public nn::Module {
   std::shared_ptr<ParallelAttention> attn_;
   std::shared_ptr<ColumnParallelLinear> fc1_;
   std::shared_ptr<RowParallelLinear> fc2_;
+  nn::MlpKind mlp_;
   std::shared_ptr<nn::Dropout> drop_;
 };
 
