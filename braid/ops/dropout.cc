@@ -112,6 +112,7 @@ void define_dropout_ops(const Definer& define) {
 }  // namespace op
 
 Generator& dropout_generator_of(const op::Attrs& attrs) { return op::generator_of(attrs); }
+int64_t dropout_generator_attr(Generator* gen) { return op::generator_attr(gen); }
 
 Tensor dropout(const Tensor& x, DropoutOptions options) {
   const double p = options.p;

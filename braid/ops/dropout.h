@@ -36,4 +36,9 @@ Generator& dropout_generator();
 // dropout kernel draws from it and advances it by numel() words.
 Generator& dropout_generator_of(const op::Attrs& attrs);
 
+// The "generator" attribute naming `gen` (0 for null: the thread's
+// dropout_generator()), which dropout_generator_of() accepts from then on:
+// for other random ops that draw dropout masks (scaled_dot_product_attention).
+int64_t dropout_generator_attr(Generator* gen);
+
 }  // namespace braid

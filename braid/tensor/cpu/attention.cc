@@ -1,0 +1,208 @@
+// The attention forward kernel, the shape checks and the dropout mask
+// (attention.h). The backward is in attention_backward.cc.
+#include "braid/tensor/cpu/attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "braid/base/thread_pool.h"
+#include "braid/tensor/cpu/attention_internal.h"
+#include "braid/tensor/cpu/attention_tile.h"
+#include "braid/tensor/cpu/vmath.h"
+
+namespace braid::cpu {
+
+uint64_t attention_dropout_blocks(int64_t batch, int64_t heads, int64_t tq, int64_t tk) {
+  const auto n = static_cast<uint64_t>(batch) * static_cast<uint64_t>(heads) * static_cast<uint64_t>(tq) *
+                 static_cast<uint64_t>(tk);
+  return (n + 7) / 8;
+}
+
+void check_attention(const Shape& q, const Shape& k, const Shape& v, DType q_dtype, DType k_dtype, DType v_dtype,
+                     bool causal, const char* op) {
+  const std::string shapes = fmt::format("q {} {}, k {} {}, v {} {}", name(q_dtype), to_string(q), name(k_dtype),
+                                         to_string(k), name(v_dtype), to_string(v));
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4) {
+    fail<ValueError>("{}: q, k and v must be [batch, time, heads, head dim], got {}", op, shapes);
+  }
+  if (q_dtype != k_dtype || q_dtype != v_dtype) fail<ValueError>("{}: dtypes differ: {}", op, shapes);
+  if (q_dtype != DType::f32 && q_dtype != DType::f64) {
+    fail<ValueError>("{}: dtype {} is not supported (f32 and f64 are): {}", op, name(q_dtype), shapes);
+  }
+  if (k != v) fail<ValueError>("{}: k and v must have one shape: {}", op, shapes);
+  if (q[0] != k[0]) fail<ValueError>("{}: batch sizes differ: {}", op, shapes);
+  if (q[3] != k[3]) fail<ValueError>("{}: head dims differ: {}", op, shapes);
+  if (k[2] == 0 || q[2] % k[2] != 0) {
+    fail<ValueError>("{}: {} query heads are not a multiple of {} key-value heads: {}", op, q[2], k[2], shapes);
+  }
+  if (q[3] == 0) fail<ValueError>("{}: head dim is 0: {}", op, shapes);
+  if (k[1] == 0 && q[1] > 0) fail<ValueError>("{}: no keys to attend to: {}", op, shapes);
+  if (causal && q[1] > k[1]) {
+    fail<ValueError>("{}: causal attention with more queries ({}) than keys ({}): the first rows would see no key: {}",
+                     op, q[1], k[1], shapes);
+  }
+}
+
+namespace sdpa {
+
+Dims dims_of(const Tensor& q, const Tensor& k) {
+  Dims g;
+  g.b = q.size(0), g.tq = q.size(1), g.hq = q.size(2), g.d = q.size(3);
+  g.tk = k.size(1), g.hkv = k.size(2);
+  g.group = g.hq / g.hkv;
+  g.shift = g.tk - g.tq;
+  return g;
+}
+
+void run_tasks(int64_t tasks, const std::function<void(const TaskSource& next)>& worker) {
+  if (tasks <= 0) return;
+  std::atomic<int64_t> counter{0};
+  const TaskSource next = [&counter, tasks]() {
+    const int64_t t = counter.fetch_add(1, std::memory_order_relaxed);
+    return t < tasks ? t : int64_t{-1};
+  };
+  parallel_for(0, std::min<int64_t>(tasks, num_threads()), 1,
+               [&](int64_t, int64_t) { worker(next); });
+}
+
+}  // namespace sdpa
+
+namespace sdpa {
+namespace {
+
+// Rows of a query block and keys of a key block.
+constexpr int64_t kForwardRows = 64, kForwardKeys = 64;
+
+template <class T>
+struct ForwardScratch {
+  Tensor holder;
+  T *q, *o, *kt, *v, *s;
+  ForwardScratch(int64_t dp, int64_t d) {
+    const int64_t n = 2 * kForwardRows * dp + d * kForwardKeys + kForwardKeys * dp + kForwardRows * kForwardKeys;
+    holder = Tensor::empty({n}, dtype_of<T>());
+    q = holder.data<T>();
+    o = q + kForwardRows * dp;
+    kt = o + kForwardRows * dp;
+    v = kt + d * kForwardKeys;
+    s = v + kForwardKeys * dp;
+  }
+};
+
+// One block of query rows [i0, i0 + mi) of head h in batch b.
+template <class T>
+void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q, const Operand<T>& k,
+                   const Operand<T>& v, T* out, T* lse, int64_t b, int64_t h, int64_t i0, ForwardScratch<T>& w) {
+  const int64_t d = g.d, dp = padded<T>(d), mi = std::min(kForwardRows, g.tq - i0), hk = h / g.group;
+  const T* qb = q.at(b, i0, h);
+  pack_rows(qb, q.st, q.sd, mi, d, static_cast<T>(p.scale), w.q, dp);
+  std::fill(w.o, w.o + mi * dp, T{0});
+  T m[kForwardRows];
+  double l[kForwardRows];
+  std::fill(m, m + mi, -std::numeric_limits<T>::infinity());
+  std::fill(l, l + mi, 0.0);
+  const bool drop = p.dropout > 0;
+  const uint32_t threshold = dropout_threshold(p.dropout);
+  const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
+  T factor[kForwardKeys];
+  // Keys the last row of the block sees.
+  const int64_t kend = p.causal ? std::min(g.tk, i0 + mi + g.shift) : g.tk;
+  for (int64_t j0 = 0; j0 < kend; j0 += kForwardKeys) {
+    const int64_t nj = std::min(kForwardKeys, kend - j0), njp = padded<T>(nj);
+    pack_transposed(k.at(b, j0, hk), k.st, k.sd, nj, njp, d, w.kt, kForwardKeys);
+    gemm(mi, njp, d, w.q, dp, 1, w.kt, kForwardKeys, w.s, kForwardKeys, false);  // S = (scale Q) K^T
+    for (int64_t r = 0; r < mi; ++r) {
+      T* s = w.s + r * kForwardKeys;
+      // Keys past the causal limit and the padding.
+      const int64_t seen = p.causal ? std::clamp<int64_t>(i0 + r + g.shift - j0 + 1, 0, nj) : nj;
+      for (int64_t c = seen; c < njp; ++c) s[c] = -std::numeric_limits<T>::infinity();
+      T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+      for (int64_t c = 0; c < njp; ++c) mx = std::max(mx, s[c]);
+      const T mnew = std::max(m[r], mx);
+      if (mnew == -std::numeric_limits<T>::infinity()) {  // nothing seen yet
+        std::fill(s, s + njp, T{0});
+        continue;
+      }
+      for (int64_t c = 0; c < njp; ++c) s[c] -= mnew;
+      exp_inplace(s, njp);
+      double sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < njp; ++c) sum += static_cast<double>(s[c]);
+      const T alpha = std::exp(m[r] - mnew);  // 0 for the first block
+      l[r] = l[r] * static_cast<double>(alpha) + sum;
+      m[r] = mnew;
+      if (alpha != T{1}) {
+        T* o = w.o + r * dp;
+        for (int64_t e = 0; e < dp; ++e) o[e] *= alpha;
+      }
+      if (drop) {
+        const uint64_t e0 = static_cast<uint64_t>(((b * g.hq + h) * g.tq + i0 + r) * g.tk + j0);
+        dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, e0, nj, factor);
+        for (int64_t c = 0; c < nj; ++c) s[c] *= factor[c];
+      }
+    }
+    pack_rows(v.at(b, j0, hk), v.st, v.sd, nj, d, T{1}, w.v, dp);
+    gemm(mi, dp, nj, w.s, kForwardKeys, 1, w.v, dp, w.o, dp, true);  // O += P V
+  }
+  for (int64_t r = 0; r < mi; ++r) {
+    const T inv = static_cast<T>(1 / l[r]);
+    T* o = out + ((b * g.tq + i0 + r) * g.hq + h) * d;
+    for (int64_t e = 0; e < d; ++e) o[e] = w.o[r * dp + e] * inv;
+    lse[(b * g.hq + h) * g.tq + i0 + r] = static_cast<T>(static_cast<double>(m[r]) + std::log(l[r]));
+  }
+}
+
+template <class T>
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p, const Tensor& out,
+             const Tensor& lse) {
+  const Dims g = dims_of(q, k);
+  const Operand<T> oq(q), ok(k), ov(v);
+  T* o = out.data<T>();
+  T* l = lse.data<T>();
+  const int64_t blocks = (g.tq + kForwardRows - 1) / kForwardRows, heads = g.b * g.hq;
+  // Under causal masking later query blocks see more keys: hand them out
+  // first, so the last tasks to start are the short ones.
+  run_tasks(blocks * heads, [&](const TaskSource& next) {
+    ForwardScratch<T> w(padded<T>(g.d), g.d);
+    for (int64_t t = next(); t >= 0; t = next()) {
+      const int64_t ib = blocks - 1 - t / heads, bh = t % heads;
+      forward_block(g, p, oq, ok, ov, o, l, bh / g.hq, bh % g.hq, ib * kForwardRows, w);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace sdpa
+
+AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p) {
+  check_attention(q.shape(), k.shape(), v.shape(), q.dtype(), k.dtype(), v.dtype(), p.causal,
+                  "scaled_dot_product_attention");
+  const sdpa::Dims g = sdpa::dims_of(q, k);
+  AttentionForward r{Tensor::empty(q.shape(), q.dtype()), Tensor::empty({g.b, g.hq, g.tq}, q.dtype())};
+  if (q.dtype() == DType::f32) {
+    sdpa::forward<float>(q, k, v, p, r.out, r.lse);
+  } else {
+    sdpa::forward<double>(q, k, v, p, r.out, r.lse);
+  }
+  return r;
+}
+
+Tensor attention_dropout_mask(int64_t batch, int64_t heads, int64_t tq, int64_t tk, DType dtype,
+                              const AttentionParams& p) {
+  Tensor mask = Tensor::empty({batch, heads, tq, tk}, dtype);
+  const uint32_t threshold = sdpa::dropout_threshold(p.dropout);
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
+      sdpa::dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, 0, mask.numel(), mask.data<T>());
+    } else {
+      fail<ValueError>("attention_dropout_mask: dtype {} is not supported (f32 and f64 are)", name(dtype));
+    }
+  });
+  return mask;
+}
+
+}  // namespace braid::cpu
