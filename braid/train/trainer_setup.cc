@@ -238,8 +238,10 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   run.generator = std::make_shared<Generator>(seed, /*stream=*/1);
   const data::ExampleSpec spec = ds.train->spec();
   Generator init_gen(seed, /*stream=*/0);
-  run.model = build_model(c, {.input_shape = spec.input_shape, .classes = ds.classes,
-                              .dropout_generator = run.generator.get()}, init_gen);
+  const ModelInfo info{.input_shape = spec.input_shape, .classes = ds.classes,
+                       .dropout_generator = run.generator.get()};
+  run.model = options.build_model ? options.build_model(info, init_gen) : build_model(c, info, init_gen);
+  if (!run.model) fail<ValueError>("the run's model builder returned no model");
   // Initialised on the host (the same weights on every device), then moved
   // before the plan takes hold of the parameters and the optimizer makes its
   // state beside them.

@@ -10,6 +10,7 @@
 #include "braid/parallel/process_group.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/train/config.h"
+#include "braid/train/models.h"
 #include "braid/train/run_options.h"
 #include "braid/train/trainer.h"
 
@@ -67,6 +68,10 @@ struct RunOptions {
   // Wraps the training examples (after the data.validation split); null: none.
   std::function<std::shared_ptr<const data::Dataset>(std::shared_ptr<const data::Dataset>)> train_data{};
   nn::LossFn loss{};  // the training loss; null: cross-entropy (evaluation always uses cross-entropy)
+  // Builds the model in place of model.* (one written in Python,
+  // docs/python.md) from what the data says and the initialisation generator
+  // (train.seed's, alike on every rank); null: build_model(config, ...).
+  std::function<std::shared_ptr<nn::Module>(const ModelInfo& info, Generator& init)> build_model{};
 };
 
 // Builds the whole run. Applies train.threads to the intra-op pool. The model
