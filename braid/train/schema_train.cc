@@ -60,6 +60,11 @@ void add_train_keys(Schema& s) {
                  "scratch, refused while out_dir holds checkpoints it would overwrite (true and false, the values "
                  "before, are refused: true is auto or always, false is never)",
          .choices = {"auto", "never", "always"}});
+  s.add({.name = "train.init", .type = T::String, .default_value = std::string(""),
+         .help = "start from these weights instead of random ones: a Hugging Face folder (config.json + "
+                 "model.safetensors, GPT-2 or LLaMA; model.name = gpt with matching model.* keys) or a braid "
+                 "checkpoint (a run's out_dir or its ckpt-N.safetensors); a checkpoint in out_dir to resume from "
+                 "takes precedence; \"\" = random"});
   s.add({.name = "train.max_steps", .type = T::Int, .default_value = int64_t{0},
          .help = "stop after this many optimizer steps; 0 = no limit", .min = 0});
   s.add({.name = "train.budget", .type = T::String, .default_value = std::string("replica"),

@@ -16,6 +16,7 @@
 #include "braid/train/config_data.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/models.h"
+#include "braid/train/pretrained.h"
 
 namespace braid::train {
 
@@ -242,6 +243,8 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                        .dropout_generator = run.generator.get()};
   run.model = options.build_model ? options.build_model(info, init_gen) : build_model(c, info, init_gen);
   if (!run.model) fail<ValueError>("the run's model builder returned no model");
+  // The weights of a braid checkpoint or a Hugging Face folder (train/pretrained.h), before a plan shards them.
+  if (const std::string& init = c.get_string("train.init"); !init.empty()) init_model(*run.model, init, c, info);
   // Initialised on the host (the same weights on every device), then moved
   // before the plan takes hold of the parameters and the optimizer makes its
   // state beside them.

@@ -31,6 +31,9 @@ void add_linear(CLI::App& app);
 void add_graph(CLI::App& app);
 void add_sim(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_generate(CLI::App& app);  // generate.cc: text from a language model (KV cache)
+void add_eval(CLI::App& app);      // eval.cc: loss and perplexity on token ids
+void add_export(CLI::App& app);    // export.cc: a gpt as a Hugging Face folder
 
 // This program's own path (launch.cc): what a command starts more of itself with.
 std::string self_exe();

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   braid::cli::add_graph(app);
   braid::cli::add_sim(app);
   braid::cli::add_tokenize(app);
+  braid::cli::add_generate(app);
+  braid::cli::add_eval(app);
+  braid::cli::add_export(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);

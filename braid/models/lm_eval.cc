@@ -1,0 +1,62 @@
+#include "braid/models/lm_eval.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "braid/autograd/node.h"
+#include "braid/base/error.h"
+#include "braid/nn/attention.h"
+
+namespace braid::models {
+
+LmEval evaluate_lm(nn::Sequential& model, std::span<const int64_t> ids, const LmEvalOptions& o) {
+  if (o.context <= 0 || o.batch <= 0) {
+    fail<ValueError>("evaluate_lm: context ({}) and batch ({}) must be positive", o.context, o.batch);
+  }
+  if (ids.size() < 2) fail<ValueError>("evaluate_lm: {} ids predict nothing (at least 2 are needed)", ids.size());
+  auto* embed = model.size() > 0 ? dynamic_cast<nn::TokenPositionEmbedding*>(&model[0]) : nullptr;
+  if (!embed) fail<ValueError>("evaluate_lm: the model is not a gpt (its first layer is no token embedding)");
+  const int64_t vocab = embed->tok()->weight().size(0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      fail<ValueError>("evaluate_lm: id {} at offset {} is outside the model's vocabulary of {}", ids[i], i, vocab);
+    }
+  }
+  const bool was_training = model.is_training();
+  model.eval();
+  autograd::NoGradGuard no_grad;
+  const Device device = model.device();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  // Window w predicts ids (w * context, min(n - 1, (w + 1) * context)].
+  const int64_t windows = (n - 1 + o.context - 1) / o.context;
+  double nll = 0;
+  LmEval r;
+  for (int64_t w = 0; w < windows;) {
+    const int64_t len = std::min(o.context, n - 1 - w * o.context);  // inputs of window w
+    // Full windows go in batches; the short last one alone.
+    int64_t b = 1;
+    while (b < o.batch && w + b < windows && std::min(o.context, n - 1 - (w + b) * o.context) == len) ++b;
+    Tensor x = Tensor::empty({b, len}, DType::i64);
+    for (int64_t i = 0; i < b; ++i) std::copy_n(ids.data() + (w + i) * o.context, len, x.data<int64_t>() + i * len);
+    const Tensor logits = model.forward(x.to(device)).to(Device::cpu).to(DType::f64).contiguous();  // [b, len, V]
+    const double* l = logits.data<double>();
+    for (int64_t i = 0; i < b; ++i) {
+      for (int64_t t = 0; t < len; ++t) {
+        const double* row = l + (i * len + t) * vocab;
+        const double top = *std::max_element(row, row + vocab);
+        double sum = 0;
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - top);
+        nll += top + std::log(sum) - row[ids[(w + i) * o.context + t + 1]];
+      }
+    }
+    r.tokens += b * len;
+    w += b;
+  }
+  model.train(was_training);
+  r.windows = windows;
+  r.loss = nll / static_cast<double>(r.tokens);
+  r.perplexity = std::exp(r.loss);
+  return r;
+}
+
+}  // namespace braid::models
