@@ -3,6 +3,7 @@
 //   braid tokenize train --vocab-size 8192 --out tok/ corpus/*.txt
 //   braid tokenize encode --tokenizer tok/ --out shards/train corpus/*.txt
 //   braid tokenize decode --tokenizer tok/ shards/train-00000.tok
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -76,6 +77,8 @@ void run_encode(const EncodeArgs& a) {
     if (!sep && a.separator != "<|endoftext|>")
       fail<ConfigError>("tokenize encode: --separator '{}' is not a token of {}", a.separator, a.tokenizer);
   }
+  // The prefix's folder is made, as train's --out is.
+  if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
   text::ShardWriter writer({.prefix = a.out, .vocab_size = t.vocab_size(), .ids_per_shard = a.shard_ids});
 
   // Documents are whole files. A batch of them (up to batch_bytes) is encoded

@@ -7,6 +7,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/base/deadline.h"
 #include "braid/base/median.h"
+#include "braid/nn/attention.h"
 #include "braid/ops/reduce.h"
 
 namespace braid::parallel::pipeline {
@@ -95,6 +96,25 @@ std::shared_ptr<nn::Sequential> cut_stage(const nn::Sequential& model, const std
   const size_t begin = static_cast<size_t>(starts[static_cast<size_t>(stage)]);
   const size_t end = stage + 1 < static_cast<int>(starts.size()) ? static_cast<size_t>(starts[static_cast<size_t>(stage) + 1])
                                                                 : model.size();
+  // A head tied to the token embedding reads a table another stage would own
+  // and update (Megatron-LM all-reduces the two copies' gradients; braid does
+  // not yet): only with both layers in one stage. Checked over every stage,
+  // so each rank refuses the cut alike.
+  auto stage_of = [&](size_t layer) {
+    return static_cast<int>(std::upper_bound(starts.begin(), starts.end(), static_cast<int>(layer)) - starts.begin()) - 1;
+  };
+  for (size_t i = 0; i < model.size(); ++i) {
+    const auto* tied = dynamic_cast<const nn::TiedHead*>(model.layer(i).get());
+    if (!tied) continue;
+    for (size_t e = 0; e < model.size(); ++e) {
+      const auto* embed = dynamic_cast<const nn::TokenPositionEmbedding*>(model.layer(e).get());
+      if (embed && embed->tok() == tied->tied() && stage_of(e) != stage_of(i)) {
+        fail<ConfigError>("pipeline: the head (layer {}, stage {}) is tied to the embedding (layer {}, stage {}); set "
+                          "model.tie_embeddings = false to cut this model into stages",
+                          model.name_of(i), stage_of(i), model.name_of(e), stage_of(e));
+      }
+    }
+  }
   auto out = std::make_shared<nn::Sequential>();
   for (size_t i = begin; i < end; ++i) out->push_back(model.name_of(i), model.layer(i));
   out->train(model.is_training());

@@ -201,4 +201,9 @@ void ParallelTokenPositionEmbedding::add_specs(const std::string& prefix, ShardS
   specs[prefix + "tok.weight"] = {.dim = 0, .full_shape = {vocab_, tok_weight_.size(1)}, .offset = begin_};
 }
 
+ParallelTiedHead::ParallelTiedHead(std::shared_ptr<ParallelTokenPositionEmbedding> embedding, comm::Communicator tp)
+    : embedding_(std::move(embedding)), tp_(std::move(tp)), widths_(widths_of(embedding_->vocab(), tp_.size())) {}
+
+Tensor ParallelTiedHead::forward(const Tensor& x) { return linear(copy_to_tensor_parallel(x, tp_), embedding_->table()); }
+
 }  // namespace braid::parallel::tensor_parallel

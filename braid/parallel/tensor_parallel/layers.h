@@ -98,6 +98,10 @@ class ParallelTokenPositionEmbedding final : public nn::Module {
   ParallelTokenPositionEmbedding(const nn::TokenPositionEmbedding& whole, comm::Communicator tp);
   Tensor forward(const Tensor& tokens) override;
   void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+  // This rank's rows of the token table (a tied head reads them too).
+  const Tensor& table() const { return tok_weight_; }
+  int64_t vocab() const { return vocab_; }
+  int64_t begin() const { return begin_; }
 
  private:
   comm::Communicator tp_;
@@ -105,6 +109,22 @@ class ParallelTokenPositionEmbedding final : public nn::Module {
   std::shared_ptr<nn::Module> tok_;  // holds "weight", this rank's rows
   Tensor tok_weight_, pos_;
   std::shared_ptr<nn::Dropout> drop_;
+};
+
+// The head tied to a vocabulary-parallel embedding (nn::TiedHead): x
+// replicated -> this rank's slice of the logits, x E_r^T with E_r the rows of
+// the table the embedding holds here; no parameter of its own, so the
+// gradients of both uses meet in the one shard.
+class ParallelTiedHead final : public nn::Module {
+ public:
+  ParallelTiedHead(std::shared_ptr<ParallelTokenPositionEmbedding> embedding, comm::Communicator tp);
+  Tensor forward(const Tensor& x) override;
+  const std::vector<int64_t>& widths() const { return widths_; }
+
+ private:
+  std::shared_ptr<ParallelTokenPositionEmbedding> embedding_;
+  comm::Communicator tp_;
+  std::vector<int64_t> widths_;
 };
 
 }  // namespace braid::parallel::tensor_parallel

@@ -36,7 +36,9 @@ std::vector<LayerRole> tensor_parallel_roles(const nn::Sequential& model) {
     if (as_linear(model, i)) last_linear = static_cast<int>(i);
   }
   for (size_t i = 0; i < model.size(); ++i) {
-    if (dynamic_cast<const nn::TokenPositionEmbedding*>(&model[i])) {
+    if (dynamic_cast<const nn::TiedHead*>(&model[i]) && i + 1 == model.size()) {
+      roles[i] = LayerRole::head;  // split over the vocabulary with the table it reads
+    } else if (dynamic_cast<const nn::TokenPositionEmbedding*>(&model[i])) {
       roles[i] = LayerRole::embedding;
     } else if (dynamic_cast<const nn::TransformerBlock*>(&model[i])) {
       roles[i] = LayerRole::block;
@@ -58,6 +60,8 @@ std::vector<LayerRole> tensor_parallel_roles(const nn::Sequential& model) {
 Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss) {
   Sharded out{.loss = loss, .full_output = [](const Tensor& y) { return y; }, .specs = {}, .replicated = {}};
   const std::vector<LayerRole> roles = tensor_parallel_roles(model);
+  std::shared_ptr<ParallelTokenPositionEmbedding> table;  // the sharded embedding a tied head reads
+  const nn::Embedding* table_source = nullptr;             // its table before sharding
   for (size_t i = 0; i < model.size(); ++i) {
     const std::string prefix = model.name_of(i) + ".";
     switch (roles[i]) {
@@ -65,7 +69,9 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
         auto p = std::make_shared<ParallelTokenPositionEmbedding>(
             dynamic_cast<const nn::TokenPositionEmbedding&>(model[i]), tp);
         p->add_specs(prefix, out.specs);
+        table_source = dynamic_cast<const nn::TokenPositionEmbedding&>(model[i]).tok().get();
         model.replace(i, p);
+        table = p;
         break;
       }
       case LayerRole::block: {
@@ -87,6 +93,21 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
         break;
       }
       case LayerRole::head: {
+        if (const auto* tied = dynamic_cast<const nn::TiedHead*>(&model[i])) {
+          if (!table || tied->tied().get() != table_source) {
+            fail<ConfigError>("tensor parallel: the tied head at layer {} reads a table that is not this model's "
+                              "embedding", model.name_of(i));
+          }
+          auto head = std::make_shared<ParallelTiedHead>(table, tp);
+          const int64_t begin = table->begin(), classes = table->vocab();
+          const std::vector<int64_t> widths = head->widths();
+          out.loss = [tp, begin, classes](const Tensor& logits, const Tensor& targets) {
+            return vocab_parallel_cross_entropy(logits, targets, begin, classes, tp);
+          };
+          out.full_output = [tp, widths](const Tensor& y) { return gather_last_dim(y, tp, widths); };
+          model.replace(i, head);
+          break;
+        }
         // The head: split over the classes; the loss works on the slices.
         const nn::Linear& l = *as_linear(model, i);
         auto head = std::make_shared<ColumnParallelLinear>(l, tp, /*gather_output=*/false);

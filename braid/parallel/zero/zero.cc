@@ -6,6 +6,7 @@
 
 #include "braid/parallel/agreement.h"
 #include "braid/comm/tensor_buffer.h"
+#include "braid/nn/attention.h"
 
 namespace braid::parallel::zero {
 
@@ -67,6 +68,20 @@ ZeroSync::ZeroSync(comm::Communicator data, ZeroOptions options, std::shared_ptr
       if (group.empty()) continue;
       unit_of_layer_[l] = static_cast<int>(groups.size());
       groups.push_back(std::move(group));
+    }
+    // A head tied to the token embedding owns no parameter but reads the
+    // embedding's table: it runs with the embedding's unit gathered.
+    for (size_t l = 0; l < seq->size(); ++l) {
+      const auto* tied = dynamic_cast<const nn::TiedHead*>(seq->layer(l).get());
+      if (!tied) continue;
+      for (size_t e = 0; e < seq->size() && unit_of_layer_[l] < 0; ++e) {
+        const auto* embed = dynamic_cast<const nn::TokenPositionEmbedding*>(seq->layer(e).get());
+        if (embed && embed->tok() == tied->tied()) unit_of_layer_[l] = unit_of_layer_[e];
+      }
+      if (unit_of_layer_[l] < 0) {
+        fail<ConfigError>("parallel.zero_stage = 3: the tied head at layer {} reads a table outside the model",
+                          seq->name_of(l));
+      }
     }
   } else {
     groups = buckets_by_size(numels, o_.bucket_bytes);
