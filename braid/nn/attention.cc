@@ -5,6 +5,7 @@
 #include "braid/autograd/engine.h"
 #include "braid/nn/init.h"
 #include "braid/ops/activation.h"
+#include "braid/ops/attention.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/matmul.h"
@@ -54,6 +55,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                      to_string(q.shape()), to_string(k.shape()), to_string(v.shape()));
   }
   const int64_t b = q.size(0), tq = q.size(1), h = q.size(2), hd = q.size(3), tk = k.size(1);
+  const bool drop = dropout && dropout->is_training() && dropout->p() > 0;
+  // The fused op where it has a kernel: no [Tq, Tk] scores, q/k/v read in place.
+  if (q.device().is_cpu() && (q.dtype() == DType::f32 || q.dtype() == DType::f64)) {
+    const Tensor o = scaled_dot_product_attention(
+        q, k, v,
+        {.causal = causal, .dropout = drop ? dropout->p() : 0.0, .generator = drop ? dropout->generator() : nullptr});
+    return reshape(o, {b, tq, h * hd});
+  }
+  // Elsewhere (a GPU, reduced precision): matmul, mask, softmax, matmul.
   const int64_t repeat = h / k.size(2);
   const Tensor qh = heads_first(q, 1), kh = heads_first(k, repeat), vh = heads_first(v, repeat);
   Tensor scores = mul(matmul(qh, transpose(kh, 1, 2)), 1 / std::sqrt(static_cast<double>(hd)));  // [B*H, Tq, Tk]
