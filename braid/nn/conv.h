@@ -5,6 +5,7 @@
 #include "braid/nn/module.h"
 #include "braid/ops/conv.h"
 #include "braid/ops/pool.h"
+#include "braid/ops/reduce.h"
 
 namespace braid::nn {
 
@@ -49,6 +50,17 @@ class AvgPool2d final : public Module {
 
  private:
   Pool2dOptions o_;
+};
+
+// [n, c, h, w] -> [n, c]: the mean of each channel's plane. What
+// torch.nn.AdaptiveAvgPool2d((1, 1)) followed by flatten(1) computes (the
+// head of a ResNet), in one module so a Sequential can hold it.
+class GlobalAvgPool2d final : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    if (x.ndim() != 4) fail<ValueError>("GlobalAvgPool2d: expects [N, C, H, W], got {}", to_string(x.shape()));
+    return mean(x, {2, 3});
+  }
 };
 
 }  // namespace braid::nn

@@ -124,6 +124,21 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+Module& Module::to(DType dtype) {
+  auto convert = [dtype](const NamedTensors& tensors) {
+    for (const auto& [n, t] : tensors) {
+      if (!t.defined() || t.dtype() == dtype || !is_floating(t.dtype())) continue;
+      const MemoryCategory category = t.storage()->category();
+      t.set_grad(Tensor());
+      t.set_data_and_dtype(t.to(dtype).set_memory_category(category));
+    }
+  };
+  convert(params_);
+  convert(buffers_);
+  for (const auto& [n, c] : children_) c->to(dtype);
+  return *this;
+}
+
 Device Module::device() const {
   const NamedTensors params = named_parameters();
   if (!params.empty()) return params.front().second.device();

@@ -48,6 +48,11 @@ class Module {
   // on the device of the parameters it first sees. Tensors that shared memory
   // (views of one buffer) each get their own copy.
   Module& to(Device device);
+  // Converts every floating-point parameter and buffer to `dtype` (f32 <->
+  // f64: what torch's module.double() does), in place like to(Device);
+  // gradients are dropped. Tests compare f64 models where f32 rounding
+  // decides relu kinks.
+  Module& to(DType dtype);
   // The device of the first parameter or buffer; cpu for a module without any.
   Device device() const;
 

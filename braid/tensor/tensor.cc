@@ -140,6 +140,15 @@ void Tensor::set_data(const Tensor& src) const {
   impl()->offset = src.impl()->offset;
 }
 
+void Tensor::set_data_and_dtype(const Tensor& src) const {
+  if (src.shape() != shape()) {
+    fail<ValueError>("set_data_and_dtype: {} {} cannot take the memory of {} {}", name(dtype()),
+                     braid::to_string(shape()), name(src.dtype()), braid::to_string(src.shape()));
+  }
+  impl()->dtype = src.dtype();
+  set_data(src);
+}
+
 const Tensor& Tensor::set_memory_category(MemoryCategory c) const {
   if (impl()->storage) impl()->storage->set_category(c);
   return *this;

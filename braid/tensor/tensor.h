@@ -121,6 +121,9 @@ class Tensor {
   // the same shape and dtype; autograd state stays. ZeRO uses it to place
   // parameters inside the flat buffers it communicates.
   void set_data(const Tensor& src) const;
+  // set_data where `src` may have another dtype, which this tensor (every
+  // handle of it) then takes: Module::to(DType) converts a model in place.
+  void set_data_and_dtype(const Tensor& src) const;
   // Labels this tensor's storage for the allocator's per-category figures.
   const Tensor& set_memory_category(MemoryCategory c) const;
 
