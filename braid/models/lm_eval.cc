@@ -33,20 +33,23 @@ LmEval evaluate_lm(nn::Sequential& model, std::span<const int64_t> ids, const Lm
   LmEval r;
   for (int64_t w = 0; w < windows;) {
     const int64_t len = std::min(o.context, n - 1 - w * o.context);  // inputs of window w
-    // Full windows go in batches; the short last one alone.
+    // Full windows go in batches; the short last one alone. A batch's logits
+    // stay under 64 Mi floats (GPT-2's 1024 x 50257 are 206 MB a window).
+    const int64_t most = std::clamp<int64_t>((int64_t{1} << 26) / (len * vocab), 1, o.batch);
     int64_t b = 1;
-    while (b < o.batch && w + b < windows && std::min(o.context, n - 1 - (w + b) * o.context) == len) ++b;
+    while (b < most && w + b < windows && std::min(o.context, n - 1 - (w + b) * o.context) == len) ++b;
     Tensor x = Tensor::empty({b, len}, DType::i64);
     for (int64_t i = 0; i < b; ++i) std::copy_n(ids.data() + (w + i) * o.context, len, x.data<int64_t>() + i * len);
-    const Tensor logits = model.forward(x.to(device)).to(Device::cpu).to(DType::f64).contiguous();  // [b, len, V]
-    const double* l = logits.data<double>();
+    const Tensor logits = model.forward(x.to(device)).to(Device::cpu).to(DType::f32).contiguous();  // [b, len, V]
+    const float* l = logits.data<float>();
     for (int64_t i = 0; i < b; ++i) {
       for (int64_t t = 0; t < len; ++t) {
-        const double* row = l + (i * len + t) * vocab;
+        // -log softmax(row)[target], summed in f64.
+        const float* row = l + (i * len + t) * vocab;
         const double top = *std::max_element(row, row + vocab);
         double sum = 0;
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - top);
-        nll += top + std::log(sum) - row[ids[(w + i) * o.context + t + 1]];
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
+        nll += top + std::log(sum) - static_cast<double>(row[ids[(w + i) * o.context + t + 1]]);
       }
     }
     r.tokens += b * len;

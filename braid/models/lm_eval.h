@@ -14,7 +14,7 @@ namespace braid::models {
 
 struct LmEvalOptions {
   int64_t context = 0;  // ids a window predicts (> 0; at most the model's positions)
-  int64_t batch = 8;    // windows per forward
+  int64_t batch = 8;    // windows per forward (fewer where their logits would pass 64 Mi floats)
 };
 
 struct LmEval {
