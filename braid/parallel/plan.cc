@@ -42,6 +42,16 @@ std::vector<Tensor> Plan::optimizer_parameters(const nn::Module& model) const {
   return out;
 }
 
+std::vector<std::string> Plan::optimizer_parameter_names(const nn::Module& model) const {
+  std::vector<std::string> out;
+  if (!p_.grad_sync || p_.grad_sync->optimizer_parameters().empty()) {
+    for (const auto& [name, t] : model.named_parameters()) out.push_back(name);
+    return out;
+  }
+  for (const auto& s : p_.grad_sync->optimizer_parameters()) out.push_back(s.name);
+  return out;
+}
+
 void Plan::setup(nn::Module& model, const nlohmann::json& description, optim::Optimizer* optimizer) {
   params_.clear();
   for (auto& [name, tensor] : model.named_parameters()) params_.push_back({name, tensor});
@@ -96,11 +106,13 @@ void Plan::total_across_shards(optim::Optimizer& optimizer) {
   });
 }
 
-double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target) {
-  if (p_.aggregation) p_.aggregation->before_forward();
+double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target,
+                              bool last) {
+  if (p_.aggregation && !accumulating_) p_.aggregation->before_forward();
+  accumulating_ = !last;
   GradSync* sync = p_.grad_sync.get();
-  return p_.schedule->run(model, loss, input, target, [sync](bool on) {
-    if (sync) sync->set_sync(on);
+  return p_.schedule->run(model, loss, input, target, [sync, last](bool on) {
+    if (sync) sync->set_sync(on && last);
   });
 }
 

@@ -58,6 +58,8 @@ class Plan {
   // What the optimizer must be built over: the model's parameters, or the
   // slices of them this rank updates under ZeRO.
   std::vector<Tensor> optimizer_parameters(const nn::Module& model) const;
+  // The name of the parameter each of those is (a slice's whole parameter).
+  std::vector<std::string> optimizer_parameter_names(const nn::Module& model) const;
   // Before the first step, with the model this rank trains (after sharding)
   // and the optimizer built over optimizer_parameters() (ZeRO needs it: the
   // norms LARS and LAMB scale by are summed across slices; may be null
@@ -65,7 +67,12 @@ class Plan {
   void setup(nn::Module& model, const nlohmann::json& description, optim::Optimizer* optimizer = nullptr);
   // Forward and backward of the step; every gradient final and combined
   // afterwards except for finish_gradients(). Returns the batch's mean loss.
-  double forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target);
+  // `last` false: one micro-batch of a step accumulated over several calls
+  // (as DDP's no_sync): its backward only adds to the gradients, the data
+  // axis communicates during the call with `last` true, and the
+  // aggregation's before_forward runs once, on a step's first call.
+  double forward_backward(nn::Module& model, const nn::LossFn& loss, const Tensor& input, const Tensor& target,
+                          bool last = true);
   void finish_gradients();
   // Before forward_backward: true when this step's update is already decided
   // without this rank's gradient (Aggregation::step_decided); the caller then
@@ -198,6 +205,7 @@ class Plan {
 
   std::vector<NamedParameter> params_, slices_;
   bool finished_ = false;
+  bool accumulating_ = false;  // the last forward_backward was not a step's last
 };
 
 }  // namespace braid::parallel

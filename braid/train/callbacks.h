@@ -33,6 +33,11 @@ struct StepMetrics {
   double samples_per_s = 0;        // training throughput over the same window
   double step_ms = 0;              // mean wall time of one step in the window
   int64_t examples = 0;            // examples in the window (on_step: this step's batch)
+  // Sequence models (TrainerOptions::tokens_per_example), else 0: the whole
+  // job's tokens per second over the window, and the model FLOPs
+  // utilisation (train/flops.h; 0 when no FLOPs figure is known).
+  double tokens_per_s = 0;
+  double mfu = 0;
   // Gradient codec figures of the window (CodecStats::to_json: raw_bytes,
   // wire_bytes, ratio, encode_ms, decode_ms, calls); empty without a codec.
   nlohmann::json codec = nlohmann::json::object();
@@ -45,6 +50,9 @@ struct EvalMetrics {
   double loss = 0;   // mean over examples
   double top1 = 0;   // fraction in [0, 1]
   double top5 = 0;
+  // Sequence models: exp(loss), the loss being the mean over every
+  // predicted token; 0 for other models.
+  double perplexity = 0;
   int64_t examples = 0;
   double seconds = 0;
 };
@@ -55,6 +63,7 @@ struct TrainSummary {
   double train_seconds = 0;       // time in training steps (evaluation excluded)
   double samples_per_s = 0;       // training examples / train_seconds
   double final_loss = 0;          // mean training loss of the last epoch
+  double tokens_per_s = 0, mfu = 0;  // sequence models, over train_seconds (StepMetrics)
   bool has_eval = false;
   EvalMetrics last_eval;
   std::string last_checkpoint;    // stem of the last checkpoint written, if any

@@ -46,6 +46,8 @@ void MetricsLogger::on_log(const StepMetrics& m) {
                         {"batch", m.batch}, {"loss", m.loss}, {"lr", m.lr}, {"samples_per_s", m.samples_per_s},
                         {"step_ms", m.step_ms}};
     if (!m.codec.empty()) r["codec"] = m.codec;
+    if (m.tokens_per_s > 0) r["tokens_per_s"] = m.tokens_per_s;
+    if (m.mfu > 0) r["mfu"] = m.mfu;
     jsonl_->write(r);
   }
   if (tb_) {
@@ -53,18 +55,23 @@ void MetricsLogger::on_log(const StepMetrics& m) {
     tb_->add_scalar("train/lr", m.lr, m.step);
     tb_->add_scalar("train/samples_per_s", m.samples_per_s, m.step);
     tb_->add_scalar("train/step_ms", m.step_ms, m.step);
+    if (m.tokens_per_s > 0) tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
+    if (m.mfu > 0) tb_->add_scalar("train/mfu", m.mfu, m.step);
     tb_->flush();
   }
 }
 
 void MetricsLogger::on_eval(const EvalMetrics& m) {
   if (jsonl_) {
-    jsonl_->write({{"event", "eval"}, {"time", unix_seconds()}, {"step", m.step}, {"epoch", m.epoch},
-                   {"loss", m.loss}, {"top1", m.top1}, {"top5", m.top5}, {"examples", m.examples},
-                   {"seconds", m.seconds}});
+    nlohmann::json r = {{"event", "eval"}, {"time", unix_seconds()}, {"step", m.step}, {"epoch", m.epoch},
+                        {"loss", m.loss}, {"top1", m.top1}, {"top5", m.top5}, {"examples", m.examples},
+                        {"seconds", m.seconds}};
+    if (m.perplexity > 0) r["ppl"] = m.perplexity;
+    jsonl_->write(r);
   }
   if (tb_) {
     tb_->add_scalar("eval/loss", m.loss, m.step);
+    if (m.perplexity > 0) tb_->add_scalar("eval/ppl", m.perplexity, m.step);
     tb_->add_scalar("eval/top1", m.top1, m.step);
     tb_->add_scalar("eval/top5", m.top5, m.step);
     tb_->flush();
@@ -81,9 +88,12 @@ void MetricsLogger::on_straggler(const StragglerReport& r) {
 
 void MetricsLogger::on_train_end(const TrainSummary& s) {
   if (jsonl_) {
-    jsonl_->write({{"event", "end"}, {"time", unix_seconds()}, {"steps", s.steps}, {"epochs", s.epochs},
-                   {"train_seconds", s.train_seconds}, {"samples_per_s", s.samples_per_s},
-                   {"final_loss", s.final_loss}});
+    nlohmann::json r = {{"event", "end"}, {"time", unix_seconds()}, {"steps", s.steps}, {"epochs", s.epochs},
+                        {"train_seconds", s.train_seconds}, {"samples_per_s", s.samples_per_s},
+                        {"final_loss", s.final_loss}};
+    if (s.tokens_per_s > 0) r["tokens_per_s"] = s.tokens_per_s;
+    if (s.mfu > 0) r["mfu"] = s.mfu;
+    jsonl_->write(r);
   }
   if (tb_) tb_->flush();
 }

@@ -4,12 +4,16 @@
 // metrics.jsonl records, one per line, all with "event", "time" (Unix seconds):
 //   {"event":"train","step","epoch","loss","lr","samples_per_s","step_ms"}
 //     plus, with parallel.codec, "codec": {"codec","raw_bytes","wire_bytes",
-//     "ratio","encode_ms","decode_ms","calls"} summed over the window
+//     "ratio","encode_ms","decode_ms","calls"} summed over the window, and
+//     for sequence models "tokens_per_s" (the job's) and "mfu" (a fraction)
 //   {"event":"eval","step","epoch","loss","top1","top5","examples","seconds"}
+//     plus "ppl" (exp of the per-token loss) for sequence models
 //   {"event":"end","steps","epochs","train_seconds","samples_per_s","final_loss"}
+//     plus "tokens_per_s" and "mfu" for sequence models
 //   {"event":"straggler","step","rank","own_ms","others_median_ms","ratio","windows","window_steps","all_ms"}
 // TensorBoard scalars: train/loss, train/lr, train/samples_per_s,
-// train/step_ms, eval/loss, eval/top1, eval/top5, against the step.
+// train/step_ms, eval/loss, eval/top1, eval/top5, against the step (and
+// train/tokens_per_s, train/mfu, eval/ppl for sequence models).
 #pragma once
 
 #include <cstdio>

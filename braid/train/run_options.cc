@@ -60,42 +60,66 @@ comm::codec::CodecOptions codec_options(const Config& c) {
 
 }  // namespace
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
-  const std::string& name = c.get_string("optim.name");
+namespace {
+
+std::unique_ptr<optim::Optimizer> build_optimizer(const Config& c, const std::string& name, std::vector<Tensor> params,
+                                                  double wd) {
   auto lr = [&] { return c.get_float("optim.lr"); };
   auto mom = [&] { return c.get_float("optim.momentum"); };
-  auto wd = [&] { return c.get_float("optim.weight_decay"); };
   auto b1 = [&] { return c.get_float("optim.beta1"); };
   auto b2 = [&] { return c.get_float("optim.beta2"); };
   auto eps = [&] { return c.get_float("optim.eps"); };
   if (name == "sgd") {
-    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = lr(), .momentum = mom(), .weight_decay = wd(),
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = lr(), .momentum = mom(), .weight_decay = wd,
                                                                    .nesterov = c.get_bool("optim.nesterov")});
   }
   if (name == "adam") {
     return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr(), .beta1 = b1(), .beta2 = b2(),
-                                                                     .eps = eps(), .weight_decay = wd()});
+                                                                     .eps = eps(), .weight_decay = wd});
   }
   if (name == "adamw") {
     return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = lr(), .beta1 = b1(), .beta2 = b2(),
-                                                                       .eps = eps(), .weight_decay = wd()});
+                                                                       .eps = eps(), .weight_decay = wd});
   }
   if (name == "adagrad") {
-    return std::make_unique<optim::AdaGrad>(params, optim::AdaGradOptions{.lr = lr(), .weight_decay = wd()});
+    return std::make_unique<optim::AdaGrad>(params, optim::AdaGradOptions{.lr = lr(), .weight_decay = wd});
   }
   if (name == "rmsprop") {
     return std::make_unique<optim::RMSProp>(params, optim::RMSPropOptions{.lr = lr(), .alpha = b2(), .eps = eps(),
-                                                                           .weight_decay = wd(), .momentum = mom()});
+                                                                           .weight_decay = wd, .momentum = mom()});
   }
   if (name == "lars") {
-    return std::make_unique<optim::LARS>(params, optim::LARSOptions{.lr = lr(), .momentum = mom(), .weight_decay = wd()});
+    return std::make_unique<optim::LARS>(params, optim::LARSOptions{.lr = lr(), .momentum = mom(), .weight_decay = wd});
   }
   if (name == "lamb") {
     return std::make_unique<optim::LAMB>(params, optim::LAMBOptions{.lr = lr(), .beta1 = b1(), .beta2 = b2(),
-                                                                     .weight_decay = wd()});
+                                                                     .weight_decay = wd});
   }
   fail<ConfigError>("optim.name = {} cannot drive minibatch training (L-BFGS needs a full-batch closure; use the "
                     "library API)", name);
+}
+
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params,
+                                                 const std::vector<int64_t>& ndims) {
+  const std::string& name = c.get_string("optim.name");
+  const double wd = c.get_float("optim.weight_decay");
+  if (!ndims.empty() && ndims.size() != params.size()) {
+    fail<ValueError>("make_optimizer: {} dimension counts for {} parameters", ndims.size(), params.size());
+  }
+  std::vector<int64_t> dims = ndims;
+  if (dims.empty()) {
+    for (const Tensor& p : params) dims.push_back(p.ndim());
+  }
+  std::unique_ptr<optim::Optimizer> opt = build_optimizer(c, name, std::move(params), wd);
+  // Which parameters decay matters only where something decays.
+  if (wd > 0) {
+    std::string filter = c.get_string("optim.decay_filter");
+    if (filter == "auto") filter = name == "adamw" ? "matrices" : "all";
+    if (filter == "matrices") opt->set_decay_mask(optim::matrix_decay_mask(dims));
+  }
+  return opt;
 }
 
 optim::ScheduleOptions schedule_options(const Config& c, int64_t total_steps) {
@@ -106,6 +130,20 @@ optim::ScheduleOptions schedule_options(const Config& c, int64_t total_steps) {
     o.gamma = c.get_float("optim.gamma");
   }
   o.warmup_steps = c.get_int("optim.warmup_steps");
+  if (o.name == "cosine") {
+    o.min_lr = c.get_float("optim.min_lr");
+    if (o.min_lr > o.base_lr) {
+      fail<ConfigError>("optim.min_lr = {} is above optim.lr = {}: the cosine decays from lr down to min_lr", o.min_lr,
+                        o.base_lr);
+    }
+    if (const int64_t decay = c.get_int("optim.decay_steps"); decay > 0) {
+      if (decay <= o.warmup_steps) {
+        fail<ConfigError>("optim.decay_steps = {} must exceed optim.warmup_steps = {}: the decay starts where the "
+                          "warmup ends", decay, o.warmup_steps);
+      }
+      o.total_steps = decay;
+    }
+  }
   return o;
 }
 
@@ -157,6 +195,11 @@ parallel::ParameterServerOptions ps_options(const Config& c, int servers, Durati
     u.eps = c.get_float("optim.eps");
   }
   u.weight_decay = c.get_float("optim.weight_decay");
+  // The servers decay every parameter; a filter would be silently ignored.
+  if (u.weight_decay > 0 && c.get_string("optim.decay_filter") == "matrices") {
+    fail<ConfigError>("optim.decay_filter = matrices: parameter servers apply optim.weight_decay to every parameter "
+                      "(use optim.decay_filter = all or auto)");
+  }
   s.checkpoint_dir = dir;
   s.checkpoint_every = c.get_int("ps.checkpoint_every");
   // The servers hold the model: under auto and always they continue from
@@ -177,6 +220,15 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout, const std:
             .pipeline = static_cast<int>(c.get_int("parallel.pipeline"))};
   o.microbatches = static_cast<int>(c.get_int("parallel.microbatches"));
   if (o.mesh.pipeline > 1) {
+    // A pipeline accumulates through its micro-batches: train.accumulate
+    // micro-batches of train.batch_size run as one longer pipeline (the same
+    // micro-batch size, a smaller bubble) rather than one pipeline each.
+    const int64_t accumulate = c.get_int("train.accumulate");
+    if (o.microbatches * accumulate > (int64_t{1} << 20)) {
+      fail<ConfigError>("parallel.microbatches = {} x train.accumulate = {} is too many micro-batches", o.microbatches,
+                        accumulate);
+    }
+    o.microbatches = static_cast<int>(o.microbatches * accumulate);
     o.schedule = c.get_string("parallel.schedule");
     o.recompute = c.get_bool("parallel.recompute");
     o.stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries");

@@ -22,10 +22,15 @@
 namespace braid::train {
 
 // The optimizer named by optim.name over `params` (lbfgs is refused: it needs
-// a full-batch closure, not a minibatch loop).
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
+// a full-batch closure, not a minibatch loop). With optim.weight_decay > 0,
+// optim.decay_filter says which parameters decay, judged by their number of
+// dimensions: `ndims[i]`, the whole parameter's where params[i] is a flat
+// slice of it (ZeRO), or the tensors' own when `ndims` is empty.
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params,
+                                                 const std::vector<int64_t>& ndims = {});
 
-// optim.schedule's learning-rate schedule over `total_steps`.
+// optim.schedule's learning-rate schedule over `total_steps` (the run's
+// planned optimizer steps; optim.decay_steps replaces it for cosine).
 optim::ScheduleOptions schedule_options(const Config& config, int64_t total_steps);
 
 // How to join the job's process group, from parallel.* (transport, tcp

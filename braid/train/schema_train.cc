@@ -8,7 +8,13 @@ void add_train_keys(Schema& s) {
   s.add({.name = "train.epochs", .type = T::Int, .default_value = int64_t{5}, .help = "passes over the training set",
          .min = 1, .max = 1e9});  // times the batches of an epoch, it must fit a step count
   s.add({.name = "train.batch_size", .type = T::Int, .default_value = int64_t{64},
-         .help = "examples per optimizer step (per rank when distributed)", .min = 1});
+         .help = "examples per micro-batch (per rank when distributed); an optimizer step takes "
+                 "train.accumulate of them", .min = 1});
+  s.add({.name = "train.accumulate", .type = T::Int, .default_value = int64_t{1},
+         .help = "gradient accumulation: micro-batches of train.batch_size per optimizer step, whose gradients "
+                 "add up to one batch's of train.batch_size x train.accumulate rows; data-parallel plans combine "
+                 "gradients once per step; a pipeline runs them as parallel.microbatches x train.accumulate "
+                 "micro-batches", .min = 1, .max = 1e6});
   s.add({.name = "train.batch_schedule", .type = T::String, .default_value = std::string("none"),
          .help = "grow the batch between epochs: none; epoch = x train.batch_growth every train.batch_every epochs; "
                  "noise = x train.batch_growth at an epoch start when the grown global batch stays within the "
@@ -51,6 +57,14 @@ void add_train_keys(Schema& s) {
   s.add({.name = "train.eval_steps", .type = T::Int, .default_value = int64_t{0},
          .help = "also evaluate every N steps within epochs (time-to-accuracy at a finer cadence); plans that train "
                  "replicas apart evaluate rank 0's replica there; 0 = only at epoch ends", .min = 0});
+  s.add({.name = "train.eval_batches", .type = T::Int, .default_value = int64_t{0},
+         .help = "batches of the test set each evaluation reads: the first N, the same each time (a language "
+                 "model's held-out tokens can be far too many to read every few hundred steps); 0 = the whole set",
+         .min = 0});
+  s.add({.name = "train.peak_tflops", .type = T::Float, .default_value = 0.0,
+         .help = "sequence models (data.name = text or tokens): the peak TFLOP/s of one device in the run's "
+                 "precision that MFU divides by (a GPU's datasheet figure); 0 = measured by a quarter-second "
+                 "matrix product on the device when training starts", .min = 0.0});
   s.add({.name = "train.checkpoint_every", .type = T::Int, .default_value = int64_t{0},
          .help = "steps between checkpoints; 0 = at the end of each epoch", .min = 0});
   s.add({.name = "train.resume", .type = T::String, .default_value = std::string("auto"),

@@ -10,7 +10,9 @@
 
 #include "braid/base/deadline.h"
 #include "braid/ops/autocast.h"
+#include "braid/ops/elementwise.h"
 #include "braid/optim/clip.h"
+#include "braid/train/flops.h"
 #include "braid/train/timeline.h"
 
 namespace braid::train {
@@ -35,6 +37,11 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
   if (o_.epochs < 1) fail<ValueError>("Trainer: epochs must be >= 1, got {}", o_.epochs);
   if (o_.log_every < 1) fail<ValueError>("Trainer: log_every must be >= 1, got {}", o_.log_every);
   if (o_.eval_steps < 0) fail<ValueError>("Trainer: eval_steps must be >= 0, got {}", o_.eval_steps);
+  if (o_.accumulate < 1) fail<ValueError>("Trainer: accumulate must be >= 1, got {}", o_.accumulate);
+  if (o_.eval_batches < 0) fail<ValueError>("Trainer: eval_batches must be >= 0, got {}", o_.eval_batches);
+  if (o_.tokens_per_example < 0 || o_.flops_per_token < 0 || o_.peak_flops < 0) {
+    fail<ValueError>("Trainer: tokens_per_example, flops_per_token and peak_flops must be >= 0");
+  }
   if (o_.checkpoints && o_.out_dir.empty()) fail<ValueError>("Trainer: checkpoints need an out_dir");
   if (o_.precision != DType::f32 && o_.precision != DType::bf16 && o_.precision != DType::f16) {
     fail<ValueError>("Trainer: precision must be f32, bf16 or f16, got {}", name(o_.precision));
@@ -47,13 +54,18 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::unique_ptr<optim::Optim
   }
 }
 
-double Trainer::train_step(const data::Batch& batch) {
+double Trainer::train_step(const data::Batch& batch) { return train_step(std::span<const data::Batch>(&batch, 1)); }
+
+double Trainer::train_step(std::span<const data::Batch> micro) {
+  if (micro.empty()) fail<ValueError>("Trainer::train_step: a step needs at least one batch");
   setup_plan();
   BatchSchedule* bs = o_.batch_schedule.get();
   const int64_t at = job_ ? job_->replica_steps(*plan_->job_steps()) : step_;
   optimizer_->set_lr(lr_factor_ *
                      (bs ? schedule_->lr_at(bs->schedule_step()) * bs->lr_factor() : schedule_->lr_at(at)));
   optimizer_->zero_grad(/*set_to_none=*/false);  // keeps .grad buffers (and a plan's bucket views)
+  int64_t rows = 0;
+  for (const data::Batch& b : micro) rows += b.size();
   // A step already decided without this rank (a timeout-hybrid worker catching
   // up) has no forward, backward or loss: the update is applied below.
   const bool decided = plan_->step_decided();
@@ -65,7 +77,18 @@ double Trainer::train_step(const data::Batch& batch) {
     // below, after the gradients are synchronised: sums commute with it).
     const nn::LossFn loss = scaler_ ? nn::LossFn([this](const Tensor& o, const Tensor& y) { return scaler_->scale(loss_(o, y)); })
                                     : loss_;
-    value = plan_->forward_backward(*model_, loss, batch.input.to(device_), batch.target.to(device_));
+    value = 0;
+    for (size_t i = 0; i < micro.size(); ++i) {
+      const data::Batch& b = micro[i];
+      // Each micro-batch's mean loss weighs its share of the step's rows, so
+      // the gradients add up to the mean over all of them.
+      const double share = static_cast<double>(b.size()) / static_cast<double>(rows);
+      const nn::LossFn part = micro.size() == 1 ? loss : nn::LossFn([&loss, share](const Tensor& o, const Tensor& y) {
+        return mul(loss(o, y), share);
+      });
+      value += plan_->forward_backward(*model_, part, b.input.to(device_), b.target.to(device_),
+                                       /*last=*/i + 1 == micro.size());
+    }
     if (scaler_) value /= scaler_->scale();
   }
   if (!decided && !std::isfinite(value)) {
@@ -93,11 +116,11 @@ double Trainer::train_step(const data::Batch& batch) {
     scaler_->update(true);
     plan_->after_step();
     ++step_;
-    if (bs) bs->count(batch.size());
+    if (bs) bs->count(rows);
     return value;
   }
   if (bs && bs->observes_gradients() && !decided) {
-    bs->noise().observe(plan_->gradients(), batch.size() * plan_->data_world(),
+    bs->noise().observe(plan_->gradients(), rows * plan_->data_world(),
                         [this](const std::vector<Tensor>& t) { return plan_->sum_squares(t); });
   }
   if (o_.grad_clip > 0) {
@@ -119,7 +142,7 @@ double Trainer::train_step(const data::Batch& batch) {
   }
   if (scaler_) scaler_->update(false);
   ++step_;
-  if (bs) bs->count(batch.size());
+  if (bs) bs->count(rows);
   return value;
 }
 
@@ -149,14 +172,30 @@ void Trainer::set_epoch_batch(int64_t epoch) {
 }
 
 int64_t Trainer::planned_steps(int64_t epoch, int64_t skip) const {
-  if (!o_.batch_schedule) return (o_.epochs - epoch) * train_->batches_per_epoch() - skip;
   const int64_t examples = train_->examples_per_epoch();
-  int64_t steps = -skip;
+  int64_t steps = 0;
   for (int64_t e = epoch; e < o_.epochs; ++e) {
-    const int64_t b = o_.batch_schedule->planned_batch(e);
-    steps += (examples + b - 1) / b;
+    int64_t batches = train_->batches_per_epoch();
+    if (o_.batch_schedule) {
+      const int64_t b = o_.batch_schedule->planned_batch(e);
+      batches = (examples + b - 1) / b;
+    }
+    steps += steps_for(batches - (e == epoch ? skip : 0));
   }
   return steps;
+}
+
+std::pair<double, double> Trainer::token_rates(int64_t examples, double seconds) const {
+  if (o_.tokens_per_example <= 0 || seconds <= 0) return {0.0, 0.0};
+  // Every data replica trains as many rows; the tensor and pipeline ranks of
+  // a replica share its rows, and their devices count towards the peak.
+  const double tokens = static_cast<double>(examples) * static_cast<double>(o_.tokens_per_example) *
+                        static_cast<double>(plan_->data_world());
+  const double per_s = tokens / seconds;
+  const double devices = static_cast<double>(plan_->data_world()) * plan_->mesh().degree(parallel::Axis::tensor) *
+                         plan_->mesh().degree(parallel::Axis::pipeline);
+  const double mfu = o_.flops_per_token > 0 && peak_flops_ > 0 ? per_s * o_.flops_per_token / (peak_flops_ * devices) : 0;
+  return {per_s, mfu};
 }
 
 void Trainer::setup_plan() {
@@ -235,6 +274,11 @@ TrainSummary Trainer::fit() {
     }
   }
   const auto budget_spent = [&] { return job_ ? *plan_->job_steps() >= job_->end : step_ >= total_steps; };
+  // MFU's denominator, measured before the first step (a quarter of a
+  // second, once per process) unless given.
+  if (o_.tokens_per_example > 0 && o_.flops_per_token > 0) {
+    peak_flops_ = o_.peak_flops > 0 ? o_.peak_flops : measured_peak_flops(device_, o_.precision);
+  }
   model_->train();
   for (auto& cb : callbacks_) cb->on_train_begin(step_, total_steps);
 
@@ -245,12 +289,14 @@ TrainSummary Trainer::fit() {
   const auto mean = [](double sum, int64_t n) { return n > 0 ? sum / static_cast<double>(n) : std::nan(""); };
   double train_seconds = 0, window_seconds = 0;
   auto record = [&](int64_t epoch, int64_t batch) {
+    const auto [tokens_per_s, mfu] = token_rates(window_samples, window_seconds);
     StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
                   .total_steps = total_steps, .loss = mean(window_loss, window_losses),
                   .lr = optimizer_->lr(),
                   .samples_per_s = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0,
                   .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1)),
-                  .examples = window_samples, .codec = plan_->take_codec_stats()};
+                  .examples = window_samples, .tokens_per_s = tokens_per_s, .mfu = mfu,
+                  .codec = plan_->take_codec_stats()};
     log(m);
     window_loss = 0, window_steps = 0, window_losses = 0, window_samples = 0, window_seconds = 0;
   };
@@ -270,31 +316,39 @@ TrainSummary Trainer::fit() {
     }
     epoch_loss = 0, epoch_losses = 0;
     auto t_batch = Clock::now();
+    std::vector<data::Batch> micro;  // one step's batches (train.accumulate)
     while (true) {
-      std::optional<data::Batch> b;
+      micro.clear();
       {
         trace::Span span("step", "data");
-        b = train_->next();
+        while (static_cast<int64_t>(micro.size()) < o_.accumulate) {
+          std::optional<data::Batch> b = train_->next();
+          if (!b) break;
+          micro.push_back(std::move(*b));
+        }
       }
-      if (!b) break;
+      if (micro.empty()) break;
       batch_ = batch;
       double loss;
       {
         trace::Span span("step", "step");
         if (span) span.arg("step", step_ + 1);
-        loss = train_step(*b);
+        loss = train_step(micro);
       }
-      ++batch;
+      batch += static_cast<int64_t>(micro.size());
+      int64_t rows = 0;
+      for (const data::Batch& b : micro) rows += b.size();
       const double dt = seconds_since(t_batch);
       watch_stragglers(stragglers, dt);
       train_seconds += dt, window_seconds += dt;
       if (!std::isnan(loss)) window_loss += loss, epoch_loss += loss, ++window_losses, ++epoch_losses;
       ++window_steps;
-      window_samples += b->size(), samples += b->size();
+      window_samples += rows, samples += rows;
+      const auto [tokens_per_s, mfu] = token_rates(rows, dt);
       StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
                     .total_steps = total_steps, .loss = loss, .lr = optimizer_->lr(),
-                    .samples_per_s = dt > 0 ? static_cast<double>(b->size()) / dt : 0, .step_ms = 1e3 * dt,
-                    .examples = b->size()};
+                    .samples_per_s = dt > 0 ? static_cast<double>(rows) / dt : 0, .step_ms = 1e3 * dt,
+                    .examples = rows, .tokens_per_s = tokens_per_s, .mfu = mfu};
       for (auto& cb : callbacks_) cb->on_step(m);
       if (step_ % o_.log_every == 0) record(epoch, batch);
       done = budget_spent();
@@ -330,6 +384,7 @@ TrainSummary Trainer::fit() {
   s.steps = step_;
   s.train_seconds = train_seconds;
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;
+  std::tie(s.tokens_per_s, s.mfu) = token_rates(samples, train_seconds);
   s.final_loss = mean(epoch_loss, epoch_losses);
   s.last_checkpoint = last_checkpoint_;
   const std::string merged = timeline.close([this] { plan_->gather_world(0); });

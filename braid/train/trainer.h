@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ struct TrainerOptions {
   // where replicas report to parameter servers).
   bool job_budget = false;
   double grad_clip = 0;          // max global grad norm; 0: off
+  // Gradient accumulation: loader batches (micro-batches) per optimizer
+  // step. Their gradients add up to the mean gradient over all their rows,
+  // and a data-parallel plan combines them once per step (Plan::
+  // forward_backward's `last`). An epoch's last step takes what is left.
+  int64_t accumulate = 1;
   int64_t log_every = 100;       // steps between on_log records
   int64_t eval_every = 1;        // epochs between evaluations; 0: never
   // Also steps between evaluations within epochs (0: none). Plans that train
@@ -64,6 +70,20 @@ struct TrainerOptions {
   // The test loader reads this data rank's share of the test set
   // (Plan::evaluates_shares): evaluation sums the replicas' counts.
   bool test_shares = false;
+  // Test batches an evaluation reads: its first N, the same ones each time
+  // (a language model's held-out tokens may be far too many to read every
+  // few hundred steps); 0: the whole test set.
+  int64_t eval_batches = 0;
+  // Sequence models (next-token prediction over windows of tokens): tokens
+  // per example, which adds tokens/s, MFU and perplexity to the reports;
+  // 0: not a sequence model.
+  int64_t tokens_per_example = 0;
+  // Training FLOPs of one token of the whole model (train/flops.h), for MFU;
+  // 0: no MFU.
+  double flops_per_token = 0;
+  // Peak FLOP/s of one device in the run's precision, for MFU; 0: measured
+  // once per process when training starts (measured_peak_flops).
+  double peak_flops = 0;
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: end of each epoch
   int keep_checkpoints = 3;      // older ones are deleted
   bool checkpoints = true;       // false: never write any
@@ -120,8 +140,9 @@ class Trainer {
   // gradients. `shares`: `loader` reads this data rank's share of its set
   // (Plan::evaluates_shares), and the figures are summed over the replicas
   // (collective over the data axis).
+  // `max_batches` > 0 reads only the loader's first that many batches.
   EvalMetrics evaluate();
-  EvalMetrics evaluate(data::Loader& loader, bool shares = false);
+  EvalMetrics evaluate(data::Loader& loader, bool shares = false, int64_t max_batches = 0);
   // The model's whole outputs over one pass of `loader` (eval mode, no
   // gradients, the run's precision), rows in the loader's order: [N, ...]
   // f32 on the host where the model ends, undefined on other pipeline stages. `targets`,
@@ -134,6 +155,10 @@ class Trainer {
   // forward or backward ran). Public for tests and for
   // callers that drive their own loop.
   double train_step(const data::Batch& batch);
+  // One step over several micro-batches (gradient accumulation): each one's
+  // loss weighs its share of the rows, so the step follows the mean gradient
+  // of all of them as one batch would; the loss returned is their mean.
+  double train_step(std::span<const data::Batch> microbatches);
   // No evaluations from now on (a rank whose figures nobody reads, where the
   // plan lets it evaluate alone: Plan::evaluation_is_collective false).
   void skip_evaluations() { o_.eval_every = 0, o_.eval_steps = 0; }
@@ -172,6 +197,11 @@ class Trainer {
   // Optimizer steps from `epoch` (its first `skip` batches already taken) to
   // the end, by the batches planned for each epoch.
   int64_t planned_steps(int64_t epoch, int64_t skip) const;
+  // Optimizer steps that take `batches` loader batches (accumulate per step).
+  int64_t steps_for(int64_t batches) const { return (batches + o_.accumulate - 1) / o_.accumulate; }
+  // Tokens/s of the whole job and MFU for a window of `examples` rows
+  // trained in `seconds` on this rank (sequence models; else zeros).
+  std::pair<double, double> token_rates(int64_t examples, double seconds) const;
 
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -203,6 +233,7 @@ class Trainer {
   void watch_stragglers(StragglerWatch& watch, double step_s);
   std::vector<Tensor> params_;
   Device device_ = Device::cpu;
+  double peak_flops_ = 0;  // one device's, for MFU: options.peak_flops or measured in fit()
   std::optional<optim::LossScaler> scaler_;  // precision f16
   std::string last_checkpoint_;
   // Names the run in its checkpoints (every rank's, every step's, kept

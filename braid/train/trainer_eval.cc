@@ -1,5 +1,6 @@
 // Trainer: evaluation on a held-out loader and prediction (trainer.h).
 #include <algorithm>
+#include <cmath>
 
 #include "braid/autograd/node.h"
 #include "braid/base/deadline.h"
@@ -36,10 +37,10 @@ TopK count_topk(const Tensor& logits, const Tensor& targets) {
 
 EvalMetrics Trainer::evaluate() {
   if (!test_) return {.step = step_, .epoch = epoch_};
-  return evaluate(*test_, o_.test_shares);
+  return evaluate(*test_, o_.test_shares, o_.eval_batches);
 }
 
-EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares) {
+EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares, int64_t max_batches) {
   setup_plan();
   EvalMetrics m;
   m.step = step_;
@@ -56,7 +57,10 @@ EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares) {
   double loss_sum = 0;
   TopK total;
   loader.start_epoch(0);
-  while (auto b = loader.next()) {
+  int64_t batches = 0;
+  while (max_batches <= 0 || batches++ < max_batches) {
+    const std::optional<data::Batch> b = loader.next();
+    if (!b) break;
     // Under a pipeline only the last stage sees outputs; the others run
     // their part of the forward and learn the figures below.
     const Tensor out = plan_->evaluate(*model_, b->input.to(device_));
@@ -76,6 +80,9 @@ EvalMetrics Trainer::evaluate(data::Loader& loader, bool shares) {
     m.loss = loss_sum / static_cast<double>(total.n);
     m.top1 = static_cast<double>(total.top1) / static_cast<double>(total.n);
     m.top5 = static_cast<double>(total.top5) / static_cast<double>(total.n);
+    // The loss is the mean over every predicted position (count_topk counts
+    // positions), so this is the per-token perplexity.
+    if (o_.tokens_per_example > 0) m.perplexity = std::exp(m.loss);
   }
   m.examples = total.n;
   m.seconds = seconds_since(t0);

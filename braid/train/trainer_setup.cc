@@ -1,6 +1,7 @@
 #include "braid/train/trainer_setup.h"
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "braid/base/float_env.h"
@@ -15,6 +16,7 @@
 #include "braid/text/token_dataset.h"
 #include "braid/train/config_data.h"
 #include "braid/train/ensemble.h"
+#include "braid/train/flops.h"
 #include "braid/train/models.h"
 #include "braid/train/pretrained.h"
 
@@ -245,6 +247,12 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   if (!run.model) fail<ValueError>("the run's model builder returned no model");
   // The weights of a braid checkpoint or a Hugging Face folder (train/pretrained.h), before a plan shards them.
   if (const std::string& init = c.get_string("train.init"); !init.empty()) init_model(*run.model, init, c, info);
+  // Sequence models (next-token windows): tokens/s, MFU and perplexity; the
+  // FLOPs per token are the whole model's, before a plan shards it.
+  const std::string& data_name = c.get_string("data.name");
+  const bool sequence = (data_name == "text" || data_name == "tokens") && spec.input_shape.size() == 1;
+  const int64_t tokens_per_example = sequence ? spec.input_shape[0] : 0;
+  const double flops_per_token = sequence ? model_token_flops(c, *run.model, tokens_per_example).per_token() : 0.0;
   // Initialised on the host (the same weights on every device), then moved
   // before the plan takes hold of the parameters and the optimizer makes its
   // state beside them.
@@ -312,13 +320,29 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   }
   run.train_loader = make_train_loader(data_config, ds.train, {.rank = rank, .world = world});
   run.train_examples = ds.train->size();
+  // train.accumulate: the trainer takes that many loader batches per step,
+  // except under a pipeline, whose micro-batches are its accumulation:
+  // plan_options multiplied them, and the loader's batch is the step's.
+  const int64_t accumulate = c.get_int("train.accumulate");
+  const bool pipeline_accumulates = po.mesh.pipeline > 1 && accumulate > 1;
+  if (pipeline_accumulates) {
+    if (c.get_string("train.batch_schedule") != "none") {
+      fail<ConfigError>("train.accumulate = {} with train.batch_schedule = {} under parallel.pipeline = {}: a pipeline "
+                        "accumulates through its micro-batches, which a growing batch would resize (use one of them)",
+                        accumulate, c.get_string("train.batch_schedule"), po.mesh.pipeline);
+    }
+    run.train_loader->set_batch_size(batch * accumulate);
+  }
+
   // Replicas that hold the same model evaluate a share of the test set each.
   const bool test_shares = plan->evaluates_shares();
   if (ds.test) {
+    // A sequence model's outputs are [batch, context, vocabulary]: its
+    // evaluation batch stays the training one.
     run.test_loader = std::make_shared<data::Loader>(
         ds.test,
         std::make_shared<data::SequentialSampler>(ds.test->size(), test_shares ? rank : 0, test_shares ? world : 1),
-        data::LoaderOptions{.batch_size = eval_batch(batch, ds.test->size()),
+        data::LoaderOptions{.batch_size = sequence ? std::min(batch, ds.test->size()) : eval_batch(batch, ds.test->size()),
                             .workers = workers});
     run.test_examples = ds.test->size();
   }
@@ -328,15 +352,26 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
         data::LoaderOptions{.batch_size = eval_batch(batch, validation->size()), .workers = workers});
   }
 
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, plan->optimizer_parameters(*run.model));
+  // Weight decay's filter judges a ZeRO slice by its whole parameter's dimensions.
+  std::map<std::string, int64_t> ndim_of;
+  for (const auto& [name, t] : run.model->named_parameters()) ndim_of[name] = t.ndim();
+  std::vector<int64_t> ndims;
+  for (const std::string& name : plan->optimizer_parameter_names(*run.model)) ndims.push_back(ndim_of.at(name));
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, plan->optimizer_parameters(*run.model), ndims);
   const int64_t epochs = c.get_int("train.epochs"), max_steps = c.get_int("train.max_steps");
-  int64_t total = epochs * run.train_loader->batches_per_epoch();
+  const int64_t per_step = pipeline_accumulates ? 1 : accumulate;  // loader batches
+  const int64_t steps_per_epoch = (run.train_loader->batches_per_epoch() + per_step - 1) / per_step;
+  int64_t total = epochs * steps_per_epoch;
   if (max_steps > 0) total = std::min(total, max_steps);
   auto schedule = optim::make_schedule(schedule_options(c, total));
   TrainerOptions to{.epochs = epochs, .max_steps = max_steps, .job_budget = c.get_string("train.budget") == "job",
                     .grad_clip = c.get_float("train.grad_clip"),
+                    .accumulate = pipeline_accumulates ? 1 : accumulate,
                     .log_every = c.get_int("train.log_every"), .eval_every = c.get_int("train.eval_every"),
                     .eval_steps = c.get_int("train.eval_steps"), .test_shares = test_shares,
+                    .eval_batches = c.get_int("train.eval_batches"), .tokens_per_example = tokens_per_example,
+                    .flops_per_token = flops_per_token,
+                    .peak_flops = sequence ? 1e12 * c.get_float("train.peak_tflops") : 0.0,
                     .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = parse_resume(c.get_string("train.resume")),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,

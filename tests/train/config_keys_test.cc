@@ -109,9 +109,11 @@ std::vector<Context> contexts(const std::string& dir) {
       {"text transformer, rmsprop",
        {"data.name=text", text, "model.name=char_transformer", "parallel.strategy=none", "optim.name=rmsprop",
         "model.context=16", "data.stride=8"}},
-      {"token shards transformer",
+      {"token shards transformer, the language-model recipe",
        {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=char_transformer",
-        "parallel.strategy=none", "model.context=16", "data.stride=8"}},
+        "parallel.strategy=none", "model.context=16", "data.stride=8", "optim.name=adamw", "optim.weight_decay=0.1",
+        "optim.decay_filter=matrices", "optim.schedule=cosine", "optim.min_lr=0.0001", "optim.decay_steps=100",
+        "train.accumulate=2", "train.eval_batches=2", "train.peak_tflops=1"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
