@@ -1,7 +1,10 @@
 # braid_unity(TARGET): compile TARGET's sources in batches when BRAID_UNITY is
 # on (CMakeLists.txt says why). Files listed in BRAID_UNITY_ALONE define
 # file-local names (anonymous namespaces, statics) that another file of the
-# same target defines too, so they are compiled on their own.
+# same target defines too, so they are compiled on their own. vmath.cc sets
+# its own optimisation flags (#pragma GCC optimize), which in a batch reach
+# the files after it and keep std::min/max from inlining into its loops: its
+# vectorised exp measured as a scalar loop with calls in a batch.
 set(BRAID_UNITY_ALONE
   braid/comm/store/server.cc
   braid/comm/store/store.cc
@@ -11,6 +14,7 @@ set(BRAID_UNITY_ALONE
   braid/ops/linear.cc
   braid/parallel/zero/zero_stage3.cc
   braid/tensor/cpu/reduce.cc
+  braid/tensor/cpu/vmath.cc
 )
 
 function(braid_unity target)

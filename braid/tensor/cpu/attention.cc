@@ -78,30 +78,33 @@ constexpr int64_t kForwardRows = 64, kForwardKeys = 64;
 template <class T>
 struct ForwardScratch {
   Tensor holder;
-  T *q, *o, *kt, *v, *s;
-  ForwardScratch(int64_t dp, int64_t d) {
-    const int64_t n = 2 * kForwardRows * dp + d * kForwardKeys + kForwardKeys * dp + kForwardRows * kForwardKeys;
+  T *qt, *o, *v, *s;  // [D, rows], [rows, Dp], [keys, Dp], [keys, rows]
+  ForwardScratch(int64_t d, int64_t dp) {
+    const int64_t n = d * kForwardRows + kForwardRows * dp + kForwardKeys * dp + kForwardKeys * kForwardRows;
     holder = Tensor::empty({n}, dtype_of<T>());
-    q = holder.data<T>();
-    o = q + kForwardRows * dp;
-    kt = o + kForwardRows * dp;
-    v = kt + d * kForwardKeys;
+    qt = holder.data<T>();
+    o = qt + d * kForwardRows;
+    v = o + kForwardRows * dp;
     s = v + kForwardKeys * dp;
   }
 };
 
-// One block of query rows [i0, i0 + mi) of head h in batch b.
+// One block of query rows [i0, i0 + mi) of head h in batch b. The scores are
+// held transposed, s[c, r] for key j0 + c and query i0 + r, so the softmax
+// statistics of the block's queries are vectors along r.
 template <class T>
 void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q, const Operand<T>& k,
                    const Operand<T>& v, T* out, T* lse, int64_t b, int64_t h, int64_t i0, ForwardScratch<T>& w) {
-  const int64_t d = g.d, dp = padded<T>(d), mi = std::min(kForwardRows, g.tq - i0), hk = h / g.group;
-  const T* qb = q.at(b, i0, h);
-  pack_rows(qb, q.st, q.sd, mi, d, static_cast<T>(p.scale), w.q, dp);
+  constexpr int64_t R = kForwardRows;
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  const int64_t d = g.d, dp = padded<T>(d), mi = std::min(R, g.tq - i0), mip = padded<T>(mi), hk = h / g.group;
+  pack_transposed(q.at(b, i0, h), q.st, q.sd, mi, mip, d, static_cast<T>(p.scale), w.qt, R);
   std::fill(w.o, w.o + mi * dp, T{0});
-  T m[kForwardRows];
-  double l[kForwardRows];
-  std::fill(m, m + mi, -std::numeric_limits<T>::infinity());
-  std::fill(l, l + mi, 0.0);
+  // Per query: the running max, the running sum (in double) and scratch.
+  T m[R], mx[R], shift[R], alpha[R], sum[R];
+  double l[R];
+  std::fill(m, m + mip, -kInf);
+  std::fill(l, l + mip, 0.0);
   const bool drop = p.dropout > 0;
   const uint32_t threshold = dropout_threshold(p.dropout);
   const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
@@ -109,42 +112,47 @@ void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q,
   // Keys the last row of the block sees.
   const int64_t kend = p.causal ? std::min(g.tk, i0 + mi + g.shift) : g.tk;
   for (int64_t j0 = 0; j0 < kend; j0 += kForwardKeys) {
-    const int64_t nj = std::min(kForwardKeys, kend - j0), njp = padded<T>(nj);
-    pack_transposed(k.at(b, j0, hk), k.st, k.sd, nj, njp, d, w.kt, kForwardKeys);
-    gemm(mi, njp, d, w.q, dp, 1, w.kt, kForwardKeys, w.s, kForwardKeys, false);  // S = (scale Q) K^T
-    for (int64_t r = 0; r < mi; ++r) {
-      T* s = w.s + r * kForwardKeys;
-      // Keys past the causal limit and the padding.
-      const int64_t seen = p.causal ? std::clamp<int64_t>(i0 + r + g.shift - j0 + 1, 0, nj) : nj;
-      for (int64_t c = seen; c < njp; ++c) s[c] = -std::numeric_limits<T>::infinity();
-      T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-      for (int64_t c = 0; c < njp; ++c) mx = std::max(mx, s[c]);
-      const T mnew = std::max(m[r], mx);
-      if (mnew == -std::numeric_limits<T>::infinity()) {  // nothing seen yet
-        std::fill(s, s + njp, T{0});
-        continue;
-      }
-      for (int64_t c = 0; c < njp; ++c) s[c] -= mnew;
-      exp_inplace(s, njp);
-      double sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t c = 0; c < njp; ++c) sum += static_cast<double>(s[c]);
-      const T alpha = std::exp(m[r] - mnew);  // 0 for the first block
-      l[r] = l[r] * static_cast<double>(alpha) + sum;
+    const int64_t nj = std::min(kForwardKeys, kend - j0);
+    gemm(nj, mip, d, k.at(b, j0, hk), k.st, k.sd, w.qt, R, w.s, R, false);  // S^T = K (scale Q)^T
+    std::fill(mx, mx + mip, -kInf);
+    for (int64_t c = 0; c < nj; ++c) {
+      T* s = w.s + c * R;
+      // Key j0 + c is past the causal limit of queries i < j0 + c - shift.
+      const int64_t hidden = p.causal ? std::clamp<int64_t>(j0 + c - g.shift - i0, 0, mip) : 0;
+      for (int64_t r = 0; r < hidden; ++r) s[r] = -kInf;
+      max_into(mx, s, mip);
+    }
+    for (int64_t r = 0; r < mip; ++r) {
+      const T mnew = std::max(m[r], mx[r]);
+      shift[r] = mnew == -kInf ? T{0} : mnew;  // no key seen yet: exp(-inf - 0) = 0
+      alpha[r] = m[r] - shift[r];
       m[r] = mnew;
-      if (alpha != T{1}) {
+      sum[r] = T{0};
+    }
+    exp_inplace(alpha, mip);  // exp(m_old - m_new): 0 for the first block
+    for (int64_t c = 0; c < nj; ++c) {
+      T* s = w.s + c * R;
+      for (int64_t r = 0; r < mip; ++r) s[r] -= shift[r];
+      exp_inplace(s, mip);
+      for (int64_t r = 0; r < mip; ++r) sum[r] += s[r];
+    }
+    for (int64_t r = 0; r < mi; ++r) {
+      l[r] = l[r] * static_cast<double>(alpha[r]) + static_cast<double>(sum[r]);
+      if (alpha[r] != T{1}) {
         T* o = w.o + r * dp;
-        for (int64_t e = 0; e < dp; ++e) o[e] *= alpha;
+        for (int64_t e = 0; e < dp; ++e) o[e] *= alpha[r];
       }
       if (drop) {
         const uint64_t e0 = static_cast<uint64_t>(((b * g.hq + h) * g.tq + i0 + r) * g.tk + j0);
         dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, e0, nj, factor);
-        for (int64_t c = 0; c < nj; ++c) s[c] *= factor[c];
+        for (int64_t c = 0; c < nj; ++c) w.s[c * R + r] *= factor[c];
       }
     }
-    pack_rows(v.at(b, j0, hk), v.st, v.sd, nj, d, T{1}, w.v, dp);
-    gemm(mi, dp, nj, w.s, kForwardKeys, 1, w.v, dp, w.o, dp, true);  // O += P V
+    // V's rows in place when they are whole vectors of contiguous elements.
+    const T* vj = v.at(b, j0, hk);
+    const bool in_place = v.sd == 1 && d == dp;
+    if (!in_place) pack_rows(vj, v.st, v.sd, nj, d, T{1}, w.v, dp);
+    gemm(mi, dp, nj, w.s, 1, R, in_place ? vj : w.v, in_place ? v.st : dp, w.o, dp, true);  // O += P V, P = (S^T)^T
   }
   for (int64_t r = 0; r < mi; ++r) {
     const T inv = static_cast<T>(1 / l[r]);
@@ -165,7 +173,7 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionP
   // Under causal masking later query blocks see more keys: hand them out
   // first, so the last tasks to start are the short ones.
   run_tasks(blocks * heads, [&](const TaskSource& next) {
-    ForwardScratch<T> w(padded<T>(g.d), g.d);
+    ForwardScratch<T> w(g.d, padded<T>(g.d));
     for (int64_t t = next(); t >= 0; t = next()) {
       const int64_t ib = blocks - 1 - t / heads, bh = t % heads;
       forward_block(g, p, oq, ok, ov, o, l, bh / g.hq, bh % g.hq, ib * kForwardRows, w);

@@ -24,20 +24,25 @@ constexpr int64_t kBackwardRows = 64, kBackwardKeys = 64;
 template <class T>
 struct BackwardScratch {
   Tensor holder;
-  T *q, *dout, *dq, *delta;         // the head's rows: [Tq, Dp] x 3, [Tq]
-  T *kt, *vt, *k, *dk, *dv;         // one key block: [D, kBackwardKeys] x 2, [kBackwardKeys, Dp] x 3
-  T *p, *pd, *ds, *factor;          // one tile: [kBackwardRows, kBackwardKeys] x 3, [kBackwardKeys]
+  T *qt, *dot;                   // the head's (scale Q)^T and dO^T: [D, Tqp]
+  T *q, *dout, *dq;              // (scale Q), dO and dQ rows: [Tq, Dp]
+  T *lse, *delta;                // [Tqp], zero past Tq
+  T *k, *dk, *dv;                // one key block's rows: [keys, Dp]
+  T *p, *pd, *ds, *factor;       // one tile, transposed: [keys, rows] x 3; [keys]
   BackwardScratch(int64_t tq, int64_t d, int64_t dp, bool dropout) {
-    const int64_t tile = kBackwardRows * kBackwardKeys;
-    const int64_t n = 3 * tq * dp + tq + 2 * d * kBackwardKeys + 3 * kBackwardKeys * dp + (dropout ? 3 : 2) * tile + kBackwardKeys;
+    constexpr int64_t tile = kBackwardKeys * kBackwardRows;
+    const int64_t tqp = padded<T>(tq);
+    const int64_t n = 2 * d * tqp + 3 * tq * dp + 2 * tqp + 3 * kBackwardKeys * dp + (dropout ? 3 : 2) * tile +
+                      kBackwardKeys;
     holder = Tensor::empty({n}, dtype_of<T>());
-    q = holder.data<T>();
+    qt = holder.data<T>();
+    dot = qt + d * tqp;
+    q = dot + d * tqp;
     dout = q + tq * dp;
     dq = dout + tq * dp;
-    delta = dq + tq * dp;
-    kt = delta + tq;
-    vt = kt + d * kBackwardKeys;
-    k = vt + d * kBackwardKeys;
+    lse = dq + tq * dp;
+    delta = lse + tqp;
+    k = delta + tqp;
     dk = k + kBackwardKeys * dp;
     dv = dk + kBackwardKeys * dp;
     p = dv + kBackwardKeys * dp;
@@ -55,69 +60,77 @@ struct KeyGradOut {
   int64_t row_stride;
 };
 
+// Tiles are transposed as in the forward: p[c, r] for key j0 + c, query i0 + r.
 template <class T>
 void backward_head(const Dims& g, const AttentionParams& p, const Operand<T>& q, const Operand<T>& k,
                    const Operand<T>& v, const Operand<T>& out, const Operand<T>& dout, const T* lse, T* dq,
                    const KeyGradOut<T>& kg, int64_t b, int64_t h, BackwardScratch<T>& w) {
-  const int64_t d = g.d, dp = padded<T>(d), hk = h / g.group;
+  constexpr int64_t R = kBackwardRows;
+  const int64_t d = g.d, dp = padded<T>(d), tqp = padded<T>(g.tq), hk = h / g.group;
   const T scale = static_cast<T>(p.scale);
   pack_rows(q.at(b, 0, h), q.st, q.sd, g.tq, d, scale, w.q, dp);
   pack_rows(dout.at(b, 0, h), dout.st, dout.sd, g.tq, d, T{1}, w.dout, dp);
+  pack_transposed(q.at(b, 0, h), q.st, q.sd, g.tq, tqp, d, scale, w.qt, tqp);
+  pack_transposed(dout.at(b, 0, h), dout.st, dout.sd, g.tq, tqp, d, T{1}, w.dot, tqp);
   std::fill(w.dq, w.dq + g.tq * dp, T{0});
-  for (int64_t i = 0; i < g.tq; ++i) {  // rowsum(dO * O)
-    const T* o = out.at(b, i, h);
-    const T* go = w.dout + i * dp;
-    double s = 0;
-    for (int64_t e = 0; e < d; ++e) s += static_cast<double>(go[e]) * static_cast<double>(o[e * out.sd]);
+  const T* row_lse = lse + (b * g.hq + h) * g.tq;
+  for (int64_t i = 0; i < tqp; ++i) {
+    w.lse[i] = i < g.tq ? row_lse[i] : T{0};
+    double s = 0;  // rowsum(dO * O)
+    if (i < g.tq) {
+      const T* o = out.at(b, i, h);
+      const T* go = w.dout + i * dp;
+      if (out.sd == 1) {
+#pragma omp simd reduction(+ : s)
+        for (int64_t e = 0; e < d; ++e) s += static_cast<double>(go[e]) * static_cast<double>(o[e]);
+      } else {
+        for (int64_t e = 0; e < d; ++e) s += static_cast<double>(go[e]) * static_cast<double>(o[e * out.sd]);
+      }
+    }
     w.delta[i] = static_cast<T>(s);
   }
-  const T* row_lse = lse + (b * g.hq + h) * g.tq;
   const bool drop = p.dropout > 0;
   const uint32_t threshold = dropout_threshold(p.dropout);
   const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
   for (int64_t j0 = 0; j0 < g.tk; j0 += kBackwardKeys) {
-    const int64_t nj = std::min(kBackwardKeys, g.tk - j0), njp = padded<T>(nj);
+    const int64_t nj = std::min(kBackwardKeys, g.tk - j0);
     std::fill(w.dk, w.dk + nj * dp, T{0});
     std::fill(w.dv, w.dv + nj * dp, T{0});
-    // The first query row that sees key j0.
-    const int64_t first = p.causal ? std::max<int64_t>(0, j0 - g.shift) : 0;
-    if (first < g.tq) {
-      pack_transposed(k.at(b, j0, hk), k.st, k.sd, nj, njp, d, w.kt, kBackwardKeys);
-      pack_transposed(v.at(b, j0, hk), v.st, v.sd, nj, njp, d, w.vt, kBackwardKeys);
-      pack_rows(k.at(b, j0, hk), k.st, k.sd, nj, d, T{1}, w.k, dp);
-    }
-    for (int64_t i0 = first; i0 < g.tq; i0 += kBackwardRows) {
-      const int64_t mi = std::min(kBackwardRows, g.tq - i0);
-      const T* qi = w.q + i0 * dp;
-      const T* doi = w.dout + i0 * dp;
-      gemm(mi, njp, d, qi, dp, 1, w.kt, kBackwardKeys, w.p, kBackwardKeys, false);  // S = (scale Q) K^T
-      for (int64_t r = 0; r < mi; ++r) {
-        T* pr = w.p + r * kBackwardKeys;
-        const T m = row_lse[i0 + r];
-        for (int64_t c = 0; c < njp; ++c) pr[c] -= m;
-        exp_inplace(pr, njp);
-        const int64_t seen = p.causal ? std::clamp<int64_t>(i0 + r + g.shift - j0 + 1, 0, nj) : nj;
-        for (int64_t c = seen; c < njp; ++c) pr[c] = T{0};
-        if (drop) {
+    // The first query block with a row that sees key j0.
+    const int64_t first = (p.causal ? std::max<int64_t>(0, j0 - g.shift) : 0) / R * R;
+    const T* kj = k.at(b, j0, hk);
+    const T* vj = v.at(b, j0, hk);
+    if (first < g.tq) pack_rows(kj, k.st, k.sd, nj, d, T{1}, w.k, dp);
+    for (int64_t i0 = first; i0 < g.tq; i0 += R) {
+      const int64_t mi = std::min(R, g.tq - i0), mip = padded<T>(mi);
+      gemm(nj, mip, d, kj, k.st, k.sd, w.qt + i0, tqp, w.p, R, false);  // S^T = K (scale Q)^T
+      for (int64_t c = 0; c < nj; ++c) {
+        T* pc = w.p + c * R;
+        for (int64_t r = 0; r < mip; ++r) pc[r] -= w.lse[i0 + r];
+        exp_inplace(pc, mip);
+        const int64_t hidden = p.causal ? std::clamp<int64_t>(j0 + c - g.shift - i0, 0, mip) : 0;
+        for (int64_t r = 0; r < hidden; ++r) pc[r] = T{0};
+        for (int64_t r = mi; r < mip; ++r) pc[r] = T{0};
+      }
+      if (drop) {
+        for (int64_t r = 0; r < mi; ++r) {
           const uint64_t e0 = static_cast<uint64_t>(((b * g.hq + h) * g.tq + i0 + r) * g.tk + j0);
           dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, e0, nj, w.factor);
-          T* pdr = w.pd + r * kBackwardKeys;
-          for (int64_t c = 0; c < nj; ++c) pdr[c] = pr[c] * w.factor[c];
-          for (int64_t c = nj; c < njp; ++c) pdr[c] = T{0};
+          for (int64_t c = 0; c < nj; ++c) w.pd[c * R + r] = w.p[c * R + r] * w.factor[c];
         }
+        for (int64_t c = 0; c < nj; ++c) std::fill(w.pd + c * R + mi, w.pd + c * R + mip, T{0});
       }
-      gemm(nj, dp, mi, w.pd, 1, kBackwardKeys, doi, dp, w.dv, dp, true);           // dV += Pd^T dO
-      gemm(mi, njp, d, doi, dp, 1, w.vt, kBackwardKeys, w.ds, kBackwardKeys, false);     // dPd = dO V^T
-      for (int64_t r = 0; r < mi; ++r) {
+      gemm(nj, dp, mi, w.pd, R, 1, w.dout + i0 * dp, dp, w.dv, dp, true);  // dV += Pd^T dO
+      gemm(nj, mip, d, vj, v.st, v.sd, w.dot + i0, tqp, w.ds, R, false);   // dPd^T = V dO^T
+      for (int64_t c = 0; c < nj; ++c) {
         // dS = P * (dPd * Z - delta) = Pd * dPd - P * delta, Z the dropout factor.
-        const T* pr = w.p + r * kBackwardKeys;
-        const T* pdr = w.pd + r * kBackwardKeys;
-        T* dsr = w.ds + r * kBackwardKeys;
-        const T delta = w.delta[i0 + r];
-        for (int64_t c = 0; c < njp; ++c) dsr[c] = pdr[c] * dsr[c] - pr[c] * delta;
+        const T* pc = w.p + c * R;
+        const T* pdc = w.pd + c * R;
+        T* dsc = w.ds + c * R;
+        for (int64_t r = 0; r < mip; ++r) dsc[r] = pdc[r] * dsc[r] - pc[r] * w.delta[i0 + r];
       }
-      gemm(mi, dp, nj, w.ds, kBackwardKeys, 1, w.k, dp, w.dq + i0 * dp, dp, true);  // dQ += dS K
-      gemm(nj, dp, mi, w.ds, 1, kBackwardKeys, qi, dp, w.dk, dp, true);             // dK += dS^T (scale Q)
+      gemm(nj, dp, mi, w.ds, R, 1, w.q + i0 * dp, dp, w.dk, dp, true);   // dK += dS^T (scale Q)
+      gemm(mi, dp, nj, w.ds, 1, R, w.k, dp, w.dq + i0 * dp, dp, true);   // dQ += dS K
     }
     for (int64_t c = 0; c < nj; ++c) {
       T* dkr = kg.dk + (j0 + c) * kg.row_stride;

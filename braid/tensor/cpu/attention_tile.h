@@ -2,18 +2,22 @@
 // register-tiled block product, the packing of operand blocks into padded
 // contiguous buffers, and the dropout keep decisions.
 //
-// Every product the flash-attention loops need (Q K^T, P V, P^T dO, dO V^T,
-// dS K, dS^T Q) is written as C[m, n] (+)= A[m, k] B[k, n] with B's rows
-// contiguous and n a multiple of the vector width: K and V blocks are packed
-// transposed where they stand on the right of a product with K^T or V^T, and
-// A is read through two strides, so a transposed A (P^T, dS^T) needs no copy.
+// Every product the flash-attention loops need is written as
+// C[m, n] (+)= A[m, k] B[k, n] with B's rows contiguous and n a multiple of
+// the vector width, A read through two strides. The scores are computed
+// transposed, S^T = K Q^T, so K and V are read in place as A (any strides: the
+// slices of a packed qkv projection) and only Q (and dO) are packed
+// transposed, once per query block or head; P = (S^T)^T and dS are then A
+// operands read with swapped strides, which costs nothing.
 // The tile keeps an MR x (NV vectors) block of C in registers over the whole
 // k loop: per step NV loads of B, MR broadcasts of A and MR * NV FMAs.
 // (GCC vector extensions: the same code is SSE, AVX2 or AVX-512 by -march.)
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "braid/base/rng.h"
 
@@ -57,6 +61,16 @@ template <class V, class T>
 inline void store(T* p, const V& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
+// x in every lane: one vbroadcastss from memory. (V{} + x adds a zero first;
+// a loop over the lanes was built lane by lane where registers ran short.)
+template <class V, class T, size_t... I>
+inline V splat_lanes(T x, std::index_sequence<I...>) {
+  return V{((void)I, x)...};
+}
+template <class V, class T>
+inline V splat(T x) {
+  return splat_lanes<V>(x, std::make_index_sequence<sizeof(V) / sizeof(T)>());
+}
 
 // C[MR, NV vectors] (+)= A[MR, k] B[k, NV vectors]; A(i, p) = a[i * ars + p * acs].
 template <class T, int MR, int NV>
@@ -72,7 +86,7 @@ inline void tile(int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, in
     V bv[NV];
     for (int j = 0; j < NV; ++j) bv[j] = load<V>(b + p * ldb + j * L);
     for (int i = 0; i < MR; ++i) {
-      const V ai = V{} + a[i * ars + p * acs];
+      const V ai = splat<V>(a[i * ars + p * acs]);
       for (int j = 0; j < NV; ++j) acc[i][j] += ai * bv[j];
     }
   }
@@ -81,17 +95,34 @@ inline void tile(int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, in
   }
 }
 
+// acc[i] = max(acc[i], x[i]), n a multiple of kLanes<T> (NaN in x wins). In
+// vector registers: GCC leaves the scalar loop a compare and a branch.
+template <class T>
+inline void max_into(T* acc, const T* x, int64_t n) {
+  using V = typename Simd<T>::V;
+  for (int64_t i = 0; i < n; i += kLanes<T>) {
+    const V a = load<V>(acc + i), b = load<V>(x + i);
+    store(acc + i, a > b ? a : b);
+  }
+}
+
 // Rows 0..m of one column panel of C, MR at a time, then the remainder.
+// 6 x 2 vectors: 12 accumulators, 2 of B and a broadcast fill the 16 vector
+// registers of AVX2 (the classic Haswell SGEMM tile).
 template <class T, int NV>
 inline void panel(int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t ldb, T* c,
                   int64_t ldc, bool accumulate) {
-  constexpr int MR = 4;
+  constexpr int MR = 6;
   int64_t i = 0;
   for (; i + MR <= m; i += MR) tile<T, MR, NV>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, accumulate);
+  const T* ai = a + i * ars;
+  T* ci = c + i * ldc;
   switch (m - i) {
-    case 3: tile<T, 3, NV>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, accumulate); break;
-    case 2: tile<T, 2, NV>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, accumulate); break;
-    case 1: tile<T, 1, NV>(k, a + i * ars, ars, acs, b, ldb, c + i * ldc, ldc, accumulate); break;
+    case 5: tile<T, 5, NV>(k, ai, ars, acs, b, ldb, ci, ldc, accumulate); break;
+    case 4: tile<T, 4, NV>(k, ai, ars, acs, b, ldb, ci, ldc, accumulate); break;
+    case 3: tile<T, 3, NV>(k, ai, ars, acs, b, ldb, ci, ldc, accumulate); break;
+    case 2: tile<T, 2, NV>(k, ai, ars, acs, b, ldb, ci, ldc, accumulate); break;
+    case 1: tile<T, 1, NV>(k, ai, ars, acs, b, ldb, ci, ldc, accumulate); break;
     default: break;
   }
 }
@@ -123,14 +154,24 @@ inline void pack_rows(const T* src, int64_t rs, int64_t es, int64_t n, int64_t d
   }
 }
 
-// dst[e, c] = src[c * rs + e * es] for c < n, 0 for n <= c < np; e < d; dst
-// rows ld apart. A block of rows of a strided [T, D] view, transposed.
+// dst[e, c] = scale * src[c * rs + e * es] for c < n, 0 for n <= c < np;
+// e < d; dst rows ld apart. A block of rows of a strided [T, D] view,
+// transposed, 8 source rows at a time so each store fills part of one line
+// (column by column, every store was to another line: 6 % of the backward).
 template <class T>
-inline void pack_transposed(const T* src, int64_t rs, int64_t es, int64_t n, int64_t np, int64_t d, T* dst,
+inline void pack_transposed(const T* src, int64_t rs, int64_t es, int64_t n, int64_t np, int64_t d, T scale, T* dst,
                             int64_t ld) {
-  for (int64_t c = 0; c < n; ++c) {
-    const T* s = src + c * rs;
-    for (int64_t e = 0; e < d; ++e) dst[e * ld + c] = s[e * es];
+  constexpr int64_t kRun = 8;
+  int64_t c0 = 0;
+  for (; c0 + kRun <= n; c0 += kRun) {
+    const T* s = src + c0 * rs;
+    for (int64_t e = 0; e < d; ++e) {
+      T* o = dst + e * ld + c0;
+      for (int64_t c = 0; c < kRun; ++c) o[c] = scale * s[c * rs + e * es];
+    }
+  }
+  for (; c0 < n; ++c0) {
+    for (int64_t e = 0; e < d; ++e) dst[e * ld + c0] = scale * src[c0 * rs + e * es];
   }
   for (int64_t e = 0; e < d; ++e) {
     for (int64_t c = n; c < np; ++c) dst[e * ld + c] = T{0};
