@@ -18,6 +18,7 @@
 #include <set>
 
 #include "braid/base/error.h"
+#include "braid/models/hf_checkpoint.h"
 #include "braid/text/shards.h"
 #include "braid/train/distill.h"
 #include "braid/train/schema.h"
@@ -53,6 +54,12 @@ class ConfigKeys : public ::testing::Test {
     w.add(ids);
     w.add(ids);
     w.finish();
+    // A Hugging Face LLaMA folder of the model the gpt context builds (train.init reads it).
+    const models::GptConfig hf{.vocab = 50, .context = 16, .layers = 2, .heads = 4, .kv_heads = 2, .dim = 128,
+                               .norm = nn::NormKind::rms, .position = models::Position::rope,
+                               .activation = nn::MlpKind::swiglu, .bias = false, .tie_embeddings = false};
+    Generator gen(0);
+    models::save_hf(*models::gpt(hf, gen), hf, dir_->file("hf"), models::HfArch::llama);
   }
   static void TearDownTestSuite() { delete dir_; }
 
@@ -88,6 +95,8 @@ std::vector<Context> contexts(const std::string& dir) {
       {"cnn, allreduce with qsgd, adam",
        {"model.name=cnn", "parallel.strategy=allreduce", "optim.name=adam", "model.norm=ghost_batch",
         "parallel.codec=qsgd", "train.batch_schedule=noise"}},
+      {"resnet, small stem", {"model.name=resnet", "model.norm=batch", "model.stem=small", "model.depth=18",
+                              "model.zero_init_residual=true", "parallel.strategy=none"}},
       {"csv mlp, onebit", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=allreduce", "parallel.codec=onebit"}},
       {"csv mlp, topk", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=auto", "parallel.codec=topk"}},
       {"csv mlp, powersgd", {"data.name=csv", csv, "model.name=mlp", "parallel.codec=powersgd"}},
@@ -114,6 +123,20 @@ std::vector<Context> contexts(const std::string& dir) {
         "parallel.strategy=none", "model.context=16", "data.stride=8", "optim.name=adamw", "optim.weight_decay=0.1",
         "optim.decay_filter=matrices", "optim.schedule=cosine", "optim.min_lr=0.0001", "optim.decay_steps=100",
         "train.accumulate=2", "train.eval_batches=2", "train.peak_tflops=1"}},
+      {"token shards LLaMA-style gpt from a Hugging Face folder",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
+        "model.context=16", "model.norm=rms", "model.position=rope", "model.rope_theta=10000",
+        "model.activation=swiglu", "model.bias=false", "model.kv_heads=2", "model.tie_embeddings=false",
+        "train.init=" + dir + "/hf"}},
+      {"token shards gpt, LLaMA layout",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
+        "model.context=16", "model.d_model=16", "model.n_heads=4", "model.kv_heads=2", "model.mlp_hidden=24",
+        "model.norm=rms", "model.norm_eps=1e-6", "model.position=rope", "model.rope_theta=500",
+        "model.activation=swiglu", "model.bias=false", "model.tie_embeddings=false", "model.vocab=64"}},
+      {"token shards gpt, GPT-2 layout",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
+        "model.context=16", "model.d_model=16", "model.norm=layer", "model.position=learned", "model.mlp_ratio=2",
+        "model.activation=gelu_tanh", "model.dropout=0.1"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
