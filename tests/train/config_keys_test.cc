@@ -19,6 +19,7 @@
 
 #include "braid/base/error.h"
 #include "braid/models/hf_checkpoint.h"
+#include "braid/models/hf_checkpoint.h"
 #include "braid/text/shards.h"
 #include "braid/train/distill.h"
 #include "braid/train/schema.h"
@@ -54,6 +55,12 @@ class ConfigKeys : public ::testing::Test {
     w.add(ids);
     w.add(ids);
     w.finish();
+    // A Hugging Face LLaMA folder of the model the gpt context builds (train.init reads it).
+    const models::GptConfig hf{.vocab = 50, .context = 16, .layers = 2, .heads = 4, .kv_heads = 2, .dim = 128,
+                               .norm = nn::NormKind::rms, .position = models::Position::rope,
+                               .activation = nn::MlpKind::swiglu, .bias = false, .tie_embeddings = false};
+    Generator gen(0);
+    models::save_hf(*models::gpt(hf, gen), hf, dir_->file("hf"), models::HfArch::llama);
     // A Hugging Face LLaMA folder of the model the gpt context builds (train.init reads it).
     const models::GptConfig hf{.vocab = 50, .context = 16, .layers = 2, .heads = 4, .kv_heads = 2, .dim = 128,
                                .norm = nn::NormKind::rms, .position = models::Position::rope,
@@ -137,6 +144,11 @@ std::vector<Context> contexts(const std::string& dir) {
        {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
         "model.context=16", "model.d_model=16", "model.norm=layer", "model.position=learned", "model.mlp_ratio=2",
         "model.activation=gelu_tanh", "model.dropout=0.1"}},
+      {"token shards LLaMA-style gpt from a Hugging Face folder",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
+        "model.context=16", "model.norm=rms", "model.position=rope", "model.rope_theta=10000",
+        "model.activation=swiglu", "model.bias=false", "model.kv_heads=2", "model.tie_embeddings=false",
+        "train.init=" + dir + "/hf"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
