@@ -19,7 +19,7 @@ TokenFlops model_token_flops(const Config& c, const nn::Module& model, int64_t c
   TokenFlops f{.parameters = model.num_parameters(), .context = context};
   // Each family's attention: (layers, width) from the keys its builder reads.
   const std::string& name = c.get_string("model.name");
-  if (name == "char_transformer") {
+  if (name == "char_transformer" || name == "gpt") {
     f.layers = c.get_int("model.n_layers");
     f.width = c.get_int("model.d_model");
   }

@@ -38,7 +38,7 @@ struct TokenFlops {
 // The token FLOPs of the model `config` builds, `model` being the whole
 // model as built (before a plan shards it) and `context` the tokens per
 // example. N is every parameter of `model`; the attention term comes from
-// the model family's keys: char_transformer's model.n_layers x
+// the model family's keys: char_transformer's and gpt's model.n_layers x
 // model.d_model. A model family with attention states its (L, d) here, in
 // flops.cc, reading the keys its builder reads (and no others: a key read
 // here counts as used). Families without attention get L = 0.

@@ -17,6 +17,7 @@
 #include "braid/train/callbacks_console.h"
 #include "braid/train/flops.h"
 #include "braid/train/metrics.h"
+#include "braid/train/model_families.h"
 #include "braid/train/trainer_setup.h"
 #include "tests/testing/error_message.h"
 #include "tests/testing/temp_dir.h"
@@ -103,6 +104,16 @@ TEST_F(LanguageModelRecipe, ReportsTokensPerSecondMfuAndPerplexity) {
   EXPECT_NE(text.find(" tok/s mfu "), std::string::npos) << text;
   EXPECT_NE(text.find(" ppl "), std::string::npos) << text;
   EXPECT_NE(text.find("perplexity"), std::string::npos) << text;
+}
+
+TEST_F(LanguageModelRecipe, GptFlopsAreTheModelFamilysOwn) {
+  test::TempDir out;
+  Config c = config(out.str(), {"model.name=gpt"});
+  TrainingRun run = make_training_run(c);
+  const ModelInfo info{.input_shape = {16}, .classes = 50};
+  const double want = models::training_flops_per_token(gpt_config(c, info), run.model->num_parameters());
+  EXPECT_DOUBLE_EQ(model_token_flops(c, *run.model, 16).per_token(), want);
+  EXPECT_GT(want, 6.0 * static_cast<double>(run.model->num_parameters()));  // the attention term is in
 }
 
 TEST_F(LanguageModelRecipe, ClassifiersReportNoTokenFigures) {
