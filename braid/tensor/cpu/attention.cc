@@ -113,7 +113,10 @@ void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q,
   const int64_t kend = p.causal ? std::min(g.tk, i0 + mi + g.shift) : g.tk;
   for (int64_t j0 = 0; j0 < kend; j0 += kForwardKeys) {
     const int64_t nj = std::min(kForwardKeys, kend - j0);
-    gemm(nj, mip, d, k.at(b, j0, hk), k.st, k.sd, w.qt, R, w.s, R, false);  // S^T = K (scale Q)^T
+    // Key j0 + c is visible to queries i0 + r with r >= c + (j0 - shift - i0).
+    const Band keys_rows = p.causal ? Band{Band::n_from, j0 - g.shift - i0} : Band{};
+    const Band query_rows = p.causal ? Band{Band::k_to, i0 + g.shift - j0} : Band{};
+    gemm(nj, mip, d, k.at(b, j0, hk), k.st, k.sd, w.qt, R, w.s, R, false, keys_rows);  // S^T = K (scale Q)^T
     std::fill(mx, mx + mip, -kInf);
     for (int64_t c = 0; c < nj; ++c) {
       T* s = w.s + c * R;
@@ -152,7 +155,8 @@ void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q,
     const T* vj = v.at(b, j0, hk);
     const bool in_place = v.sd == 1 && d == dp;
     if (!in_place) pack_rows(vj, v.st, v.sd, nj, d, T{1}, w.v, dp);
-    gemm(mi, dp, nj, w.s, 1, R, in_place ? vj : w.v, in_place ? v.st : dp, w.o, dp, true);  // O += P V, P = (S^T)^T
+    gemm(mi, dp, nj, w.s, 1, R, in_place ? vj : w.v, in_place ? v.st : dp, w.o, dp, true,
+         query_rows);  // O += P V, P = (S^T)^T
   }
   for (int64_t r = 0; r < mi; ++r) {
     const T inv = static_cast<T>(1 / l[r]);

@@ -103,7 +103,11 @@ void backward_head(const Dims& g, const AttentionParams& p, const Operand<T>& q,
     if (first < g.tq) pack_rows(kj, k.st, k.sd, nj, d, T{1}, w.k, dp);
     for (int64_t i0 = first; i0 < g.tq; i0 += R) {
       const int64_t mi = std::min(R, g.tq - i0), mip = padded<T>(mi);
-      gemm(nj, mip, d, kj, k.st, k.sd, w.qt + i0, tqp, w.p, R, false);  // S^T = K (scale Q)^T
+      // Key j0 + c is visible to queries i0 + r with r >= c + (j0 - shift - i0).
+      const Band keys_n = p.causal ? Band{Band::n_from, j0 - g.shift - i0} : Band{};
+      const Band keys_k = p.causal ? Band{Band::k_from, j0 - g.shift - i0} : Band{};
+      const Band queries_k = p.causal ? Band{Band::k_to, i0 + g.shift - j0} : Band{};
+      gemm(nj, mip, d, kj, k.st, k.sd, w.qt + i0, tqp, w.p, R, false, keys_n);  // S^T = K (scale Q)^T
       for (int64_t c = 0; c < nj; ++c) {
         T* pc = w.p + c * R;
         for (int64_t r = 0; r < mip; ++r) pc[r] -= w.lse[i0 + r];
@@ -120,17 +124,20 @@ void backward_head(const Dims& g, const AttentionParams& p, const Operand<T>& q,
         }
         for (int64_t c = 0; c < nj; ++c) std::fill(w.pd + c * R + mi, w.pd + c * R + mip, T{0});
       }
-      gemm(nj, dp, mi, w.pd, R, 1, w.dout + i0 * dp, dp, w.dv, dp, true);  // dV += Pd^T dO
-      gemm(nj, mip, d, vj, v.st, v.sd, w.dot + i0, tqp, w.ds, R, false);   // dPd^T = V dO^T
+      gemm(nj, dp, mi, w.pd, R, 1, w.dout + i0 * dp, dp, w.dv, dp, true, keys_k);  // dV += Pd^T dO
+      gemm(nj, mip, d, vj, v.st, v.sd, w.dot + i0, tqp, w.ds, R, false, keys_n);  // dPd^T = V dO^T
       for (int64_t c = 0; c < nj; ++c) {
         // dS = P * (dPd * Z - delta) = Pd * dPd - P * delta, Z the dropout factor.
+        // Masked entries of dPd^T may be left unwritten (keys_n): zero.
         const T* pc = w.p + c * R;
         const T* pdc = w.pd + c * R;
         T* dsc = w.ds + c * R;
-        for (int64_t r = 0; r < mip; ++r) dsc[r] = pdc[r] * dsc[r] - pc[r] * w.delta[i0 + r];
+        const int64_t hidden = p.causal ? std::clamp<int64_t>(j0 + c - g.shift - i0, 0, mip) : 0;
+        for (int64_t r = 0; r < hidden; ++r) dsc[r] = T{0};
+        for (int64_t r = hidden; r < mip; ++r) dsc[r] = pdc[r] * dsc[r] - pc[r] * w.delta[i0 + r];
       }
-      gemm(nj, dp, mi, w.ds, R, 1, w.q + i0 * dp, dp, w.dk, dp, true);   // dK += dS^T (scale Q)
-      gemm(mi, dp, nj, w.ds, 1, R, w.k, dp, w.dq + i0 * dp, dp, true);   // dQ += dS K
+      gemm(nj, dp, mi, w.ds, R, 1, w.q + i0 * dp, dp, w.dk, dp, true, keys_k);  // dK += dS^T (scale Q)
+      gemm(mi, dp, nj, w.ds, 1, R, w.k, dp, w.dq + i0 * dp, dp, true, queries_k);  // dQ += dS K
     }
     for (int64_t c = 0; c < nj; ++c) {
       T* dkr = kg.dk + (j0 + c) * kg.row_stride;
