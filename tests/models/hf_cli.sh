@@ -139,6 +139,14 @@ for run in run_gpt2 run_llama from_run; do
 done
 close "$(json "$out/eval_from_run.json" "d['loss']")" "$(json "$out/eval_run_gpt2.json" "d['loss']")" ||
   fail "a run at lr 0 from a braid run has another loss"
+# A braid run as MODEL: one step's file, and generation with the tokenizer beside its shards.
+"$braid" eval "$out/run_gpt2/ckpt-00000002.safetensors" --tokens "$out/ids.json" --json >"$out/eval_step.json" ||
+  fail "eval of a checkpoint file"
+[ "$(json "$out/eval_step.json" "d['loss']")" = "$(json "$out/eval_run_gpt2.json" "d['loss']")" ] ||
+  fail "a run's folder and its step file differ" "$out/eval_step.json"
+"$braid" generate "$out/run_gpt2" --prompt "Everyone is" --tokens 4 --json >"$out/gen_run.json" 2>"$out/gen_run.log" ||
+  fail "generate from a braid run" "$out/gen_run.log"
+[ "$(json "$out/gen_run.json" "d['prompt']")" = "Everyone is" ] || fail "a braid run's tokenizer" "$out/gen_run.json"
 
 for run in run_gpt2 run_llama; do
   "$braid" export --hf "$out/hf_$run" "$out/$run" >"$out/export.log" 2>&1 || fail "export $run" "$out/export.log"
