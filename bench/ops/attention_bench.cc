@@ -10,7 +10,11 @@
 //             to reach that layout are not timed: the composed path's best case.)
 //
 //   attention_bench --impl fused|composed --b 8 --h 6 --t 256 --d 64 --threads 1
-//                   [--iters 5] [--warmup 2]
+//                   [--iters 5] [--warmup 2] [--tq T] [--dropout P] [--forward-only 1]
+//
+// --tq: fewer queries than keys (fused only: T keys, the last tq queries, as
+// one decoding step or a chunk of a prefill); --dropout: on the attention
+// weights (fused only); --forward-only: no backward, no gradients (generation).
 //
 // Prints one JSON line: the configuration, each timed iteration's seconds
 // (forward, then backward with a fixed random output gradient), wall and
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "braid/autograd/engine.h"
+#include "braid/autograd/node.h"
 #include "braid/base/rng.h"
 #include "braid/base/thread_pool.h"
 #include "braid/ops/activation.h"
@@ -43,6 +48,9 @@ namespace {
 struct Config {
   std::string impl = "fused";
   int64_t b = 8, h = 6, t = 256, d = 64;
+  int64_t tq = 0;  // 0: t
+  double dropout = 0;
+  bool forward_only = false;
   int threads = 1, iters = 5, warmup = 2;
 };
 
@@ -65,14 +73,24 @@ int run(const Config& c) {
   std::vector<Tensor> leaves;
   Tensor grad_out;
   std::function<Tensor()> forward;
+  const int64_t tq = c.tq > 0 ? c.tq : c.t;
+  Generator drops(2);
   if (c.impl == "fused") {
     const int64_t w = 3 * c.h * c.d;
     const Tensor qkv = uniform({c.b, c.t, w}, gen);
     const Shape strides{c.t * w, w, c.d, 1};
-    for (int64_t i = 0; i < 3; ++i) leaves.push_back(leaf(qkv.as_strided({c.b, c.t, c.h, c.d}, strides, i * c.h * c.d)));
-    grad_out = uniform({c.b, c.t, c.h, c.d}, gen);
-    forward = [&] { return scaled_dot_product_attention(leaves[0], leaves[1], leaves[2]); };
+    // The last tq positions' queries.
+    leaves.push_back(leaf(qkv.as_strided({c.b, tq, c.h, c.d}, strides, (c.t - tq) * w)));
+    for (int64_t i = 1; i < 3; ++i) leaves.push_back(leaf(qkv.as_strided({c.b, c.t, c.h, c.d}, strides, i * c.h * c.d)));
+    grad_out = uniform({c.b, tq, c.h, c.d}, gen);
+    forward = [&] {
+      return scaled_dot_product_attention(leaves[0], leaves[1], leaves[2], {.dropout = c.dropout, .generator = &drops});
+    };
   } else if (c.impl == "composed") {
+    if (tq != c.t || c.dropout != 0) {
+      std::fprintf(stderr, "attention_bench: --tq and --dropout are for --impl fused\n");
+      return 2;
+    }
     for (int i = 0; i < 3; ++i) leaves.push_back(leaf(uniform({c.b * c.h, c.t, c.d}, gen)));
     grad_out = uniform({c.b * c.h, c.t, c.d}, gen);
     Tensor mask = Tensor::zeros({c.t, c.t}, DType::b8);
@@ -102,7 +120,12 @@ int run(const Config& c) {
     for (Tensor& l : leaves) l.set_grad(Tensor());
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_now();
-    autograd::backward(forward(), grad_out);
+    if (c.forward_only) {
+      autograd::NoGradGuard no_grad;
+      forward();
+    } else {
+      autograd::backward(forward(), grad_out);
+    }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (i >= c.warmup) {
       times.push_back(s);
@@ -116,10 +139,11 @@ int run(const Config& c) {
     return out;
   };
   std::printf(
-      "{\"impl\": \"%s\", \"b\": %lld, \"h\": %lld, \"t\": %lld, \"d\": %lld, \"threads\": %d, \"seconds\": [%s], "
-      "\"cpu_seconds\": [%s], \"peak_bytes\": %zu}\n",
+      "{\"impl\": \"%s\", \"b\": %lld, \"h\": %lld, \"t\": %lld, \"tq\": %lld, \"d\": %lld, \"threads\": %d, "
+      "\"dropout\": %g, \"forward_only\": %d, \"seconds\": [%s], \"cpu_seconds\": [%s], \"peak_bytes\": %zu}\n",
       c.impl.c_str(), static_cast<long long>(c.b), static_cast<long long>(c.h), static_cast<long long>(c.t),
-      static_cast<long long>(c.d), c.threads, list(times).c_str(), list(cpu).c_str(), peak);
+      static_cast<long long>(tq), static_cast<long long>(c.d), c.threads, c.dropout, c.forward_only ? 1 : 0,
+      list(times).c_str(), list(cpu).c_str(), peak);
   return 0;
 }
 
@@ -147,6 +171,12 @@ int main(int argc, char** argv) {
       c.iters = std::atoi(value);
     } else if (key == "--warmup") {
       c.warmup = std::atoi(value);
+    } else if (key == "--tq") {
+      c.tq = std::atoll(value);
+    } else if (key == "--dropout") {
+      c.dropout = std::atof(value);
+    } else if (key == "--forward-only") {
+      c.forward_only = std::atoi(value) != 0;
     } else {
       std::fprintf(stderr, "attention_bench: unknown option %s\n", key.c_str());
       return 2;

@@ -23,11 +23,11 @@ cpu::AttentionParams params_of(const Attrs& a, const char* op) {
 }
 
 // The Philox state of a call's dropout mask as an i64 [3] tensor: seed,
-// stream, first block (all zero without dropout). An output of the forward so
+// stream, first word (all zero without dropout). An output of the forward so
 // that the backward regenerates the same mask.
 Tensor rng_tensor(const cpu::AttentionParams& p) {
   Tensor t = Tensor::empty({3}, DType::i64);
-  const uint64_t words[3] = {p.seed, p.stream, p.first_block};
+  const uint64_t words[3] = {p.seed, p.stream, p.first_word};
   std::memcpy(t.data<int64_t>(), words, sizeof words);
   return t;
 }
@@ -38,7 +38,7 @@ void read_rng(const Tensor& t, cpu::AttentionParams& p) {
   }
   uint64_t words[3];
   std::memcpy(words, t.contiguous().data<int64_t>(), sizeof words);
-  p.seed = words[0], p.stream = words[1], p.first_block = words[2];
+  p.seed = words[0], p.stream = words[1], p.first_word = words[2];
 }
 
 // Query-key pairs one (batch, head) computes: under causal masking query i
@@ -87,13 +87,13 @@ void define_attention_ops(const Definer& define) {
             cpu::AttentionParams p = params_of(a.attrs, kForward);
             cpu::check_attention(q.shape(), k.shape(), v.shape(), q.dtype(), k.dtype(), v.dtype(), p.causal, kForward);
             if (p.dropout > 0) {
-              // Whole blocks from the generator's next one on, as dropout()
-              // takes words: the generator moves past every word used.
+              // The generator's next words, as dropout() takes them; it moves
+              // past every word the call reserves.
               Generator& gen = dropout_generator_of(a.attrs);
               const Generator::State st = gen.state();
-              p.seed = st.seed, p.stream = st.stream, p.first_block = (st.offset + 3) / 4;
-              const uint64_t blocks = cpu::attention_dropout_blocks(q.size(0), q.size(2), q.size(1), k.size(1));
-              gen.set_state({st.seed, st.stream, (p.first_block + blocks) * 4});
+              p.seed = st.seed, p.stream = st.stream, p.first_word = st.offset;
+              const uint64_t words = cpu::attention_dropout_words(q.size(0), q.size(2), q.size(1), k.size(1));
+              gen.set_state({st.seed, st.stream, st.offset + words});
             }
             cpu::AttentionForward f = cpu::attention_forward(q, k, v, p);
             return Outputs{f.out, f.lse, rng_tensor(p)};

@@ -22,8 +22,9 @@ struct SdpaOptions {
   bool causal = true;
   double scale = 0;    // scores are scale * q . k; 0: 1 / sqrt(head dim)
   double dropout = 0;  // p on the attention weights, in [0, 1]; 0 in eval
-  // Draws the dropout mask (advanced by ceil(B Hq Tq Tk / 8) Philox blocks per
-  // call); null: this thread's dropout_generator() (braid/ops/dropout.h).
+  // Draws the dropout mask (advanced by 2048 words per 64 x 64 tile of each
+  // (batch, head)'s Tq x Tk plane per call); null: this thread's
+  // dropout_generator() (braid/ops/dropout.h).
   Generator* generator = nullptr;
 };
 

@@ -8,6 +8,7 @@
 // memory on a long context; refusals.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "braid/autograd/engine.h"
@@ -132,7 +133,7 @@ TEST(Attention, DropoutMaskIsTheSameInForwardAndBackward) {
                             Geometry{.b = 1, .tq = 9, .tk = 130, .hq = 2, .hkv = 1, .d = 64, .causal = false}}) {
     const double p = 0.25;
     Generator drops(17, 4);
-    drops.next_u32();  // an offset that is not a whole block
+    drops.next_u32();  // an offset that is not a whole Philox block
     const Generator::State st = drops.state();
     const std::vector<Tensor> qkv = make_qkv(g, DType::f32, gen);
     const op::Attrs attrs{{"causal", int64_t{g.causal}},
@@ -142,10 +143,10 @@ TEST(Attention, DropoutMaskIsTheSameInForwardAndBackward) {
     const std::vector<Tensor> out = op::call(op::find("scaled_dot_product_attention"), qkv, attrs);
     const std::vector<int64_t> rng = out[2].to_vector<int64_t>();
     EXPECT_EQ(rng, (std::vector<int64_t>{17, 4, 1}));
-    const uint64_t blocks = cpu::attention_dropout_blocks(g.b, g.hq, g.tq, g.tk);
-    EXPECT_EQ(drops.state().offset, (1 + blocks) * 4) << "the generator moves past every block used";
+    const uint64_t words = cpu::attention_dropout_words(g.b, g.hq, g.tq, g.tk);
+    EXPECT_EQ(drops.state().offset, 1 + words) << "the generator moves past every word reserved";
     const Tensor mask = cpu::attention_dropout_mask(
-        g.b, g.hq, g.tq, g.tk, DType::f32, {.dropout = p, .seed = 17, .stream = 4, .first_block = 1});
+        g.b, g.hq, g.tq, g.tk, DType::f32, {.dropout = p, .seed = 17, .stream = 4, .first_word = 1});
     checks.push_back({reference(g, true),
                       {{"q", qkv[0]}, {"k", qkv[1]}, {"v", qkv[2]}, {"mask", mask}},
                       [g, p, st](const std::vector<Tensor>& in) {
@@ -162,7 +163,7 @@ TEST(Attention, DropoutMaskIsTheSameInForwardAndBackward) {
 }
 
 TEST(Attention, DropoutKeepsAboutOneMinusPAndPZeroIsNoDropout) {
-  const cpu::AttentionParams p{.dropout = 0.1, .seed = 9, .stream = 1, .first_block = 5};
+  const cpu::AttentionParams p{.dropout = 0.1, .seed = 9, .stream = 1, .first_word = 5};
   const Tensor mask = cpu::attention_dropout_mask(1, 4, 256, 256, DType::f32, p);
   int64_t kept = 0;
   for (float m : mask.to_vector<float>()) {
@@ -173,6 +174,22 @@ TEST(Attention, DropoutKeepsAboutOneMinusPAndPZeroIsNoDropout) {
   }
   // Binomial(262144, 0.9): sd = 154, 5 sd = 770.
   EXPECT_NEAR(static_cast<double>(kept), 0.9 * 262144, 770);
+
+  // The documented counter of element (b, h, i, j): tile t of 64 x 64, index
+  // e = (j % 64) * 64 + i % 64 in it, 16 bits (e % 2) of word t * 2048 + e / 2.
+  const cpu::AttentionParams half{.dropout = 0.5, .seed = 21, .stream = 6, .first_word = 3};
+  const int64_t tq = 70, tk = 130;
+  const std::vector<float> m = cpu::attention_dropout_mask(2, 3, tq, tk, DType::f32, half).to_vector<float>();
+  for (const auto& [b, h, i, j] : std::vector<std::array<int64_t, 4>>{
+           {0, 0, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {0, 0, 65, 3}, {0, 0, 2, 64}, {1, 2, 69, 129}, {1, 1, 64, 128}}) {
+    const int64_t t = ((b * 3 + h) * 2 + i / 64) * 3 + j / 64, e = (j % 64) * 64 + i % 64;
+    Generator words(21, 6);
+    words.set_state({21, 6, static_cast<uint64_t>(3 + t * 2048 + e / 2)});
+    const uint32_t word = words.next_u32();
+    const uint32_t bits = e % 2 ? word >> 16 : word & 0xffffu;
+    EXPECT_EQ(m[static_cast<size_t>(((b * 3 + h) * tq + i) * tk + j)], bits >= 32768 ? 2.0f : 0.0f)
+        << b << " " << h << " " << i << " " << j;
+  }
 
   Generator gen(104);
   const Geometry g{.b = 2, .tq = 70, .tk = 70, .hq = 2, .hkv = 2, .d = 16};

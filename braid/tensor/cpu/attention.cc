@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "braid/base/thread_pool.h"
 #include "braid/tensor/cpu/attention_internal.h"
@@ -14,10 +15,10 @@
 
 namespace braid::cpu {
 
-uint64_t attention_dropout_blocks(int64_t batch, int64_t heads, int64_t tq, int64_t tk) {
-  const auto n = static_cast<uint64_t>(batch) * static_cast<uint64_t>(heads) * static_cast<uint64_t>(tq) *
-                 static_cast<uint64_t>(tk);
-  return (n + 7) / 8;
+uint64_t attention_dropout_words(int64_t batch, int64_t heads, int64_t tq, int64_t tk) {
+  const auto tiles = [](int64_t n) { return static_cast<uint64_t>((n + sdpa::kDropoutTile - 1) / sdpa::kDropoutTile); };
+  return static_cast<uint64_t>(batch) * static_cast<uint64_t>(heads) * tiles(tq) * tiles(tk) *
+         static_cast<uint64_t>(sdpa::kDropoutTile * sdpa::kDropoutTile / 2);
 }
 
 void check_attention(const Shape& q, const Shape& k, const Shape& v, DType q_dtype, DType k_dtype, DType v_dtype,
@@ -74,11 +75,13 @@ namespace {
 
 // Rows of a query block and keys of a key block.
 constexpr int64_t kForwardRows = 64, kForwardKeys = 64;
+static_assert(kForwardRows == kDropoutTile && kForwardKeys == kDropoutTile, "a block's dropout draws are one tile");
 
 template <class T>
 struct ForwardScratch {
   Tensor holder;
   T *qt, *o, *v, *s;  // [D, rows], [rows, Dp], [keys, Dp], [keys, rows]
+  uint16_t bits[kDropoutTile * kDropoutTile];  // one tile's dropout draws
   ForwardScratch(int64_t d, int64_t dp) {
     const int64_t n = d * kForwardRows + kForwardRows * dp + kForwardKeys * dp + kForwardKeys * kForwardRows;
     holder = Tensor::empty({n}, dtype_of<T>());
@@ -108,7 +111,8 @@ void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q,
   const bool drop = p.dropout > 0;
   const uint32_t threshold = dropout_threshold(p.dropout);
   const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
-  T factor[kForwardKeys];
+  const int64_t key_tiles = (g.tk + kDropoutTile - 1) / kDropoutTile;
+  const int64_t first_tile = ((b * g.hq + h) * ((g.tq + kDropoutTile - 1) / kDropoutTile) + i0 / kDropoutTile) * key_tiles;
   // Keys the last row of the block sees.
   const int64_t kend = p.causal ? std::min(g.tk, i0 + mi + g.shift) : g.tk;
   for (int64_t j0 = 0; j0 < kend; j0 += kForwardKeys) {
@@ -145,10 +149,14 @@ void forward_block(const Dims& g, const AttentionParams& p, const Operand<T>& q,
         T* o = w.o + r * dp;
         for (int64_t e = 0; e < dp; ++e) o[e] *= alpha[r];
       }
-      if (drop) {
-        const uint64_t e0 = static_cast<uint64_t>(((b * g.hq + h) * g.tq + i0 + r) * g.tk + j0);
-        dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, e0, nj, factor);
-        for (int64_t c = 0; c < nj; ++c) w.s[c * R + r] *= factor[c];
+    }
+    if (drop) {  // after the sums: the normaliser sees every weight
+      dropout_tile_bits(p.seed, p.stream, p.first_word, static_cast<uint64_t>(first_tile + j0 / kDropoutTile), nj, mi,
+                        w.bits);
+      for (int64_t c = 0; c < nj; ++c) {
+        T* s = w.s + c * R;
+        const uint16_t* bits = w.bits + c * kDropoutTile;
+        for (int64_t r = 0; r < mi; ++r) s[r] = bits[r] >= threshold ? s[r] * keep_scale : T{0};
       }
     }
     // V's rows in place when they are whole vectors of contiguous elements.
@@ -203,13 +211,31 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
 
 Tensor attention_dropout_mask(int64_t batch, int64_t heads, int64_t tq, int64_t tk, DType dtype,
                               const AttentionParams& p) {
+  using sdpa::kDropoutTile;
   Tensor mask = Tensor::empty({batch, heads, tq, tk}, dtype);
   const uint32_t threshold = sdpa::dropout_threshold(p.dropout);
+  const int64_t query_tiles = (tq + kDropoutTile - 1) / kDropoutTile, key_tiles = (tk + kDropoutTile - 1) / kDropoutTile;
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
-      sdpa::dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, 0, mask.numel(), mask.data<T>());
+      T* m = mask.data<T>();
+      std::vector<uint16_t> bits(kDropoutTile * kDropoutTile);
+      for (int64_t bh = 0; bh < batch * heads; ++bh) {
+        for (int64_t it = 0; it < query_tiles; ++it) {
+          for (int64_t jt = 0; jt < key_tiles; ++jt) {
+            const int64_t i0 = it * kDropoutTile, j0 = jt * kDropoutTile;
+            const int64_t mi = std::min(kDropoutTile, tq - i0), nj = std::min(kDropoutTile, tk - j0);
+            const auto tile = static_cast<uint64_t>((bh * query_tiles + it) * key_tiles + jt);
+            sdpa::dropout_tile_bits(p.seed, p.stream, p.first_word, tile, nj, mi, bits.data());
+            for (int64_t r = 0; r < mi; ++r) {
+              for (int64_t c = 0; c < nj; ++c) {
+                m[(bh * tq + i0 + r) * tk + j0 + c] = bits[c * kDropoutTile + r] >= threshold ? keep_scale : T{0};
+              }
+            }
+          }
+        }
+      }
     } else {
       fail<ValueError>("attention_dropout_mask: dtype {} is not supported (f32 and f64 are)", name(dtype));
     }

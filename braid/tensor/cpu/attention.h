@@ -26,10 +26,10 @@
 //
 // Dropout on the attention weights (after the softmax, whose normaliser sees
 // the undropped weights, as in PyTorch): element (b, h, i, j) is kept with
-// probability 1 - p and scaled by 1 / (1 - p). Its keep decision is 16 random
-// bits of a Philox block that depend only on (seed, stream, block, the
-// element's index), so the backward regenerates the mask instead of storing it
-// (see attention_dropout_mask).
+// probability 1 - p (p in steps of 2^-16) and scaled by 1 / (1 - p). Its keep
+// decision is 16 bits of the Philox stream at a counter that depends only on
+// (b, h, i, j), so the backward regenerates the mask instead of storing it
+// (AttentionParams; attention_dropout_mask gives it as a tensor).
 #pragma once
 
 #include <cstdint>
@@ -42,14 +42,19 @@ struct AttentionParams {
   bool causal = true;
   double scale = 1;    // the scores are scale * q . k
   double dropout = 0;  // p, in [0, 1]
-  // Where the keep decisions come from (ignored when dropout == 0): element
-  // e = ((b * Hq + h) * Tq + i) * Tk + j uses bits 16 (e % 2) .. of word
-  // (e % 8) / 2 of philox(seed, stream, first_block + e / 8).
-  uint64_t seed = 0, stream = 0, first_block = 0;
+  // Where the keep decisions come from (ignored when dropout == 0): word
+  // first_word + w of the Philox stream (seed, stream), words as
+  // Generator::next_u32 draws them. The (query, key) plane of each (b, h) is
+  // cut into tiles of 64 x 64, numbered t = ((b * Hq + h) * ceil(Tq / 64) +
+  // i / 64) * ceil(Tk / 64) + j / 64, and element e = (j % 64) * 64 + i % 64 of
+  // tile t uses the 16 bits (e % 2) * 16 .. of word t * 2048 + e / 2: a tile's
+  // draws are one run of words, drawn in vector lanes (philox_fill).
+  uint64_t seed = 0, stream = 0, first_word = 0;
 };
 
-// Philox blocks a dropout call over these sizes uses (ceil(B Hq Tq Tk / 8)).
-uint64_t attention_dropout_blocks(int64_t batch, int64_t heads, int64_t tq, int64_t tk);
+// Philox words a dropout call over these sizes reserves (2048 per tile, see
+// AttentionParams); a generator moves past them.
+uint64_t attention_dropout_words(int64_t batch, int64_t heads, int64_t tq, int64_t tk);
 
 // Refuses, with a ValueError naming `op` and every shape, what the kernels
 // cannot run: ranks other than 4, unequal batch, head dim or dtype, k and v of

@@ -20,6 +20,7 @@ namespace sdpa {
 namespace {
 
 constexpr int64_t kBackwardRows = 64, kBackwardKeys = 64;
+static_assert(kBackwardRows == kDropoutTile && kBackwardKeys == kDropoutTile, "a block's dropout draws are one tile");
 
 template <class T>
 struct BackwardScratch {
@@ -28,12 +29,12 @@ struct BackwardScratch {
   T *q, *dout, *dq;              // (scale Q), dO and dQ rows: [Tq, Dp]
   T *lse, *delta;                // [Tqp], zero past Tq
   T *k, *dk, *dv;                // one key block's rows: [keys, Dp]
-  T *p, *pd, *ds, *factor;       // one tile, transposed: [keys, rows] x 3; [keys]
+  T *p, *pd, *ds;                // one tile, transposed: [keys, rows] x 3
+  uint16_t bits[kDropoutTile * kDropoutTile];  // its dropout draws
   BackwardScratch(int64_t tq, int64_t d, int64_t dp, bool dropout) {
     constexpr int64_t tile = kBackwardKeys * kBackwardRows;
     const int64_t tqp = padded<T>(tq);
-    const int64_t n = 2 * d * tqp + 3 * tq * dp + 2 * tqp + 3 * kBackwardKeys * dp + (dropout ? 3 : 2) * tile +
-                      kBackwardKeys;
+    const int64_t n = 2 * d * tqp + 3 * tq * dp + 2 * tqp + 3 * kBackwardKeys * dp + (dropout ? 3 : 2) * tile;
     holder = Tensor::empty({n}, dtype_of<T>());
     qt = holder.data<T>();
     dot = qt + d * tqp;
@@ -48,7 +49,6 @@ struct BackwardScratch {
     p = dv + kBackwardKeys * dp;
     ds = p + tile;
     pd = dropout ? ds + tile : p;  // without dropout P is its own dropped version
-    factor = (dropout ? pd : ds) + tile;
   }
 };
 
@@ -92,6 +92,8 @@ void backward_head(const Dims& g, const AttentionParams& p, const Operand<T>& q,
   const bool drop = p.dropout > 0;
   const uint32_t threshold = dropout_threshold(p.dropout);
   const T keep_scale = p.dropout < 1 ? static_cast<T>(1 / (1 - p.dropout)) : T{0};
+  const int64_t query_tiles = (g.tq + kDropoutTile - 1) / kDropoutTile;
+  const int64_t key_tiles = (g.tk + kDropoutTile - 1) / kDropoutTile;
   for (int64_t j0 = 0; j0 < g.tk; j0 += kBackwardKeys) {
     const int64_t nj = std::min(kBackwardKeys, g.tk - j0);
     std::fill(w.dk, w.dk + nj * dp, T{0});
@@ -117,12 +119,15 @@ void backward_head(const Dims& g, const AttentionParams& p, const Operand<T>& q,
         for (int64_t r = mi; r < mip; ++r) pc[r] = T{0};
       }
       if (drop) {
-        for (int64_t r = 0; r < mi; ++r) {
-          const uint64_t e0 = static_cast<uint64_t>(((b * g.hq + h) * g.tq + i0 + r) * g.tk + j0);
-          dropout_factors(p.seed, p.stream, p.first_block, threshold, keep_scale, e0, nj, w.factor);
-          for (int64_t c = 0; c < nj; ++c) w.pd[c * R + r] = w.p[c * R + r] * w.factor[c];
+        const int64_t tile = ((b * g.hq + h) * query_tiles + i0 / kDropoutTile) * key_tiles + j0 / kDropoutTile;
+        dropout_tile_bits(p.seed, p.stream, p.first_word, static_cast<uint64_t>(tile), nj, mi, w.bits);
+        for (int64_t c = 0; c < nj; ++c) {
+          const T* pc = w.p + c * R;
+          T* pdc = w.pd + c * R;
+          const uint16_t* bits = w.bits + c * kDropoutTile;
+          for (int64_t r = 0; r < mi; ++r) pdc[r] = bits[r] >= threshold ? pc[r] * keep_scale : T{0};
+          for (int64_t r = mi; r < mip; ++r) pdc[r] = T{0};
         }
-        for (int64_t c = 0; c < nj; ++c) std::fill(w.pd + c * R + mi, w.pd + c * R + mip, T{0});
       }
       gemm(nj, dp, mi, w.pd, R, 1, w.dout + i0 * dp, dp, w.dv, dp, true, keys_k);  // dV += Pd^T dO
       gemm(nj, mip, d, vj, v.st, v.sd, w.dot + i0, tqp, w.ds, R, false, keys_n);  // dPd^T = V dO^T

@@ -15,9 +15,12 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <utility>
 
 #include "braid/base/rng.h"
@@ -200,23 +203,35 @@ inline void pack_transposed(const T* src, int64_t rs, int64_t es, int64_t n, int
   }
 }
 
-// The keep decisions of elements e0 .. e0 + n - 1 (attention.h,
-// AttentionParams): factor[i] = keep ? keep_scale : 0, where element e is kept
-// when its 16 bits are >= threshold = ceil(p * 2^16).
-template <class T>
-inline void dropout_factors(uint64_t seed, uint64_t stream, uint64_t first_block, uint32_t threshold, T keep_scale,
-                            uint64_t e0, int64_t n, T* factor) {
-  uint64_t at = UINT64_MAX;
-  Philox4 words{};
-  for (int64_t i = 0; i < n; ++i) {
-    const uint64_t e = e0 + static_cast<uint64_t>(i);
-    if (e / 8 != at) {
-      at = e / 8;
-      words = philox(seed, stream, first_block + at);
+// Queries and keys per dropout tile (attention.h, AttentionParams); the
+// kernels' blocks are these tiles, so one block's draws are one run of words.
+inline constexpr int64_t kDropoutTile = 64;
+
+// The 16-bit draws of the first `keys` keys of tile `tile` and its first
+// `queries` queries: bits[c * 64 + r] for key c and query r of the tile.
+inline void dropout_tile_bits(uint64_t seed, uint64_t stream, uint64_t first_word, uint64_t tile, int64_t keys,
+                              int64_t queries, uint16_t* bits) {
+  constexpr int64_t kWords = kDropoutTile / 2;  // per key
+  uint32_t words[kDropoutTile * kWords];
+  const uint64_t base = first_word + tile * static_cast<uint64_t>(kDropoutTile * kWords);
+  if (queries > kDropoutTile / 2) {  // whole keys: one run of keys * 32 words
+    philox_fill(seed, stream, base, std::span<uint32_t>(words, static_cast<size_t>(keys * kWords)));
+  } else {  // few queries (a decoding step): the words each key needs
+    const int64_t need = (queries + 1) / 2;
+    for (int64_t c = 0; c < keys; ++c) {
+      philox_fill(seed, stream, base + static_cast<uint64_t>(c * kWords),
+                  std::span<uint32_t>(words + c * kWords, static_cast<size_t>(need)));
     }
-    const uint32_t word = words[(e % 8) / 2];
-    const uint32_t bits = e % 2 ? word >> 16 : word & 0xffffu;
-    factor[i] = bits >= threshold ? keep_scale : T{0};
+  }
+  for (int64_t c = 0; c < keys; ++c) {
+    if constexpr (std::endian::native == std::endian::little) {  // low half first: the words are the bits
+      std::memcpy(bits + c * kDropoutTile, words + c * kWords, static_cast<size_t>(queries) * sizeof(uint16_t));
+    } else {
+      for (int64_t r = 0; r < queries; ++r) {
+        const uint32_t word = words[c * kWords + r / 2];
+        bits[c * kDropoutTile + r] = static_cast<uint16_t>(r % 2 ? word >> 16 : word & 0xffffu);
+      }
+    }
   }
 }
 
