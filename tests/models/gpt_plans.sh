@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The gpt family under every kind of plan, through `braid train` and `braid
 # launch`: a tiny GPT-2-layout model (tied head) on shards of two fortune
-# files, 6 SGD steps, compared by the held-out loss after them. Plans that
+# files, 6 SGD steps, compared by the held-out loss after them. A run
+# resumed mid-epoch from a checkpoint after 3 steps, and plans that
 # compute the same step as one process (data parallel, ZeRO-1/3, tensor
 # parallel, a data x tensor mesh; a pipeline with an untied head against one
 # process with the same) must give the same loss to 4 decimals; the plans that
@@ -61,6 +62,10 @@ near() {  # near NAME GOT WANT
   echo "ok: $1: $2 (one process $3)"
 }
 one=$(loss single 1)
+# Stopped after 3 of the 6 steps and resumed mid-epoch from the checkpoint: the same run.
+loss halves 1 train.max_steps=3 train.checkpoint_every=3 >/dev/null
+same resumed "$(loss halves 1 train.resume=always)" "$one"
+grep -q "resumed from .*(step 3," "$out/halves.log" || { cat "$out/halves.log"; echo "FAIL: not resumed from step 3"; exit 1; }
 same dp2 "$(loss dp2 2 train.batch_size=4)" "$one"
 same zero1 "$(loss zero1 2 train.batch_size=4 parallel.strategy=zero parallel.zero_stage=1)" "$one"
 same zero3 "$(loss zero3 2 train.batch_size=4 parallel.strategy=zero parallel.zero_stage=3)" "$one"
