@@ -54,12 +54,16 @@ def command(argv: list[str]) -> list[str]:
             break
         if a == "-m":
             break
+        if a.startswith("-n") and a[2:].isdigit():  # -n4
+            options.append(a)
+            i += 1
+            continue
         if a.startswith("-"):
             name = a.split("=", 1)[0]
             if name not in _VALUED:
                 raise SystemExit(f"braid.launch: unknown option {a} (python -m braid.launch --help)")
             options.append(a)
-            if "=" not in a and not (name == "-n" and len(a) > 2):
+            if "=" not in a:
                 if i + 1 >= len(argv):
                     raise SystemExit(f"braid.launch: {a} needs a value")
                 options.append(argv[i + 1])

@@ -299,6 +299,19 @@ int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
 
 void tensor_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<BufferArrays*>(view->internal); }
 
+// numpy.asarray over the buffer protocol, after the checks that make a
+// tensor exportable (raised as braid errors, not a BufferError numpy hides).
+nb::object numpy_view(nb::handle self) {
+  const Tensor& t = nb::cast<const Tensor&>(self);
+  if (t.is_meta()) fail<ValueError>("numpy: a meta tensor has a shape but no values");
+  if (!t.device().is_cpu()) fail<ValueError>("numpy: the tensor is on {}; .cpu() copies it to the host", name(t.device()));
+  if (t.storage()->released()) fail<ValueError>("numpy: the tensor's memory is released");
+  if (t.dtype() == DType::bf16) fail<ValueError>("numpy: numpy has no bfloat16; .to(braid.float32) first");
+  nb::object view = nb::steal(PyMemoryView_FromObject(self.ptr()));
+  if (!view.is_valid()) throw nb::python_error();
+  return nb::module_::import_("numpy").attr("asarray")(view);
+}
+
 PyType_Slot slots[] = {
     {Py_bf_getbuffer, reinterpret_cast<void*>(tensor_getbuffer)},
     {Py_bf_releasebuffer, reinterpret_cast<void*>(tensor_releasebuffer)},
@@ -313,9 +326,16 @@ void bind_interop(nb::module_& m, TensorClass& t) {
   t.def("__dlpack__", &to_dlpack, "stream"_a = nb::none(), "max_version"_a = nb::none(), "dl_device"_a = nb::none(),
         "copy"_a = nb::none(),
         "A DLPack capsule sharing this tensor's memory (torch.from_dlpack(t), numpy.from_dlpack(t)).")
-      .def("numpy", [](nb::handle self) { return nb::module_::import_("numpy").attr("asarray")(self); },
+      .def("numpy", [](nb::handle self) { return numpy_view(self); },
            "A numpy view of this host tensor's memory (no copy): writes through either show in the other, and "
            "the view keeps the memory alive after the tensor is gone.")
+      // numpy tries the buffer protocol first; when that fails it would
+      // quietly make an object array, so __array__ says why instead.
+      .def("__array__", [](nb::handle self, nb::handle dtype, nb::handle copy) {
+        nb::object a = numpy_view(self);
+        if (!dtype.is_none()) a = a.attr("astype")(dtype);
+        return a;
+      }, "dtype"_a = nb::none(), "copy"_a = nb::none())
       .def("tolist", [](const Tensor& x) {
         Tensor host = x.detach().to(Device::cpu);
         if (host.dtype() == DType::bf16) host = host.to(DType::f32);

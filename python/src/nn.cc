@@ -73,6 +73,17 @@ class PyModule : public nn::Module {
   }
 };
 
+PyModule& python_module(nb::handle self, const char* what) {
+  if (!nb::inst_ready(self)) fail<ValueError>("{}: call super().__init__() first", what);
+  auto* py = dynamic_cast<PyModule*>(&nb::cast<nn::Module&>(self));
+  if (!py) fail<ValueError>("{}: only modules written in Python take new parameters, buffers or children", what);
+  return *py;
+}
+
+void set_plain_attr(nb::handle self, const std::string& name, nb::handle value) {
+  if (PyObject_GenericSetAttr(self.ptr(), nb::str(name.c_str()).ptr(), value.ptr()) != 0) throw nb::python_error();
+}
+
 nb::list named(const nn::NamedTensors& ts) {
   nb::list out;
   for (const auto& [n, t] : ts) out.append(nb::make_tuple(n, t));
@@ -165,23 +176,21 @@ void bind_nn(nb::module_& m) {
       .def("zero_grad", [](const Module& mod) {
         for (const Tensor& p : mod.parameters()) p.grad_meta().grad.reset();
       }, "Drops every parameter's gradient.")
-      .def("register_parameter", [](Module& mod, const std::string& name, const Tensor& t) {
-        auto* py = dynamic_cast<PyModule*>(&mod);
-        if (!py) fail<ValueError>("register_parameter: only modules written in Python take new parameters");
-        py->add_parameter(name, t);
+      .def("register_parameter", [](nb::handle self, const std::string& name, const Tensor& t) {
+        python_module(self, "register_parameter").add_parameter(name, t);
+        set_plain_attr(self, name, nb::cast(t));
         return t;
-      }, "name"_a, "tensor"_a, "Registers a parameter (marks it requires_grad) and returns it.")
-      .def("register_buffer", [](Module& mod, const std::string& name, const Tensor& t) {
-        auto* py = dynamic_cast<PyModule*>(&mod);
-        if (!py) fail<ValueError>("register_buffer: only modules written in Python take new buffers");
-        py->add_buffer(name, t);
+      }, "name"_a, "tensor"_a, "Registers a parameter (marks it requires_grad), sets it as an attribute, returns it.")
+      .def("register_buffer", [](nb::handle self, const std::string& name, const Tensor& t) {
+        python_module(self, "register_buffer").add_buffer(name, t);
+        set_plain_attr(self, name, nb::cast(t));
         return t;
-      }, "name"_a, "tensor"_a, "Registers non-trainable state (saved in state_dict, moved by to()).")
-      .def("register_module", [](Module& mod, const std::string& name, std::shared_ptr<Module> child) {
-        auto* py = dynamic_cast<PyModule*>(&mod);
-        if (!py) fail<ValueError>("register_module: only modules written in Python take new children");
-        if (child.get() == &mod) fail<ValueError>("register_module: a module cannot be its own child");
-        py->add_module(name, std::move(child));
+      }, "name"_a, "tensor"_a, "Registers non-trainable state (saved in state_dict, moved by to()) as an attribute.")
+      .def("register_module", [](nb::handle self, const std::string& name, nb::handle child) {
+        PyModule& py = python_module(self, "register_module");
+        if (child.ptr() == self.ptr()) fail<ValueError>("register_module: a module cannot be its own child");
+        py.add_module(name, nb::cast<std::shared_ptr<Module>>(child));
+        set_plain_attr(self, name, child);
       }, "name"_a, "module"_a)
       .def("__setattr__", [](nb::handle self, const std::string& name, nb::handle value) {
         const bool model_part = nb::isinstance<Module>(value) || nb::isinstance<Tensor>(value);
@@ -203,8 +212,7 @@ void bind_nn(nb::module_& m) {
             }
           }
         }
-        if (PyObject_GenericSetAttr(self.ptr(), nb::str(name.c_str()).ptr(), value.ptr()) != 0)
-          throw nb::python_error();
+        set_plain_attr(self, name, value);
       }, "name"_a, "value"_a)
       .def("_is_python_module", [](const Module& mod) { return dynamic_cast<const PyModule*>(&mod) != nullptr; })
       .def("_has_tensor", [](const Module& mod, const std::string& name) {

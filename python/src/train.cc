@@ -104,11 +104,13 @@ train::Config make_config(nb::handle config, nb::handle overrides) {
 
 // Forwards the trainer's reports to a Python object's on_* methods (any it
 // lacks are skipped; a plain callable is on_step), with the GIL taken for
-// the call. Its on_step also runs Python's signal handlers, so Ctrl-C raises
-// KeyboardInterrupt there: after a step's update, before the next.
+// the call. The one fit() adds last runs Python's signal handlers in on_step,
+// so Ctrl-C raises KeyboardInterrupt there: after a step's update and its
+// reports, before the next step.
 class PyCallback final : public train::Callback {
  public:
-  explicit PyCallback(nb::object target) : target_(std::move(target)) {}
+  explicit PyCallback(nb::object target, bool check_signals = false)
+      : target_(std::move(target)), check_signals_(check_signals) {}
   ~PyCallback() override {
     nb::gil_scoped_acquire gil;
     target_.reset();
@@ -116,7 +118,7 @@ class PyCallback final : public train::Callback {
   void on_train_begin(int64_t start, int64_t total) override { call("on_train_begin", start, total); }
   void on_step(const train::StepMetrics& m) override {
     nb::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    if (check_signals_ && PyErr_CheckSignals() != 0) throw nb::python_error();
     if (target_.is_none()) return;
     if (nb::hasattr(target_, "on_step")) {
       target_.attr("on_step")(step_dict(m));
@@ -145,6 +147,7 @@ class PyCallback final : public train::Callback {
     if (!target_.is_none() && nb::hasattr(target_, name)) target_.attr(name)(make());
   }
   nb::object target_;
+  bool check_signals_;
 };
 
 // braid.Trainer: a whole run as `braid train` builds it.
@@ -192,9 +195,10 @@ class PyTrainer {
   void add_callback(nb::object cb) { run_.trainer->add_callback(std::make_shared<PyCallback>(std::move(cb))); }
 
   nb::dict fit() {
-    // The signal check runs even without user callbacks.
+    // Python's signal handlers run after the callbacks added so far have
+    // seen the step (a KeyboardInterrupt from Ctrl-C leaves the run there).
     if (!interrupt_check_) {
-      run_.trainer->add_callback(std::make_shared<PyCallback>(nb::none()));
+      run_.trainer->add_callback(std::make_shared<PyCallback>(nb::none(), /*check_signals=*/true));
       interrupt_check_ = true;
     }
     train::TrainSummary s;
@@ -217,6 +221,7 @@ class PyTrainer {
     d["world"] = world;
     d["replicas"] = replicas;
     d["global_samples_per_s"] = s.samples_per_s * replicas;
+    d["leader"] = run_.leader;
     if (s.has_eval) d["eval"] = eval_dict(s.last_eval);
     if (const nlohmann::json a = run_.trainer->plan().aggregation_stats(); !a.empty()) d["aggregation"] = to_python(a);
     return d;
