@@ -6,8 +6,9 @@
 #
 #   examples/fortunes_shards.sh [OUT=runs/fortunes] [BRAID=build/bin/braid]
 #
-# OUT/tok/ holds tokenizer.json, vocab.json and merges.txt; OUT/train-00000.tok
-# the shard. `braid train` holds out the last 10% of its windows for evaluation.
+# OUT holds tokenizer.json, vocab.json and merges.txt and the shard
+# OUT/train-00000.tok: the tokenizer sits next to the shards, where `braid
+# generate` looks for a run's tokenizer (the folder of its data.path). `braid train` holds out the last 10% of its windows for evaluation.
 set -euo pipefail
 out=${1:-runs/fortunes}
 braid=${2:-build/bin/braid}
@@ -20,5 +21,5 @@ if ((${#files[@]} == 0)); then
   echo "fortunes_shards: no fortune files in /usr/share/games/fortunes (run scripts/setup)" >&2
   exit 1
 fi
-"$braid" tokenize train --vocab-size 4096 --out "$out/tok" "${files[@]}"
-"$braid" tokenize encode --tokenizer "$out/tok" --out "$out/train" "${files[@]}"
+"$braid" tokenize train --vocab-size 4096 --out "$out" "${files[@]}"
+"$braid" tokenize encode --tokenizer "$out" --out "$out/train" "${files[@]}"
