@@ -9,6 +9,7 @@ request. braid.distributed.init() (and braid.train) read those variables.
     python -m braid.launch -n 4 train.py --lr 0.1
     python -m braid.launch --servers 1 --workers 2 train.py   # parameter-server job
     python -m braid.launch -n 2 -m mypackage.train           # a module
+    python -m braid.launch -n 2 -c 'import braid; braid.train("cfg.toml")'
 
 Every option of ``braid launch`` is accepted (-n, --servers, --workers,
 --nnodes, --node-rank, --master-addr, --master-port, --max-restarts,
@@ -52,7 +53,7 @@ def command(argv: list[str]) -> list[str]:
         if a == "--":
             i += 1
             break
-        if a == "-m":
+        if a in ("-m", "-c"):  # a module, or a program given as a string: python's own options
             break
         if a.startswith("-n") and a[2:].isdigit():  # -n4
             options.append(a)

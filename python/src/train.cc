@@ -280,6 +280,8 @@ class PyTrainer {
 // braid.train(): sparse_linear through its servers, or a Trainer's fit.
 nb::dict train_sparse(nb::handle config, nb::handle overrides) {
   train::Config c = make_config(config, overrides);
+  // What chose this path (read, as braid train reads it, so it is not refused as unused).
+  if (c.get_string("model.name") != "sparse_linear") fail<ConfigError>("train_sparse: model.name is not sparse_linear");
   train::SparseSummary s;
   {
     nb::gil_scoped_release release;
