@@ -25,10 +25,12 @@ std::shared_ptr<const Dataset> open_dataset(const OpenOptions& o) {
     whole = std::make_shared<CsvDataset>(o.path);
   } else if (o.name == "libsvm") {
     whole = std::make_shared<LibsvmDataset>(o.path, LibsvmOptions{.class_targets = true});
+  } else if (o.name == "synthetic") {
+    whole = std::make_shared<SyntheticImages>(o.synthetic);
   } else if (o.name == "text") {
     whole = std::make_shared<CharTextDataset>(o.path, TextOptions{.context = o.context, .stride = o.stride > 0 ? o.stride : o.context});
   } else {
-    fail<ValueError>("unknown dataset '{}' (fashion_mnist, csv, libsvm, text)", o.name);
+    fail<ValueError>("unknown dataset '{}' (fashion_mnist, csv, libsvm, text, synthetic)", o.name);
   }
   const int64_t n = whole->size();
   const auto cut = static_cast<int64_t>(std::llround(kTrainFraction * static_cast<double>(n)));

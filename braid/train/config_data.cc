@@ -5,12 +5,27 @@
 namespace braid::train {
 
 data::OpenOptions dataset_options(const Config& c, bool train) {
-  return {.name = c.get_string("data.name"),
-          .path = c.get_string("data.path"),
-          .train = train,
-          .normalize = c.get_bool("data.normalize"),
-          .context = c.get_int("model.context"),
-          .stride = c.get_int("data.stride")};
+  data::OpenOptions o{.name = c.get_string("data.name"),
+                      .path = c.get_string("data.path"),
+                      .train = train,
+                      .normalize = c.get_bool("data.normalize"),
+                      .context = c.get_int("model.context"),
+                      .stride = c.get_int("data.stride")};
+  if (o.name == "synthetic") o.synthetic = synthetic_options(c);
+  return o;
+}
+
+data::SyntheticImagesOptions synthetic_options(const Config& c) {
+  const std::string& shape = c.get_string("data.shape");
+  data::SyntheticImagesOptions o{.examples = c.get_int("data.examples"),
+                                 .classes = c.get_int("data.classes"),
+                                 .seed = static_cast<uint64_t>(c.get_int("train.seed"))};
+  try {
+    o.shape = data::parse_image_shape(shape);
+  } catch (const ValueError& e) {
+    fail<ConfigError>("data.shape = {}: {}", shape, e.what());
+  }
+  return o;
 }
 
 std::shared_ptr<const data::Sampler> make_train_sampler(const Config& c, int64_t n, LoaderPlacement p) {

@@ -6,12 +6,16 @@
 
 #include "braid/data/loader.h"
 #include "braid/data/open.h"
+#include "braid/data/synthetic.h"
 #include "braid/train/config.h"
 
 namespace braid::train {
 
 // data.name, data.path, data.normalize and (for text) model.context.
 data::OpenOptions dataset_options(const Config& c, bool train);
+
+// data.shape, data.classes, data.examples and train.seed (data.name = synthetic).
+data::SyntheticImagesOptions synthetic_options(const Config& c);
 
 struct LoaderPlacement {
   int rank = 0;   // this process among `world` data-parallel ranks

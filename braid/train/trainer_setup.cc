@@ -9,6 +9,7 @@
 #include "braid/data/csv.h"
 #include "braid/data/fashion_mnist.h"
 #include "braid/data/libsvm.h"
+#include "braid/data/synthetic.h"
 #include "braid/data/text.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/tensor/backend.h"
@@ -57,6 +58,9 @@ Datasets split(std::shared_ptr<const data::Dataset> all, int64_t classes) {
 
 Datasets load_datasets(const Config& c) {
   const std::string& name = c.get_string("data.name");
+  if (name == "synthetic") {
+    return split(std::make_shared<data::SyntheticImages>(synthetic_options(c)), c.get_int("data.classes"));
+  }
   const std::string& path = c.get_string("data.path");
   if (name == "fashion_mnist") {
     const bool norm = c.get_bool("data.normalize");
