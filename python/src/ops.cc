@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "bindings.h"
+#include "braid/nn/loss.h"
 #include "braid/ops/ops.h"
 #include "braid/ops/tensor_ops.h"
 
@@ -419,12 +420,14 @@ void bind_ops(nb::module_& m, TensorClass& t) {
         "stride"_a = nb::none(), "padding"_a = 0);
   m.def("avg_pool2d", pool([](TT x, const Pool2dOptions& o) { return avg_pool2d(x, o); }), "x"_a, "kernel_size"_a,
         "stride"_a = nb::none(), "padding"_a = 0);
-  m.def("cross_entropy", [](TT logits, TT targets) { return cross_entropy(logits, targets); }, "logits"_a,
+  // The losses as the trainer applies them (nn/loss.h): classification
+  // takes logits [..., C] with targets [...] (a language model's [B, T, V]).
+  m.def("cross_entropy", [](TT logits, TT targets) { return nn::cross_entropy_loss(logits, targets); }, "logits"_a,
         "targets"_a, release_gil(), "Mean cross-entropy of logits [..., C] against int64 class targets [...].");
-  m.def("nll_loss", [](TT lp, TT targets) { return nll_loss(lp, targets); }, "log_probs"_a, "targets"_a,
-        release_gil());
-  m.def("mse_loss", [](TT x, TT y) { return mse_loss(x, y); }, "input"_a, "target"_a, release_gil());
-  m.def("bce_with_logits", [](TT x, TT y) { return bce_with_logits(x, y); }, "logits"_a, "targets"_a,
+  m.def("nll_loss", [](TT lp, TT targets) { return nn::nll_loss(lp, targets); }, "log_probs"_a, "targets"_a,
+        release_gil(), "Mean negative log-likelihood of log-probabilities [..., C] at int64 targets [...].");
+  m.def("mse_loss", [](TT x, TT y) { return nn::mse_loss(x, y); }, "input"_a, "target"_a, release_gil());
+  m.def("bce_with_logits", [](TT x, TT y) { return nn::bce_with_logits_loss(x, y); }, "logits"_a, "targets"_a,
         release_gil());
   m.def("cast", [](TT x, DType d) { return cast(x, d); }, "x"_a, "dtype"_a, release_gil());
 

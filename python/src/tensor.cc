@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "braid/autograd/node.h"
+#include "braid/base/thread_pool.h"
 #include "braid/nn/init.h"
 #include "braid/ops/shape.h"
 #include "braid/ops/tensor_ops.h"
@@ -244,6 +245,10 @@ void bind_tensor(nb::module_& m, TensorClass& t) {
   m.def("arange", [](int64_t n, nb::handle dtype) { return Tensor::arange(n, dtype_or(dtype, DType::i64)); },
         "n"_a, nb::kw_only(), "dtype"_a = nb::none(), "0, 1, ..., n-1 (int64 unless dtype says otherwise).");
 
+  m.def("set_num_threads", &set_num_threads, "n"_a,
+        "Sizes braid's one intra-op thread pool (OpenMP, shared with oneDNN and OpenBLAS), as train.threads does.");
+  m.def("num_threads", &num_threads, "Threads of the intra-op pool.");
+  m.def("available_cores", &available_cores, "Cores this process may run on (its CPU affinity).");
   m.def("randn_", [](Tensor& x, Generator& g, double mean, double std) {
           nn::init::normal_(x, mean, std, g);
           return x;
