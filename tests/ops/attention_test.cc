@@ -227,7 +227,7 @@ TEST(Attention, SameBitsOnOneAndTwoThreads) {
 }
 
 // T = 4096: the scores alone would be 64 MiB; forward and backward together
-// stay within a few MiB of the inputs, outputs and gradients.
+// stay within a few MiB beside the outputs and gradients.
 TEST(Attention, LongContextRunsWithoutTheScoreMatrix) {
   const int64_t t = 4096, d = 64;
   Generator gen(106);
@@ -241,9 +241,10 @@ TEST(Attention, LongContextRunsWithoutTheScoreMatrix) {
   autograd::backward(out, r);
   const size_t peak = alloc.stats().peak_bytes_in_use - before;
   const size_t scores = static_cast<size_t>(t * t) * sizeof(float);
-  // Out, its gradient seed's node, dq, dk, dv: 4 x 1 MiB, the lse, and each
-  // thread's scratch of 3 packed [T, D] rows (3 MiB).
-  EXPECT_LT(peak, scores / 6) << "peak " << peak << " bytes";
+  // Measured 10.5 MB: out, dq, dk and dv (1 MiB each) and the backward's
+  // scratch (Q and dO packed both ways and dQ: 5 MiB); the composed path holds
+  // the scores and the weights, 64 MiB each, before its backward starts.
+  EXPECT_LT(peak, scores / 4) << "peak " << peak << " bytes";
   // Row 0 sees key 0 only; the last row sees every key (checked in double).
   const std::vector<float> q = in[0].to_vector<float>(), k = in[1].to_vector<float>(), v = in[2].to_vector<float>();
   const std::vector<float> o = out.to_vector<float>();
