@@ -12,7 +12,9 @@ writes).
 ``braid.Trainer`` is the same run as an object: its model, optimizer and plan,
 callbacks with per-step metrics as dicts, fit(), evaluate(), train_step(),
 predict(), save(). ``model=`` trains a braid.nn.Module written in Python (or a
-function (input_shape, classes) -> Module) in place of model.*.
+function (input_shape, classes) -> Module, called with braid's default
+generator at train.seed's state, so the layers it builds draw the weights
+``braid train`` would and an ensemble's members differ) in place of model.*.
 
 Ctrl-C stops a run at the next step boundary (after the step's update) with
 KeyboardInterrupt; checkpoints written before stay valid."""

@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "braid/base/rng.h"
 #include "braid/tensor/tensor.h"
 
 namespace braid::python {
@@ -30,6 +31,10 @@ void bind_optim(nb::module_& m);
 void bind_data(nb::module_& m);      // datasets, loaders, safetensors
 void bind_comm(nb::module_& m);      // process groups, collectives, Mesh
 void bind_train(nb::module_& m);     // Config, Trainer, Plan, callbacks
+
+// The generator modules draw initial weights from when given none
+// (braid.default_generator(), reseeded by braid.manual_seed).
+Generator& python_default_generator();
 
 // Slots of the Tensor type (the buffer protocol), set when the class is made.
 PyType_Slot* tensor_type_slots();

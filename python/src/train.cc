@@ -167,10 +167,16 @@ class PyTrainer {
       // A module, or a function (input_shape, classes) -> module; called once
       // on every rank, with the GIL.
       auto holder = std::make_shared<nb::object>(std::move(model));
-      options.build_model = [holder](const train::ModelInfo& info, Generator&) {
+      options.build_model = [holder](const train::ModelInfo& info, Generator& init) {
         nb::gil_scoped_acquire gil;
         nb::object m = *holder;
-        if (!nb::isinstance<nn::Module>(m)) m = m(to_tuple(info.input_shape), info.classes);
+        // A function builds with braid's default generator at train.seed's
+        // state (an ensemble member's own seed): braid.nn layers it makes
+        // draw what build_model would, and members differ.
+        if (!nb::isinstance<nn::Module>(m)) {
+          python_default_generator().set_state(init.state());
+          m = m(to_tuple(info.input_shape), info.classes);
+        }
         if (!nb::isinstance<nn::Module>(m))
           fail<ValueError>("the model function returned {}, not a braid.nn.Module",
                            nb::cast<std::string>(nb::str(m.type().attr("__name__"))));

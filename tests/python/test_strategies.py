@@ -72,25 +72,45 @@ path = "/usr/share/datasets/fashion-mnist"
 """
 
 
+# The plans that take a model as a set of parameters; the first five run by
+# default, the rest under `ctest -L slow`.
 PYTHON_MODEL_PLANS = {
     "allreduce": STRATEGIES["allreduce"],
     "zero2": (["-n", "2"], ["parallel.strategy=zero", "parallel.zero_stage=2"]),
     "local_sgd": STRATEGIES["local_sgd"],
     "ps_bsp": STRATEGIES["ps_bsp"],
-    "fp16_codec": STRATEGIES["allreduce_fp16_codec"],
+    "ensemble": STRATEGIES["ensemble"],
 }
+PYTHON_MODEL_PLANS_SLOW = {name: STRATEGIES[name] for name in
+                           ["allreduce_fp16_codec", "skeleton", "bmuf", "easgd", "admm", "gossip", "hybrid"]}
+PYTHON_MODEL_PLANS_SLOW["zero1"] = (["-n", "2"], ["parallel.strategy=zero", "parallel.zero_stage=1"])
 
 
-@pytest.mark.parametrize("name", sorted(PYTHON_MODEL_PLANS))
-def test_python_model_under_plans_matches_cli_mlp(name, tmp_path):
-    launch_args, sets = PYTHON_MODEL_PLANS[name]
+def python_model_matches_cli(launch_args, sets, tmp_path):
     cli = cli_train(launch_args, MLP, SMALL + sets + [f"train.out_dir={tmp_path}/cli"], tmp_path / "cli.json")
     (tmp_path / "nomodel.toml").write_text(NO_MODEL)
     launch(launch_args, JOB, tmp_path / "nomodel.toml", tmp_path / "py.json", "--python-mlp", "32", *sets,
            f"train.out_dir={tmp_path}/py")
     py = json.loads((tmp_path / "py.json").read_text())
-    assert py["final_loss"] == pytest.approx(cli["final_loss"], rel=1e-6)
-    assert py["eval"]["top1"] == pytest.approx(cli["eval"]["top1"], abs=3e-4)
+    # Another module tree computing the same function with the same weights:
+    # equal up to the order of a few float sums.
+    got, want = figures(py), figures(cli)
+    assert got["steps"] == want["steps"]
+    for k in ("final_loss", "loss"):
+        if k in want:
+            assert got[k] == pytest.approx(want[k], rel=1e-5), k
+    assert got["top1"] == pytest.approx(want["top1"], abs=3e-4)
+
+
+@pytest.mark.parametrize("name", sorted(PYTHON_MODEL_PLANS))
+def test_python_model_under_plans_matches_cli_mlp(name, tmp_path):
+    python_model_matches_cli(*PYTHON_MODEL_PLANS[name], tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PYTHON_MODEL_PLANS_SLOW))
+def test_python_model_under_more_plans_matches_cli_mlp(name, tmp_path):
+    python_model_matches_cli(*PYTHON_MODEL_PLANS_SLOW[name], tmp_path)
 
 
 REFUSED = {

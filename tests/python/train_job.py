@@ -28,11 +28,10 @@ if sets and sets[0] == "--python-mlp":
             return self.fc3(braid.relu(self.fc2(braid.relu(self.fc1(x.flatten(1))))))
 
     def model(shape, classes):
-        # The weights the CLI's mlp draws for train.seed 0, in a module written in Python.
-        ref = nn.build_model("mlp", {"hidden": hidden}, input_shape=shape, classes=classes, seed=0).state_dict()
-        m = PyMLP()
-        m.load_state_dict({f"fc{i}.{p}": ref[f"{2 * i - 1}.{p}"] for i in (1, 2, 3) for p in ("weight", "bias")})
-        return m
+        # Built with braid's default generator, which the trainer sets to
+        # train.seed's state (each ensemble member's own): the same weights
+        # as the CLI's mlp, whose layers are drawn in the same order.
+        return PyMLP()
 
 s = braid.train(config, *sets, model=model)
 if s.get("leader"):
