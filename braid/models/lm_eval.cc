@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "braid/autograd/node.h"
+#include "braid/base/thread_pool.h"
 #include "braid/base/error.h"
 #include "braid/nn/attention.h"
+#include "braid/tensor/cpu/vmath.h"
 
 namespace braid::models {
 
@@ -42,16 +45,26 @@ LmEval evaluate_lm(nn::Sequential& model, std::span<const int64_t> ids, const Lm
     for (int64_t i = 0; i < b; ++i) std::copy_n(ids.data() + (w + i) * o.context, len, x.data<int64_t>() + i * len);
     const Tensor logits = model.forward(x.to(device)).to(Device::cpu).to(DType::f32).contiguous();  // [b, len, V]
     const float* l = logits.data<float>();
-    for (int64_t i = 0; i < b; ++i) {
-      for (int64_t t = 0; t < len; ++t) {
-        // -log softmax(row)[target], summed in f64.
-        const float* row = l + (i * len + t) * vocab;
-        const double top = *std::max_element(row, row + vocab);
+    // -log softmax(row)[target] per row, rows over the threads (the
+    // vectorised exp; sums in f64), then summed in row order, so the figure
+    // does not depend on the thread count.
+    const int64_t rows = b * len;
+    std::vector<double> row_nll(static_cast<size_t>(rows));
+    parallel_for(0, rows, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<float> shifted(static_cast<size_t>(vocab));
+      for (int64_t r = lo; r < hi; ++r) {
+        const float* row = l + r * vocab;
+        const float top = *std::max_element(row, row + vocab);
+        for (int64_t v = 0; v < vocab; ++v) shifted[static_cast<size_t>(v)] = row[v] - top;
+        cpu::exp_f32(shifted.data(), shifted.data(), vocab);
         double sum = 0;
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - top);
-        nll += top + std::log(sum) - static_cast<double>(row[ids[(w + i) * o.context + t + 1]]);
+        for (int64_t v = 0; v < vocab; ++v) sum += static_cast<double>(shifted[static_cast<size_t>(v)]);
+        const int64_t i = r / len, t = r % len;
+        row_nll[static_cast<size_t>(r)] =
+            static_cast<double>(top) + std::log(sum) - static_cast<double>(row[ids[(w + i) * o.context + t + 1]]);
       }
-    }
+    });
+    for (const double v : row_nll) nll += v;
     r.tokens += b * len;
     w += b;
   }
