@@ -130,6 +130,7 @@ TEST(Attention, DropoutMaskIsTheSameInForwardAndBackward) {
   Generator gen(103);
   std::vector<OpCheck> checks;
   for (const Geometry& g : {Geometry{.b = 2, .tq = 70, .tk = 70, .hq = 4, .hkv = 2, .d = 16},
+                            Geometry{.b = 1, .tq = 65, .tk = 65, .hq = 2, .hkv = 2, .d = 16},  // a lone last row
                             Geometry{.b = 1, .tq = 9, .tk = 130, .hq = 2, .hkv = 1, .d = 64, .causal = false}}) {
     const double p = 0.25;
     Generator drops(17, 4);

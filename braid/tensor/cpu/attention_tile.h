@@ -102,6 +102,52 @@ template <class T, int MR, int NV>
   }
 }
 
+// sum over e < n of a[e * as] * b[e * bs].
+template <class T>
+inline T dot(const T* a, int64_t as, const T* b, int64_t bs, int64_t n) {
+  T s{0};
+  if (as == 1 && bs == 1) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t e = 0; e < n; ++e) s += a[e] * b[e];
+  } else {
+    for (int64_t e = 0; e < n; ++e) s += a[e * as] * b[e * bs];
+  }
+  return s;
+}
+
+// (a[0] + a[1], a[2] + a[3], ..., b[0] + b[1], ...): one level of a
+// transposing reduction.
+template <class V, size_t... I>
+inline V pair_sums(const V& a, const V& b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, (2 * I)...) + __builtin_shufflevector(a, b, (2 * I + 1)...);
+}
+
+// out[c * os] = sum over e < d of a[c * ars + e] * x[e] for c < n: one query's
+// scores against n keys, kLanes<T> keys at a time, each key's partial sums in
+// its own vector and the lanes of all of them reduced together (log2(lanes)
+// levels of shuffles) instead of one horizontal sum per key. a's rows and x
+// are contiguous; d a multiple of kLanes<T>.
+template <class T>
+inline void dots(int64_t n, int64_t d, const T* a, int64_t ars, const T* x, T* out, int64_t os) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t L = kLanes<T>;
+  constexpr auto half = std::make_index_sequence<static_cast<size_t>(L)>();
+  int64_t c0 = 0;
+  for (; c0 + L <= n; c0 += L) {
+    V acc[L];
+    for (int64_t c = 0; c < L; ++c) acc[c] = V{};
+    for (int64_t e = 0; e < d; e += L) {
+      const V xv = load<V>(x + e);
+      for (int64_t c = 0; c < L; ++c) acc[c] += load<V>(a + (c0 + c) * ars + e) * xv;
+    }
+    for (int64_t width = L; width > 1; width /= 2) {
+      for (int64_t i = 0; i < width / 2; ++i) acc[i] = pair_sums(acc[2 * i], acc[2 * i + 1], half);
+    }
+    for (int64_t c = 0; c < L; ++c) out[(c0 + c) * os] = acc[0][c];
+  }
+  for (; c0 < n; ++c0) out[c0 * os] = dot(a + c0 * ars, 1, x, 1, d);
+}
+
 // acc[i] = max(acc[i], x[i]), n a multiple of kLanes<T> (NaN in x wins). In
 // vector registers: GCC leaves the scalar loop a compare and a branch.
 template <class T>
