@@ -20,9 +20,20 @@ Tensor opt(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
 // GIL released, so a thread waiting here lets the other finish.
 std::mutex backward_mu;
 
-void run_backward(const Tensor& root, const Tensor& grad) {
+// After a backward the graph is let go of, unless retain_graph: a Python
+// loop's `loss` lives until the next step reassigns it, and would otherwise
+// keep every saved activation of this step alive through the next forward
+// (twice the memory the trainer's step needs). As torch does by default.
+void release_graph(const Tensor& root) {
+  if (root.is_leaf()) return;
+  root.grad_meta().grad_fn.reset();
+  root.grad_meta().requires_grad = false;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   std::lock_guard lock(backward_mu);
   autograd::backward(root, grad);
+  if (!retain_graph) release_graph(root);
 }
 
 // In-place arithmetic (a += b): the result written into a's memory, which
@@ -115,7 +126,7 @@ void set_index(Tensor& x, nb::handle key, nb::handle value) {
 // Gradients of `outputs` with respect to leaf `inputs`, returned without
 // touching the leaves' .grad (saved and put back around the backward).
 std::vector<std::optional<Tensor>> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                        const std::optional<std::vector<Tensor>>& grad_outputs) {
+                                        const std::optional<std::vector<Tensor>>& grad_outputs, bool retain_graph) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].is_leaf() || !inputs[i].requires_grad())
       fail<ValueError>("grad: input {} must be a leaf that requires grad (braid's engine accumulates into leaves)", i);
@@ -149,6 +160,8 @@ std::vector<std::optional<Tensor>> grad(const std::vector<Tensor>& outputs, cons
     inputs[i].grad_meta().grad = saved[i];
     inputs[i].grad_meta().grad_is_zero = saved_zero[i];
   }
+  if (!retain_graph)
+    for (const Tensor& o : outputs) release_graph(o);
   return out;
 }
 
@@ -320,10 +333,12 @@ void bind_ops(nb::module_& m, TensorClass& t) {
            nb::rv_policy::none, release_gil())
       .def("mul_", [](Tensor& a, double b) -> Tensor& { return assign(a, mul(a, b), "a *= b"); }, "value"_a,
            nb::rv_policy::none, release_gil())
-      .def("backward", [](TT x, std::optional<Tensor> gradient) { run_backward(x, opt(gradient)); },
-           "gradient"_a = nb::none(), release_gil(),
+      .def("backward", [](TT x, std::optional<Tensor> gradient, bool retain_graph) {
+             run_backward(x, opt(gradient), retain_graph);
+           }, "gradient"_a = nb::none(), "retain_graph"_a = false, release_gil(),
            "Accumulates d(self)/d(leaf) into every leaf's .grad (gradient defaults to 1 for a one-element "
-           "tensor).");
+           "tensor). The graph behind this tensor is let go of afterwards (as torch does), unless retain_graph: "
+           "a second backward through it needs retain_graph=True on the first.");
 
   // Functions (braid.add, ...). Scalars are Python floats or ints.
   m.def("add", [](TT a, TT b) { return add(a, b); }, "a"_a, "b"_a, release_gil());
@@ -431,7 +446,8 @@ void bind_ops(nb::module_& m, TensorClass& t) {
         release_gil());
   m.def("cast", [](TT x, DType d) { return cast(x, d); }, "x"_a, "dtype"_a, release_gil());
 
-  m.def("grad", &grad, "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), release_gil(),
+  m.def("grad", &grad, "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false,
+        release_gil(),
         "Gradients of the outputs with respect to leaf inputs, as a list (None where an input got none); the "
         "inputs' .grad are left as they were.");
   m.def("is_grad_enabled", &autograd::grad_enabled, "Whether ops record autograd history on this thread.");

@@ -106,3 +106,10 @@ def test_no_grad_and_requires_grad():
     assert x.grad.tolist() == [3.0, 3.0, 3.0]
     x.grad = None
     assert x.grad is None
+    # The graph is let go of after backward (its saved tensors freed), unless retained.
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert x.grad.tolist() == [4.0, 4.0, 4.0] and y.grad_fn is None
+    with pytest.raises(braid.Error):
+        y.backward()
