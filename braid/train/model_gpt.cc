@@ -30,6 +30,14 @@ models::GptConfig gpt_config(const Config& c, const ModelInfo& info) {
   g.tie_embeddings = c.get_bool("model.tie_embeddings");
   g.dropout = c.get_float("model.dropout");
   g.dropout_generator = info.dropout_generator;
+  // RMSNorm, rotary positions and SwiGLU have CPU kernels only so far.
+  const std::string& device = c.get_string("train.device");
+  if (device != "cpu" && (g.norm == nn::NormKind::rms || g.position == models::Position::rope ||
+                          g.activation == nn::MlpKind::swiglu)) {
+    fail<ConfigError>("model.name = gpt on train.device = {}: model.norm = rms, model.position = rope and "
+                      "model.activation = swiglu have no GPU kernels yet (the GPT-2 layout runs there)",
+                      device);
+  }
   try {
     models::validate(g);
   } catch (const ConfigError& e) {

@@ -21,8 +21,12 @@ namespace {
 // (checked for their distribution in device_dropout_test.cc).
 const std::set<std::string> kRandom = {"dropout"};
 // Ops with a CPU kernel only: their callers compose other ops on a device
-// (nn's attention falls back to matmul, softmax and matmul).
-const std::set<std::string> kCpuOnly = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward"};
+// (nn's attention falls back to matmul, softmax and matmul), or the models
+// that need them are refused there (the decoder-block ops of a LLaMA-layout
+// gpt: docs/models.md; their CUDA kernels belong to the GPU issues).
+const std::set<std::string> kCpuOnly = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward",
+                                        "rms_norm", "rms_norm_backward", "rotary_embedding", "swiglu",
+                                        "swiglu_backward"};
 
 struct Run {
   Tensor out;
