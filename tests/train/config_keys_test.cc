@@ -61,12 +61,6 @@ class ConfigKeys : public ::testing::Test {
                                .activation = nn::MlpKind::swiglu, .bias = false, .tie_embeddings = false};
     Generator gen(0);
     models::save_hf(*models::gpt(hf, gen), hf, dir_->file("hf"), models::HfArch::llama);
-    // A Hugging Face LLaMA folder of the model the gpt context builds (train.init reads it).
-    const models::GptConfig hf{.vocab = 50, .context = 16, .layers = 2, .heads = 4, .kv_heads = 2, .dim = 128,
-                               .norm = nn::NormKind::rms, .position = models::Position::rope,
-                               .activation = nn::MlpKind::swiglu, .bias = false, .tie_embeddings = false};
-    Generator gen(0);
-    models::save_hf(*models::gpt(hf, gen), hf, dir_->file("hf"), models::HfArch::llama);
   }
   static void TearDownTestSuite() { delete dir_; }
 
@@ -102,8 +96,10 @@ std::vector<Context> contexts(const std::string& dir) {
       {"cnn, allreduce with qsgd, adam",
        {"model.name=cnn", "parallel.strategy=allreduce", "optim.name=adam", "model.norm=ghost_batch",
         "parallel.codec=qsgd", "train.batch_schedule=noise"}},
-      {"resnet, small stem", {"model.name=resnet", "model.norm=batch", "model.stem=small", "model.depth=18",
-                              "model.zero_init_residual=true", "parallel.strategy=none"}},
+      {"resnet, small stem, synthetic images",
+       {"model.name=resnet", "model.norm=batch", "model.stem=small", "model.depth=18", "model.zero_init_residual=true",
+        "parallel.strategy=none", "data.name=synthetic", "data.shape=3x32x32", "data.classes=10",
+        "data.examples=200"}},
       {"csv mlp, onebit", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=allreduce", "parallel.codec=onebit"}},
       {"csv mlp, topk", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=auto", "parallel.codec=topk"}},
       {"csv mlp, powersgd", {"data.name=csv", csv, "model.name=mlp", "parallel.codec=powersgd"}},
@@ -144,11 +140,6 @@ std::vector<Context> contexts(const std::string& dir) {
        {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
         "model.context=16", "model.d_model=16", "model.norm=layer", "model.position=learned", "model.mlp_ratio=2",
         "model.activation=gelu_tanh", "model.dropout=0.1"}},
-      {"token shards LLaMA-style gpt from a Hugging Face folder",
-       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
-        "model.context=16", "model.norm=rms", "model.position=rope", "model.rope_theta=10000",
-        "model.activation=swiglu", "model.bias=false", "model.kv_heads=2", "model.tie_embeddings=false",
-        "train.init=" + dir + "/hf"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
