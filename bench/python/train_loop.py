@@ -107,10 +107,11 @@ def main():
                 ("python", lambda: run_python(a.python, shards, a.threads, a.steps, a.warmup)),
                 ("torch_eager", lambda: peer.run_torch(a.torch_python, a.threads, a.steps, a.warmup, False))]
         for r in range(a.rounds):
-            # Each round starts with another contestant: on a shared machine the
-            # one that runs first in every round was measured ~20% apart from
-            # the same program run second (the same braid trainer from Python
-            # and from the CLI, 6 alternating rounds: 2.32 vs 2.52 s a step).
+            # Each round starts with another contestant. In a fixed order (CLI,
+            # Python, PyTorch) the Python loop came out 18-19% behind the CLI
+            # twice; the same braid trainer run from Python and from the CLI,
+            # in alternating order, came out 2.32 against 2.52 s a step: on
+            # this shared machine the order, not the program, made that gap.
             for name, run in runs[r % 3:] + runs[:r % 3]:
                 got[name].append(run())
         step = {k: statistics.median(v) for k, v in got.items()}

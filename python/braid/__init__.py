@@ -13,8 +13,6 @@ bindings are thin and release the GIL while C++ runs.
 
 from __future__ import annotations
 
-import numpy as _np
-
 from . import _braid
 from ._braid import (  # noqa: F401  (re-exported)
     ConfigError,
@@ -109,15 +107,8 @@ bool_ = dtype.bool
 float = float32  # noqa: A001  (torch's spelling: braid.float is float32)
 long = int64
 
-_NUMPY_FOR = {
-    float32: _np.float32,
-    float64: _np.float64,
-    float16: _np.float16,
-    int32: _np.int32,
-    int64: _np.int64,
-    uint8: _np.uint8,
-    bool_: _np.bool_,
-}
+_NUMPY_NAME = {float32: "float32", float64: "float64", float16: "float16", int32: "int32", int64: "int64",
+               uint8: "uint8", bool_: "bool_"}
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -125,6 +116,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     array, a braid or torch tensor). Python floats become float32 and ints
     int64, as torch does; a numpy array keeps its dtype unless one is given.
     """
+    import numpy as _np  # only here: `import braid` itself needs no numpy (the build's stub generator runs without)
+
     if isinstance(data, Tensor):
         out = data.detach().clone()
         if dtype is not None:
@@ -134,7 +127,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
         if dtype == bfloat16:
             out = from_numpy(_np.array(data, dtype=_np.float32)).to(bfloat16)
         else:
-            np_dtype = _NUMPY_FOR[_braid_dtype(dtype)] if dtype is not None else None
+            np_dtype = getattr(_np, _NUMPY_NAME[_braid_dtype(dtype)]) if dtype is not None else None
             arr = _np.array(data, dtype=np_dtype, copy=True)
             if dtype is None and not is_array:
                 if arr.dtype == _np.float64:
@@ -162,6 +155,8 @@ def _braid_dtype(d):
 def as_tensor(data, dtype=None) -> Tensor:
     """Shares memory with a writable numpy array of a braid dtype (no copy);
     copies anything else (braid.tensor)."""
+    import numpy as _np
+
     if isinstance(data, Tensor):
         return data if dtype is None else data.to(dtype)
     if isinstance(data, _np.ndarray) and data.flags.writeable and dtype is None:
