@@ -262,13 +262,18 @@ TEST(AutocastTorch, MatchesTorchAutocastCpuBf16) {
       {op_cases()[6], "F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), groups=2)"},
   };
   std::vector<testing::TorchCase> tc;
-  std::vector<OpRun> got;
+  std::vector<OpRun> got, exact;
   const char* names[] = {"x", "w", "b"};
   for (const auto& [c, expr, tol] : cases) {
     std::vector<Tensor> in;
     for (const Shape& s : c.shapes) in.push_back(random_tensor(s, DType::f32, gen));
     const Tensor r = random_tensor(run(c.fn, in, Tensor(), false).y.shape(), DType::f32, gen);
     got.push_back(run(c.fn, in, r, true));
+    // f32 over the rounded operands: what both sides approximate.
+    std::vector<Tensor> in_rounded = in;
+    in_rounded[0] = rounded(in[0]);
+    in_rounded[1] = rounded(in[1]);
+    exact.push_back(run(c.fn, in_rounded, rounded(r), false));
     testing::TorchCase t{"torch.autocast('cpu', dtype=torch.bfloat16)(lambda x, w, b=None: " + expr +
                              ")(x, w" + (in.size() == 3 ? ", b" : "") + ").float()",
                          {}, {.grad = {}, .grad_output = r}};
@@ -279,11 +284,24 @@ TEST(AutocastTorch, MatchesTorchAutocastCpuBf16) {
     tc.push_back(t);
   }
   const auto refs = testing::torch_eval_batch(tc);
+  // Within tol of torch; or, where torch's bf16 arithmetic is itself that far
+  // from the f32 product of the rounded operands (torch 1.13 on CPUs without
+  // native bf16 products: up to 4.4% on linear's dx, seen on an AVX2 EPYC),
+  // braid within 1e-3 of that product and torch at least as far from it as
+  // from braid, so the gap is torch's.
+  auto agrees = [](const Tensor& braid, const Tensor& torch, const Tensor& exact, double tol) {
+    const double gap = rel_error(braid, torch);
+    return gap < tol || (rel_error(braid, exact) < 1e-3 && rel_error(torch, exact) >= 0.8 * gap);
+  };
   for (size_t k = 0; k < cases.size(); ++k) {
     const std::string& what = cases[k].expr;
-    EXPECT_LT(rel_error(got[k].y, refs[k].value()), 1e-2) << what;
+    EXPECT_TRUE(agrees(got[k].y, refs[k].value(), exact[k].y, 1e-2))
+        << what << ": " << rel_error(got[k].y, refs[k].value());
     for (size_t i = 0; i < got[k].grads.size(); ++i) {
-      EXPECT_LT(rel_error(got[k].grads[i], refs[k].grads.at(names[i])), cases[k].tol) << what << ": d" << names[i];
+      const Tensor& ref = refs[k].grads.at(names[i]);
+      EXPECT_TRUE(agrees(got[k].grads[i], ref, exact[k].grads[i], cases[k].tol))
+          << what << ": d" << names[i] << " " << rel_error(got[k].grads[i], ref) << " from torch, "
+          << rel_error(ref, exact[k].grads[i]) << " torch from exact";
     }
   }
 }
