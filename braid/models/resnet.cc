@@ -112,7 +112,8 @@ std::shared_ptr<nn::Sequential> resnet(const ResNetConfig& config, Generator& ge
   m->push_back("bn1", bn(64, config));
   m->push_back("relu", std::make_shared<nn::ReLU>());
   if (config.stem == ResNetStem::imagenet) {
-    m->push_back("maxpool", std::make_shared<nn::MaxPool2d>(Pool2dOptions{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}));
+    m->push_back("maxpool",
+                 std::make_shared<nn::MaxPool2d>(Pool2dOptions{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}));
   }
   const std::array<int, 4> blocks = config.blocks();
   int64_t in = 64;

@@ -9,6 +9,8 @@
 #include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
 #include "braid/ops/shape.h"
+#include "braid/ops/tensor_ops.h"
+#include "braid/tensor/cpu/batch_norm.h"
 #include "braid/tensor/cpu/loops.h"
 
 namespace braid {
@@ -109,6 +111,17 @@ void layer_norm_rows_backward(const T* gp, const T* xp, const T* wp, const doubl
       }
     }
   });
+}
+
+// batch_norm's input as [n, c, s]: channels in dim 1, s the rest per example.
+struct Channels {
+  int64_t n, c, s;
+};
+
+Channels channels_of(const char* op, const TensorMeta& x) {
+  if (x.shape.size() < 2) fail<ValueError>("{}: input must be [N, C, ...], got {}", op, to_string(x.shape));
+  const int64_t n = x.shape[0], c = x.shape[1];
+  return {n, c, n * c > 0 ? numel(x.shape) / (n * c) : 0};
 }
 
 // A per-row normalisation's cost: `flops` per element, two reductions of d
@@ -240,6 +253,83 @@ void define_norm_ops(const Definer& define) {
           .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
             return Cost{4 * static_cast<double>(numel(in[0].shape)), 2 * bytes_of(in[0]) + bytes_of(in[1]), 1};
           }});
+
+  // (x, weight?, bias?) -> (y, stats): training-mode batch norm, the fused
+  // kernel (tensor/cpu/batch_norm.h) in place of the composite of
+  // primitives, which stays for statistics summed across replicas and for
+  // devices without this op. stats [2, C] f64: each channel's mean and
+  // 1/sqrt(var + eps) (biased variance), for the backward and the running
+  // statistics.
+  define({.name = "batch_norm", .family = "norm", .inputs = 3, .outputs = 2,
+          .infer = [](std::span<const TensorMeta> in, const Attrs&) {
+            const Channels ch = channels_of("batch_norm", in[0]);
+            check_param("batch_norm", "weight", in[1], {ch.c}, in[0]);
+            check_param("batch_norm", "bias", in[2], {ch.c}, in[0]);
+            return Metas{in[0], {{2, ch.c}, DType::f64}};
+          },
+          .kernels = {cpu_kernel(kFloat, [](const Args& a) {
+            const Tensor& x = a.inputs[0];
+            const Channels ch = channels_of("batch_norm", meta_of(x));
+            check_param("batch_norm", "weight", meta_of(a.inputs[1]), {ch.c}, meta_of(x));
+            check_param("batch_norm", "bias", meta_of(a.inputs[2]), {ch.c}, meta_of(x));
+            const Tensor xc = x.contiguous();
+            const Tensor wc = a.inputs[1].defined() ? a.inputs[1].contiguous() : Tensor();
+            const Tensor bc = a.inputs[2].defined() ? a.inputs[2].contiguous() : Tensor();
+            Tensor y = Tensor::empty(x.shape(), x.dtype());
+            Tensor stats = Tensor::empty({2, ch.c}, DType::f64);
+            dispatch_float(x, "batch_norm", [&](auto zero) {
+              using T = decltype(zero);
+              cpu::batch_norm_forward<T>(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                                         bc.defined() ? bc.data<T>() : nullptr, y.data<T>(), stats.data<double>(), ch.n,
+                                         ch.c, ch.s, a.attrs.f("eps"));
+            });
+            return Outputs{y, stats};
+          })},
+          // g_b = sum(g), g_w = sum(g * xhat) per channel: the backward's second output.
+          .backward = [](const GradArgs& g) {
+            const std::vector<Tensor> r =
+                call(BRAID_OP("batch_norm_backward"), {g.grad, g.inputs[0], g.inputs[1], g.outputs[1]});
+            const int64_t c = g.outputs[1].size(1);
+            return Grads{r[0], g.needs(1) ? reshape(slice(r[1], 0, 1, 2), {c}) : Tensor(),
+                         g.needs(2) ? reshape(slice(r[1], 0, 0, 1), {c}) : Tensor()};
+          },
+          .save_inputs = 0b011, .save_outputs = 0b10,
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+            const Channels ch = channels_of("batch_norm", in[0]);
+            return rows_cost(in, out, 7, ch.n * ch.s);
+          }});
+  // (g, x, weight?, stats) -> (g_x, sums): the fused backward; sums [2, C]
+  // holds sum(g) and sum(g * xhat) per channel.
+  define({.name = "batch_norm_backward", .family = "norm", .inputs = 4, .outputs = 2, .dtype_input = 1,
+          .infer = [](std::span<const TensorMeta> in, const Attrs&) {
+            const Channels ch = channels_of("batch_norm_backward", in[1]);
+            check_param("batch_norm_backward", "weight", in[2], {ch.c}, in[1]);
+            if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype || in[3].dtype != DType::f64 ||
+                in[3].shape != Shape{2, ch.c}) {
+              fail<ValueError>("batch_norm_backward: gradient {} {} and stats {} {} do not fit the input {} {}",
+                               name(in[0].dtype), to_string(in[0].shape), name(in[3].dtype), to_string(in[3].shape),
+                               name(in[1].dtype), to_string(in[1].shape));
+            }
+            return Metas{in[1], {{2, ch.c}, in[1].dtype}};
+          },
+          .kernels = {cpu_kernel(kFloat, [](const Args& a) {
+            const Tensor& x = a.inputs[1];
+            const Channels ch = channels_of("batch_norm_backward", meta_of(x));
+            const Tensor gc = a.inputs[0].contiguous(), xc = x.contiguous(), stats = a.inputs[3].contiguous();
+            const Tensor wc = a.inputs[2].defined() ? a.inputs[2].contiguous() : Tensor();
+            Tensor gx = Tensor::empty(x.shape(), x.dtype());
+            Tensor sums = Tensor::empty({2, ch.c}, x.dtype());
+            dispatch_float(x, "batch_norm_backward", [&](auto zero) {
+              using T = decltype(zero);
+              cpu::batch_norm_backward<T>(gc.data<T>(), xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr,
+                                          stats.data<double>(), gx.data<T>(), sums.data<T>(), ch.n, ch.c, ch.s);
+            });
+            return Outputs{gx, sums};
+          })},
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+            const Channels ch = channels_of("batch_norm_backward", in[1]);
+            return rows_cost(in, out, 8, ch.n * ch.s);
+          }});
 }
 
 }  // namespace op
@@ -281,6 +371,36 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.ndim(); ++d) if (d != 1) dims.push_back(d);
 
+  // The fused op where it has kernels (and on the meta device, which only
+  // infers), unless the statistics are summed across replicas.
+  const bool fused = options.training && !options.across_replicas &&
+                     (x.device().is_cpu() || x.device() == Device::meta) &&
+                     (x.dtype() == DType::f32 || x.dtype() == DType::f64);
+  if (fused) {
+    const int64_t n = x.numel() / std::max<int64_t>(c, 1);
+    if (n <= 1) {
+      fail<ValueError>("batch_norm: training needs more than one value per channel, input {}", to_string(x.shape()));
+    }
+    const std::vector<Tensor> r = op::call(BRAID_OP("batch_norm"), {x, weight, bias}, {{"eps", options.eps}});
+    if (running_mean.defined() || running_var.defined()) {
+      autograd::NoGradGuard no_grad;
+      // The running statistics, in place; the variance unbiased (n / (n - 1)).
+      const op::OpDef& update = BRAID_OP("batch_norm_running_update_");
+      const double m = options.momentum;
+      const Tensor stats = r[1].detach();
+      if (running_mean.defined()) {
+        op::call(update, {running_mean, cast(reshape(slice(stats, 0, 0, 1), {c}), x.dtype())},
+                 {{"momentum", m}, {"scale", 1.0}});
+      }
+      if (running_var.defined()) {
+        const Tensor invstd = reshape(slice(stats, 0, 1, 2), {c});
+        const Tensor var = sub(div(Tensor::ones({c}, DType::f64, x.device()), mul(invstd, invstd)), options.eps);
+        const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
+        op::call(update, {running_var, cast(var, x.dtype())}, {{"momentum", m}, {"scale", unbias}});
+      }
+    }
+    return r[0];
+  }
   Tensor mu, variance;
   if (options.training) {
     int64_t n = x.numel() / std::max<int64_t>(c, 1);

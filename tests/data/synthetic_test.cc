@@ -63,7 +63,8 @@ TEST(SyntheticImages, RefusesBadShapes) {
   EXPECT_THROW(SyntheticImages({.classes = 0}), ValueError);
   // Opened by name, split 90/10 in order.
   auto train = open_dataset({.name = "synthetic", .synthetic = {.examples = 50, .shape = {1, 4, 4}, .classes = 2}});
-  auto test = open_dataset({.name = "synthetic", .train = false, .synthetic = {.examples = 50, .shape = {1, 4, 4}, .classes = 2}});
+  auto test = open_dataset(
+      {.name = "synthetic", .train = false, .synthetic = {.examples = 50, .shape = {1, 4, 4}, .classes = 2}});
   EXPECT_EQ(train->size(), 45);
   EXPECT_EQ(test->size(), 5);
 }

@@ -132,7 +132,9 @@ TEST(ResNet, TorchvisionStateDictRoundTrip) {
   EXPECT_EQ(tv.size(), a->state_dict().size() + 20);
   load_torchvision(*b, tv);
   const auto sa = a->state_dict(), sb = b->state_dict();
-  for (size_t i = 0; i < sa.size(); ++i) EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>()) << sa[i].first;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>()) << sa[i].first;
+  }
   nn::NamedTensors bad = tv;
   bad.emplace_back("layer9.0.conv1.weight", Tensor::zeros({1}));
   EXPECT_NE(test::message_of<ValueError>([&] { load_torchvision(*b, bad); }).find("layer9.0.conv1.weight"),
@@ -190,8 +192,8 @@ TEST(ResNet, MatchesTorchvision) {
     nn::init::normal_(r, 0, 1, gen);
     write_tensors(d + "/weights.safetensors", to_torchvision(*m));
     write_tensors(d + "/input.safetensors", {{"x", x}, {"r", r}});
-    std::ofstream(d + "/case.json") << nlohmann::json{{"depth", c.config.depth},
-                                                       {"stem", c.config.stem == ResNetStem::small ? "small" : "imagenet"},
+    const char* stem = c.config.stem == ResNetStem::small ? "small" : "imagenet";
+    std::ofstream(d + "/case.json") << nlohmann::json{{"depth", c.config.depth}, {"stem", stem},
                                                        {"classes", c.config.classes},
                                                        {"in_channels", c.config.in_channels}}.dump();
     models.push_back(m);

@@ -6,8 +6,10 @@ namespace braid::testing {
 
 namespace {
 
-// batch_norm and weight_norm are composites of other families' ops, labelled
-// by the op that normalises (div, mul); the dtype sweep is the ops' own.
+// The eager batch_norm in eval mode and weight_norm are composites of other
+// families' ops, labelled by the op that normalises (div, mul; batch_norm in
+// training mode runs the fused op, labelled so too); the dtype sweep is the
+// ops' own.
 OpCase composite(const char* op, OpCheck check) {
   OpCase c{op, std::move(check)};
   c.sweep = false;
@@ -69,9 +71,38 @@ std::vector<OpCase> norm_cases() {
        "", {{"momentum", 0.3}, {"scale", 1.5}}},
   };
 
+  // The fused training-mode op and its backward, called directly (the eager
+  // batch_norm below calls them in training mode).
+  const Tensor cw = random_tensor({4}, DType::f32, gen), cb = random_tensor({4}, DType::f32, gen);
+  const op::Attrs eps{{"eps", 1e-5}};
+  const Tensor bn_stats = op::call(op::find("batch_norm"), {x, cw, cb}, eps)[1];
+  cases.push_back({"batch_norm",
+                   {"F.batch_norm(x, None, None, w, b, training=True)", {{"x", x}, {"w", cw}, {"b", cb}},
+                    [](const auto& v) { return op::call(op::find("batch_norm"), std::span<const Tensor>(v),
+                                                        {{"eps", 1e-5}})[0]; },
+                    {"x", "w", "b"}},
+                   "", eps});
+  auto bn_backward = [](int output) {
+    return [output](const std::vector<Tensor>& v) {
+      return op::call(op::find("batch_norm_backward"), std::span<const Tensor>(v))[output];
+    };
+  };
+  cases.push_back({"batch_norm_backward",
+                   {"torch.autograd.grad(F.batch_norm(x.requires_grad_(), None, None, w, None, training=True), x, g)[0]",
+                    {{"g", g}, {"x", x}, {"w", cw}, {"stats", bn_stats}},
+                    bn_backward(0),
+                    {}},
+                   ""});
+  // Output 1: sum(g) and sum(g * xhat) per channel (the gradients of bias and weight).
+  cases.push_back({"batch_norm_backward",
+                   {"torch.stack([g.sum((0, 2, 3)), (g * F.batch_norm(x, None, None, training=True)).sum((0, 2, 3))])",
+                    {{"g", g}, {"x", x}, {"w", cw}, {"stats", bn_stats}},
+                    bn_backward(1),
+                    {}},
+                   "", {}, false});
+
   // batch_norm: training (batch statistics) and eval (running statistics),
   // on contiguous and strided inputs.
-  const Tensor cw = random_tensor({4}, DType::f32, gen), cb = random_tensor({4}, DType::f32, gen);
   const Tensor rm = random_tensor({4}, DType::f32, gen), rv = random_tensor({4}, DType::f32, gen, 0.5, 2);
   for (const Tensor& t : {x, strided_copy(x)}) {
     cases.push_back(composite("div", {"F.batch_norm(x, None, None, w, b, training=True)",

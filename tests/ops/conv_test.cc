@@ -63,7 +63,8 @@ Tensor f32_of(const std::vector<double>& v, const Shape& s) { return Tensor::fro
 
 TEST(Conv2d, EveryBackendMatchesDirectLoopsForwardAndBackward) {
   Generator gen(11);
-  for (ConvBackend backend : {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked}) {
+  for (ConvBackend backend :
+       {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked, ConvBackend::winograd}) {
     for (const Case& c : cases()) {
       Tensor x = random_tensor(c.x, DType::f32, gen), w = random_tensor(c.w, DType::f32, gen);
       Tensor b = c.bias ? random_tensor({c.w[0]}, DType::f32, gen) : Tensor();
@@ -94,7 +95,8 @@ TEST(Conv2d, FashionMnistShapesAgreeAcrossBackends) {
     Tensor x = random_tensor(xs, DType::f32, gen), w = random_tensor(ws, DType::f32, gen);
     Tensor b = random_tensor({ws[0]}, DType::f32, gen);
     std::vector<std::vector<Tensor>> got;
-    for (ConvBackend backend : {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked}) {
+    for (ConvBackend backend :
+         {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked, ConvBackend::winograd}) {
       Tensor xv = x.detach(), wv = w.detach(), bv = b.detach();
       for (Tensor t : {xv, wv, bv}) t.set_requires_grad();
       Tensor y = conv2d(xv, wv, bv, {.backend = backend});
@@ -118,7 +120,7 @@ TEST(Conv2d, AutotunerSettlesAndEveryStepMatchesIm2col) {
     return std::vector<Tensor>{y, xv.grad(), wv.grad(), bv.grad()};
   };
   const auto ref = step(ConvBackend::im2col);
-  for (int i = 0; i < 6 * cpu::kTuningTrials + 1; ++i) {  // up to 6 candidates x the trials, then settled
+  for (int i = 0; i < 8 * cpu::kTuningTrials + 1; ++i) {  // up to 8 candidates x the trials, then settled
     const auto got = step(ConvBackend::automatic);
     for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(all_close(got[k], ref[k], 1e-4, 1e-4)) << i << " " << k;
   }

@@ -61,6 +61,47 @@ TEST(Norm, FusedLayerNormEqualsComposite) {
   }
 }
 
+// The fused training-mode kernel against the composite of primitives (the
+// path statistics summed across replicas take; an identity sum is one
+// replica), in f64: values, every gradient and the running statistics.
+TEST(Norm, FusedBatchNormEqualsComposite) {
+  Generator gen(5);
+  const BatchSum one_replica = [](const Tensor& t) { return t; };
+  for (const Shape& shape : {Shape{5, 3, 4, 6}, Shape{7, 3}}) {
+    for (bool affine : {true, false}) {
+      Tensor x = random_tensor(shape, DType::f64, gen, -2, 3);
+      Tensor w = random_tensor({3}, DType::f64, gen), b = random_tensor({3}, DType::f64, gen);
+      Tensor r = random_tensor(shape, DType::f64, gen);
+      std::vector<Tensor> fused_in = {x.clone(), w.clone(), b.clone()}, comp_in = {x.clone(), w.clone(), b.clone()};
+      for (auto* v : {&fused_in, &comp_in})
+        for (Tensor& t : *v) t.set_requires_grad();
+      Tensor fm = Tensor::zeros({3}, DType::f64), fv = Tensor::ones({3}, DType::f64);
+      Tensor cm = fm.clone(), cv = fv.clone();
+      const Tensor none;
+      Tensor yf = batch_norm(fused_in[0], fm, fv, affine ? fused_in[1] : none, affine ? fused_in[2] : none,
+                             {.momentum = 0.3});
+      Tensor yc = batch_norm(comp_in[0], cm, cv, affine ? comp_in[1] : none, affine ? comp_in[2] : none,
+                             {.momentum = 0.3, .across_replicas = one_replica});
+      EXPECT_TRUE(all_close(yf, yc, 1e-12, 1e-12)) << to_string(shape);
+      EXPECT_TRUE(all_close(fm, cm, 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(fv, cv, 1e-12, 1e-12));
+      backward(yf, r);
+      backward(yc, r);
+      EXPECT_TRUE(all_close(fused_in[0].grad(), comp_in[0].grad(), 1e-10, 1e-12)) << to_string(shape);
+      if (affine) {
+        EXPECT_TRUE(all_close(fused_in[1].grad(), comp_in[1].grad(), 1e-10, 1e-12));
+        EXPECT_TRUE(all_close(fused_in[2].grad(), comp_in[2].grad(), 1e-10, 1e-12));
+      }
+    }
+  }
+  // f32 with a mean far from zero: the kernel subtracts the mean before
+  // scaling, so it keeps the composite's accuracy (both against f64).
+  Tensor x = add(random_tensor({8, 2, 5, 5}, DType::f32, gen), 1000.0);
+  const Tensor y32 = batch_norm(x, Tensor(), Tensor());
+  const Tensor y64 = batch_norm(x.to(DType::f64), Tensor(), Tensor());
+  EXPECT_TRUE(all_close(y32.to(DType::f64), y64, 1e-3, 1e-3));
+}
+
 TEST(Norm, BatchNormUpdatesRunningStatsWithMomentum) {
   Tensor x = Tensor::from_vector<float>({1, 10, 3, 30}, {2, 2});  // channel 0: {1, 3}, channel 1: {10, 30}
   Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});

@@ -15,14 +15,29 @@
 namespace braid::cpu {
 namespace {
 
-// Candidates: the three implementations x {the pool's threads, one thread}
-// (one thread can win on shared cores, where a descheduled worker stalls every
+// Candidates: the implementations x {the pool's threads, one thread} (one
+// thread can win on shared cores, where a descheduled worker stalls every
 // barrier; the second half is tried only when the pool has several threads).
-constexpr int kCount = 6;
-constexpr ConvBackend kCandidates[kCount] = {
-    ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked,
-    ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked};
-constexpr bool kSingle[kCount] = {false, false, false, true, true, true};
+// Winograd only where it applies.
+struct Candidate {
+  ConvBackend backend;
+  bool single;
+};
+constexpr int kCount = 8;
+constexpr ConvBackend kF32Backends[4] = {ConvBackend::im2col, ConvBackend::onednn_plain, ConvBackend::onednn_blocked,
+                                         ConvBackend::winograd};
+
+// The f32 candidates for `g` at `threads`, in a fixed order (a tuner's slot
+// indexes this list); returns how many.
+int f32_candidates(const Conv2dGeometry& g, int threads, Candidate* out) {
+  const int backends = winograd::applies(g) ? 4 : 3;
+  int n = 0;
+  for (bool single : {false, true}) {
+    if (single && threads <= 1) break;
+    for (int b = 0; b < backends; ++b) out[n++] = {kF32Backends[b], single};
+  }
+  return n;
+}
 
 // bf16 products: oneDNN's bf16 kernels, and the f32 implementations run on
 // the operands widened to f32. A bf16 x bf16 product is exact in f32, so an
@@ -98,9 +113,11 @@ void dispatch(const Conv2dGeometry& g, ConvPass pass, bool bias, ConvBackend bac
     return;
   }
   const Key key = make_key(g, pass, bias, /*bf16=*/false);
-  tuner().run(key, key.threads > 1 ? kCount : kCount / 2, [&](int slot) {
-    ThreadsScope single(kSingle[slot] ? 1 : 0);
-    run(kCandidates[slot]);
+  Candidate candidates[kCount];
+  const int count = f32_candidates(g, key.threads, candidates);
+  tuner().run(key, count, [&](int slot) {
+    ThreadsScope single(candidates[slot].single ? 1 : 0);
+    run(candidates[slot].backend);
   });
 }
 
@@ -148,6 +165,7 @@ std::string_view name(ConvBackend b) {
     case ConvBackend::im2col: return "im2col";
     case ConvBackend::onednn_plain: return "onednn_plain";
     case ConvBackend::onednn_blocked: return "onednn_blocked";
+    case ConvBackend::winograd: return "winograd";
   }
   return "?";
 }
@@ -166,7 +184,11 @@ ConvBackend conv_choice(const Conv2dGeometry& g, ConvPass pass, DType dtype) {
   for (bool bias : {true, false}) {
     const Key key = make_key(g, pass, bias, bf16);
     const int slot = bf16 ? tuner_bf16().choice(key) : tuner().choice(key);
-    if (slot >= 0) return bf16 ? bf16_candidates()[slot].backend : kCandidates[slot];
+    if (slot < 0) continue;
+    if (bf16) return bf16_candidates()[slot].backend;
+    Candidate candidates[kCount];
+    f32_candidates(g, key.threads, candidates);
+    return candidates[slot].backend;
   }
   return ConvBackend::automatic;
 }
@@ -176,7 +198,10 @@ void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* b,
                     ConvBackend backend) {
   dispatch<T>(g, ConvPass::forward, b != nullptr, backend, [&](ConvBackend r) {
     if constexpr (std::is_same_v<T, float>) {
-      if (r != ConvBackend::im2col) return onednn::forward(g, r == ConvBackend::onednn_blocked, x, w, b, y);
+      if (r == ConvBackend::winograd && winograd::applies(g)) return winograd::forward(g, x, w, b, y);
+      if (r == ConvBackend::onednn_plain || r == ConvBackend::onednn_blocked) {
+        return onednn::forward(g, r == ConvBackend::onednn_blocked, x, w, b, y);
+      }
     }
     im2col::forward(g, x, w, b, y);
   });
@@ -187,7 +212,8 @@ void conv2d_backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* d
                           ConvBackend backend) {
   dispatch<T>(g, ConvPass::backward_data, false, backend, [&](ConvBackend r) {
     if constexpr (std::is_same_v<T, float>) {
-      if (r != ConvBackend::im2col) {
+      if (r == ConvBackend::winograd && winograd::applies(g)) return winograd::backward_data(g, dy, w, dx);
+      if (r == ConvBackend::onednn_plain || r == ConvBackend::onednn_blocked) {
         return onednn::backward_data(g, r == ConvBackend::onednn_blocked, dy, w, dx);
       }
     }
@@ -200,7 +226,8 @@ void conv2d_backward_weights(const Conv2dGeometry& g, const T* dy, const T* x, T
                              ConvBackend backend) {
   dispatch<T>(g, ConvPass::backward_weights, db != nullptr, backend, [&](ConvBackend r) {
     if constexpr (std::is_same_v<T, float>) {
-      if (r != ConvBackend::im2col) {
+      if (r == ConvBackend::winograd && winograd::applies(g)) return winograd::backward_weights(g, dy, x, dw, db);
+      if (r == ConvBackend::onednn_plain || r == ConvBackend::onednn_blocked) {
         return onednn::backward_weights(g, r == ConvBackend::onednn_blocked, dy, x, dw, db);
       }
     }
