@@ -26,7 +26,9 @@ const std::set<std::string> kRandom = {"dropout"};
 // gpt: docs/models.md; their CUDA kernels belong to the GPU issues).
 const std::set<std::string> kCpuOnly = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward",
                                         "rms_norm", "rms_norm_backward", "rotary_embedding", "swiglu",
-                                        "swiglu_backward"};
+                                        "swiglu_backward",
+                                        // the fused training-mode batch norm: devices run its composite
+                                        "batch_norm", "batch_norm_backward"};
 
 struct Run {
   Tensor out;
