@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "braid/autograd/engine.h"
+#include "braid/base/thread_pool.h"
 #include "braid/ops/conv.h"
 #include "braid/tensor/cpu/autotune.h"
 #include "conv_geometries.h"
@@ -105,6 +106,27 @@ TEST(Conv2d, FashionMnistShapesAgreeAcrossBackends) {
     }
     for (size_t k = 1; k < got.size(); ++k)
       for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(all_close(got[k][i], got[0][i], 1e-4, 1e-4)) << k << " " << i;
+  }
+}
+
+// Winograd gives each of 2 threads whole blocks of images when there are at
+// least 2 blocks a thread (8 images of 15x15 tiles: a block each), summing the
+// weight gradient per thread; and splits each block's phases otherwise.
+TEST(Conv2d, WinogradOverTwoThreadsMatchesIm2col) {
+  Generator gen(16);
+  ThreadsScope two(2);
+  for (const Shape& xs : {Shape{8, 3, 30, 30}, Shape{2, 5, 9, 9}}) {
+    Tensor x = random_tensor(xs, DType::f32, gen), w = random_tensor({4, xs[1], 3, 3}, DType::f32, gen);
+    Tensor b = random_tensor({4}, DType::f32, gen);
+    std::vector<std::vector<Tensor>> got;
+    for (ConvBackend backend : {ConvBackend::im2col, ConvBackend::winograd}) {
+      Tensor xv = x.detach(), wv = w.detach(), bv = b.detach();
+      for (Tensor t : {xv, wv, bv}) t.set_requires_grad();
+      Tensor y = conv2d(xv, wv, bv, {.padding = {1, 1}, .backend = backend});
+      backward(y, Tensor::ones(y.shape()));
+      got.push_back({y, xv.grad(), wv.grad(), bv.grad()});
+    }
+    for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(all_close(got[1][i], got[0][i], 1e-4, 1e-4)) << to_string(xs) << " " << i;
   }
 }
 
