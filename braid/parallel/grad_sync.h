@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/nn/module.h"
@@ -44,6 +45,11 @@ class GradSync {
   // What the optimizer updates, when not the model's parameters: ZeRO's
   // slices of them, each under its parameter's name. Empty: the parameters.
   virtual std::vector<NamedParameter> optimizer_parameters() const { return {}; }
+  // Where each of optimizer_parameters() lies in its parameter: the run
+  // [begin, end) of the parameter's elements in row-major order. Sharded
+  // checkpoints write each rank's runs without gathering them. Empty when
+  // the optimizer updates whole parameters.
+  virtual std::vector<std::pair<int64_t, int64_t>> optimizer_parameter_runs() const { return {}; }
   // True when those slices split the data axis's work: a whole-model figure
   // (the gradient norm) is then summed over the data axis.
   virtual bool splits_optimizer() const { return false; }

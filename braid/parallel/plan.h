@@ -60,6 +60,11 @@ class Plan {
   std::vector<Tensor> optimizer_parameters(const nn::Module& model) const;
   // The name of the parameter each of those is (a slice's whole parameter).
   std::vector<std::string> optimizer_parameter_names(const nn::Module& model) const;
+  // The run of its parameter's elements each of those holds (GradSync::
+  // optimizer_parameter_runs); empty when they are the whole parameters.
+  std::vector<std::pair<int64_t, int64_t>> optimizer_parameter_runs() const {
+    return p_.grad_sync ? p_.grad_sync->optimizer_parameter_runs() : std::vector<std::pair<int64_t, int64_t>>{};
+  }
   // Before the first step, with the model this rank trains (after sharding)
   // and the optimizer built over optimizer_parameters() (ZeRO needs it: the
   // norms LARS and LAMB scale by are summed across slices; may be null

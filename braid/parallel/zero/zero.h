@@ -57,6 +57,11 @@ class ZeroSync final : public GradSync {
   void after_step() override;
 
   std::vector<NamedParameter> optimizer_parameters() const override { return slices_; }
+  std::vector<std::pair<int64_t, int64_t>> optimizer_parameter_runs() const override {
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (const OwnedSlice& s : owned_) runs.emplace_back(s.begin, s.end);
+    return runs;
+  }
   bool splits_optimizer() const override { return true; }
   void attach(optim::Optimizer& optimizer) override;
   bool collective_forward() const override { return o_.stage == 3; }
