@@ -28,6 +28,8 @@ bool grad_enabled() { return t_grad_enabled; }
 
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = previous_; }
 
 bool needs_grad(std::span<const Tensor> inputs) {
   if (!t_grad_enabled) return false;

@@ -55,6 +55,19 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Turns recording back on for the calling thread (a recomputation inside
+// backward, which runs with recording off, builds a graph of its own).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // True when recording is on and any input requires gradients.
 bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(std::span<const Tensor> inputs);

@@ -133,7 +133,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   if (x.ndim() != 3 || x.size(2) != dim_) {
     fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
   }
-  return out_proj_->forward(attend(in_proj_->forward(x), heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()));
+  const Tensor qkv = in_proj_->forward(x);
+  if (recompute_ != Recompute::selective) {
+    return out_proj_->forward(attend(qkv, heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()));
+  }
+  // The core's output [B, T, H hd] is freed once out_proj has read it; its
+  // dropout masks are drawn again from the same generator state.
+  Rematerialized core([this](const Tensor& v) { return attend(v, heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()); },
+                      qkv, dropout_generators(*drop_));
+  return core.release_after(out_proj_->forward(core.output()));
 }
 
 Tensor MultiHeadAttention::forward_cached(const Tensor& x, KVCache& cache, int64_t capacity) {
@@ -188,19 +196,46 @@ TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, Generator& gen, A
   drop_ = register_module("drop", std::make_shared<Dropout>(attention.dropout, attention.generator));
 }
 
-Tensor TransformerBlock::mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind kind) {
+Tensor TransformerBlock::mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind kind, bool selective) {
   const Tensor h = fc1.forward(x);
-  switch (kind) {
-    case MlpKind::gelu: return fc2.forward(gelu(h));
-    case MlpKind::gelu_tanh: return fc2.forward(gelu(h, GeluApproximation::tanh));
-    case MlpKind::swiglu: return fc2.forward(swiglu(h));
+  const TensorFn act = [kind](const Tensor& v) {
+    switch (kind) {
+      case MlpKind::gelu: return gelu(v);
+      case MlpKind::gelu_tanh: return gelu(v, GeluApproximation::tanh);
+      case MlpKind::swiglu: return swiglu(v);
+    }
+    return Tensor();
+  };
+  if (!selective) return fc2.forward(act(h));
+  Rematerialized a(act, h);  // fc1's output stays (GELU's backward reads it), the activation's goes
+  return a.release_after(fc2.forward(a.output()));
+}
+
+Tensor TransformerBlock::residual_body(const Tensor& x, Module& ln1, Module& attn, Module& ln2, Module& fc1,
+                                       Module& fc2, Module& drop, MlpKind kind, Recompute mode) {
+  if (mode != Recompute::selective) {
+    Tensor h = add(x, drop.forward(attn.forward(ln1.forward(x))));
+    return add(h, drop.forward(mlp(ln2.forward(h), fc1, fc2, kind)));
   }
-  return Tensor();
+  // The norms' outputs are freed once the GEMMs after them have read them;
+  // the residual dropouts keep no mask (drawn again in backward).
+  const Tensor a = rematerialize(ln1, x, [&](const Tensor& n) { return attn.forward(n); });
+  Tensor h = add(x, checkpoint_dropout(drop, a));
+  const Tensor m = rematerialize(ln2, h, [&](const Tensor& n) { return mlp(n, fc1, fc2, kind, true); });
+  return add(h, checkpoint_dropout(drop, m));
+}
+
+void TransformerBlock::set_recompute(Recompute mode) {
+  recompute_ = mode;
+  attn_->set_recompute(mode == Recompute::selective ? mode : Recompute::none);
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
-  return add(h, drop_->forward(mlp(ln2_->forward(h), *fc1_, *fc2_, b_.mlp)));
+  auto body = [this](const Tensor& v, Recompute mode) {
+    return residual_body(v, *ln1_, *attn_, *ln2_, *fc1_, *fc2_, *drop_, b_.mlp, mode);
+  };
+  if (recompute_ == Recompute::full) return checkpoint_module(*this, x, [body](const Tensor& v) { return body(v, Recompute::none); });
+  return body(x, recompute_);
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t capacity) {

@@ -11,6 +11,7 @@
 #include "braid/nn/dropout.h"
 #include "braid/nn/linear.h"
 #include "braid/nn/norm.h"
+#include "braid/nn/recompute.h"
 
 namespace braid::nn {
 
@@ -78,11 +79,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
 Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, double rope_theta, Dropout* dropout);
 
 // x [B, T, D] -> [B, T, D]. in_proj: Linear(D, (H + 2 KV) hd) giving q, k, v;
-// heads of hd = D / H; out_proj: Linear(H hd, D).
-class MultiHeadAttention final : public Module {
+// heads of hd = D / H; out_proj: Linear(H hd, D). Under selective recompute
+// the attention core's output (out_proj's input) is rematerialised.
+class MultiHeadAttention final : public Module, public Recomputable {
  public:
   MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options = {});
   Tensor forward(const Tensor& x) override;
+  void set_recompute(Recompute mode) override { recompute_ = mode; }
+  Recompute recompute() const override { return recompute_; }
   // One step of decoding (or a prompt's prefill): x [B, T, D] at positions
   // cache.length ... + T - 1; appends this step's keys and values to the
   // cache (allocated to `capacity` positions on first use).
@@ -101,6 +105,7 @@ class MultiHeadAttention final : public Module {
   AttentionOptions o_;
   std::shared_ptr<Linear> in_proj_, out_proj_;
   std::shared_ptr<Dropout> drop_;
+  Recompute recompute_ = Recompute::none;
 };
 
 // RMS normalisation of the last dim with a learned gain "weight" (ones).
@@ -120,14 +125,26 @@ std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps);
 
 // x + drop(attn(ln1(x))), then + drop(mlp(ln2(x))): mlp = fc2(act(fc1(x)))
 // with act GELU, or fc2(silu(gate) * up) with fc1 = (gate, up). [B, T, D] -> [B, T, D].
-class TransformerBlock final : public Module {
+// Recompute (recompute.h): full checkpoints the whole block; selective keeps
+// the GEMM outputs and rematerialises the norms' outputs, the activation and
+// the attention core, and redraws the residual dropout masks.
+class TransformerBlock final : public Module, public Recomputable {
  public:
   TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions attention = {},
                    BlockOptions block = {});
   Tensor forward(const Tensor& x) override;
   Tensor forward_cached(const Tensor& x, KVCache& cache, int64_t capacity);
-  // The MLP on a (normalised) input: shared with the tensor-parallel block.
-  static Tensor mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind kind);
+  // The MLP on a (normalised) input: shared with the tensor-parallel block;
+  // `selective`: the activation's output is rematerialised into fc2.
+  static Tensor mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind kind, bool selective = false);
+  // x + drop(attn(ln1(x))), then + drop(mlp(ln2(.))) under a recompute mode
+  // (none or selective; full wraps this in a checkpoint): shared with the
+  // tensor-parallel block, whose pieces are its own.
+  static Tensor residual_body(const Tensor& x, Module& ln1, Module& attn, Module& ln2, Module& fc1, Module& fc2,
+                              Module& drop, MlpKind kind, Recompute mode);
+  // Sets the attention's mode too (selective rematerialises its core).
+  void set_recompute(Recompute mode) override;
+  Recompute recompute() const override { return recompute_; }
   const BlockOptions& block_options() const { return b_; }
   const std::shared_ptr<Module>& ln1() const { return ln1_; }
   const std::shared_ptr<MultiHeadAttention>& attn() const { return attn_; }
@@ -142,6 +159,7 @@ class TransformerBlock final : public Module {
   std::shared_ptr<MultiHeadAttention> attn_;
   std::shared_ptr<Linear> fc1_, fc2_;
   std::shared_ptr<Dropout> drop_;
+  Recompute recompute_ = Recompute::none;
 };
 
 // logits = x E^T with E the embedding table of `tied` (a language model's

@@ -161,6 +161,13 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.full_output = sharded.full_output;
     parts.shards = std::move(sharded.specs);
   }
+  // Recompute is set on the whole model once every rewrite has swapped its
+  // layers, so recompute_layers counts the whole model's blocks on every stage.
+  if (o.recompute.mode != nn::Recompute::none) {
+    auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
+    if (!seq) fail<ConfigError>("parallel.recompute = {} needs a model built as an nn::Sequential", nn::name(o.recompute.mode));
+    nn::apply_recompute(*seq, o.recompute);
+  }
   if (parts.mesh.degree(Axis::pipeline) > 1) {
     if (o.microbatch_max > 0) {
       fail<ConfigError>("parallel.microbatch_max caps the local schedule's micro-batches; a pipeline runs "
@@ -175,7 +182,6 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.schedule = std::make_unique<pipeline::Stage>(
         parts.mesh.group(Axis::pipeline),
         pipeline::StageOptions{.schedule = pipeline::parse_schedule(o.schedule), .microbatches = o.microbatches,
-                               .recompute = o.recompute, .dropout_generator = o.dropout_generator,
                                .timeout = parts.mesh.world().options().timeout});
   } else {
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);

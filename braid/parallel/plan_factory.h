@@ -15,6 +15,7 @@
 #include "braid/comm/transport/transport.h"
 #include "braid/nn/loss.h"
 #include "braid/nn/module.h"
+#include "braid/nn/recompute.h"
 #include "braid/parallel/bucketed_allreduce.h"
 #include "braid/parallel/ensemble.h"
 #include "braid/parallel/gossip/gossip.h"
@@ -37,14 +38,15 @@ struct PlanOptions {
   // accumulated over more micro-batches (0: no limit).
   int64_t microbatch_max = 0;
   std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b
-  bool recompute = false;         // pipeline stages keep only their inputs
+  // Activation recompute of the model's blocks (nn/recompute.h), under any plan.
+  nn::RecomputeOptions recompute{};
   // Pipeline cut: first-layer index of stages 1..P-1; empty: balanced by `balance`.
   std::vector<int> stage_boundaries{};
   std::string balance = "params";  // params | time
   // A few examples of input, for `time` balance to measure layers on.
   Tensor sample_input{};
-  // The generator the model's dropout layers draw from (pipeline recompute
-  // replays it; null: the thread's dropout_generator()).
+  // The generator the model's dropout layers draw from (null: the thread's
+  // dropout_generator()).
   Generator* dropout_generator = nullptr;
   // Every BatchNorm2d normalises with the statistics of the whole batch across
   // the data axis (sync_batch_norm.h); allreduce and zero only.

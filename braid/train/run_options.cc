@@ -230,12 +230,13 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout, const std:
     }
     o.microbatches = static_cast<int>(o.microbatches * accumulate);
     o.schedule = c.get_string("parallel.schedule");
-    o.recompute = c.get_bool("parallel.recompute");
     o.stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries");
     if (o.stage_boundaries.empty()) o.balance = c.get_string("parallel.balance");
   } else {
     o.microbatch_max = c.get_int("parallel.microbatch_max");
   }
+  o.recompute.mode = nn::parse_recompute(c.get_string("parallel.recompute"));
+  if (o.recompute.mode != nn::Recompute::none) o.recompute.layers = c.get_int("parallel.recompute_layers");
   o.sync_batch_norm = c.get_string("model.norm") == "sync_batch";
   // The all-reduce algorithm of the strategies that all-reduce whole buffers.
   auto algorithm = [&] { return comm::parse_algorithm(c.get_string("parallel.algorithm")); };

@@ -54,8 +54,13 @@ void add_parallel_keys(Schema& s) {
          .help = "without a pipeline: the most examples a rank runs forward and backward at once; a larger batch "
                  "(e.g. grown by train.batch_schedule) is accumulated over more micro-batches; 0 = no limit",
          .min = 0.0});
-  s.add({.name = "parallel.recompute", .type = T::Bool, .default_value = false,
-         .help = "pipeline stages keep only their inputs and recompute activations in backward"});
+  s.add({.name = "parallel.recompute", .type = T::String, .default_value = std::string("none"),
+         .help = "activation recompute of the transformer blocks under any plan: full = a block keeps only its "
+                 "input and reruns its forward in backward; selective = keep the GEMM outputs, recompute norms, "
+                 "activations, the attention core and dropout masks (docs/memory.md)",
+         .choices = {"none", "full", "selective"}});
+  s.add({.name = "parallel.recompute_layers", .type = T::Int, .default_value = int64_t{0},
+         .help = "recompute only the first N transformer blocks (0 = all)", .min = 0.0});
   s.add({.name = "parallel.stage_boundaries", .type = T::String, .default_value = std::string(""),
          .help = "pipeline cut as the first layer index of stages 1..P-1, e.g. \"3, 6\"; empty: balanced by "
                  "parallel.balance"});

@@ -121,7 +121,13 @@ Tensor ParallelAttention::forward(const Tensor& x) {
   const Tensor& w = params.at(0).second;
   const Tensor b = params.size() > 1 ? params.at(1).second : Tensor();
   const Tensor qkv = linear(copy_to_tensor_parallel(x, tp_), w, b);
-  return out_proj_->forward(nn::attend(qkv, local_heads_, local_heads_, causal_, rope_theta_, drop_.get()));
+  if (recompute_ != nn::Recompute::selective) {
+    return out_proj_->forward(nn::attend(qkv, local_heads_, local_heads_, causal_, rope_theta_, drop_.get()));
+  }
+  nn::Rematerialized core(
+      [this](const Tensor& v) { return nn::attend(v, local_heads_, local_heads_, causal_, rope_theta_, drop_.get()); },
+      qkv, nn::dropout_generators(*drop_));
+  return core.release_after(out_proj_->forward(core.output()));
 }
 
 void ParallelAttention::add_specs(const std::string& prefix, ShardSpecs& specs) const {
@@ -147,8 +153,18 @@ ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& w
 }
 
 Tensor ParallelTransformerBlock::forward(const Tensor& x) {
-  Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
-  return add(h, drop_->forward(nn::TransformerBlock::mlp(ln2_->forward(h), *fc1_, *fc2_, mlp_)));
+  auto body = [this](const Tensor& v, nn::Recompute mode) {
+    return nn::TransformerBlock::residual_body(v, *ln1_, *attn_, *ln2_, *fc1_, *fc2_, *drop_, mlp_, mode);
+  };
+  if (recompute_ == nn::Recompute::full) {
+    return nn::checkpoint_module(*this, x, [body](const Tensor& v) { return body(v, nn::Recompute::none); });
+  }
+  return body(x, recompute_);
+}
+
+void ParallelTransformerBlock::set_recompute(nn::Recompute mode) {
+  recompute_ = mode;
+  attn_->set_recompute(mode == nn::Recompute::selective ? mode : nn::Recompute::none);
 }
 
 void ParallelTransformerBlock::add_specs(const std::string& prefix, ShardSpecs& specs) const {

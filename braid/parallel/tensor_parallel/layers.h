@@ -56,11 +56,14 @@ class RowParallelLinear final : public nn::Module {
 // row-parallel. Heads must divide evenly. Dropout on the attention weights
 // draws from a generator of this tensor rank's own (stream offset by the
 // rank), so ranks drop independent elements of different heads.
-class ParallelAttention final : public nn::Module {
+class ParallelAttention final : public nn::Module, public nn::Recomputable {
  public:
   ParallelAttention(const nn::MultiHeadAttention& whole, comm::Communicator tp);
   Tensor forward(const Tensor& x) override;
   void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+  // selective: the core's output is rematerialised into out_proj (nn/recompute.h).
+  void set_recompute(nn::Recompute mode) override { recompute_ = mode; }
+  nn::Recompute recompute() const override { return recompute_; }
 
  private:
   comm::Communicator tp_;
@@ -70,16 +73,20 @@ class ParallelAttention final : public nn::Module {
   std::unique_ptr<Generator> drop_gen_;
   std::shared_ptr<nn::Module> in_proj_, out_proj_;  // parameter holders named like the whole layer's
   std::shared_ptr<nn::Dropout> drop_;
+  nn::Recompute recompute_ = nn::Recompute::none;
 };
 
 // A pre-norm transformer block with parallel attention and the MLP split
 // column (fc1) then row (fc2); layer norms and residual dropout replicated
 // (the same generator state on every rank, so the same masks).
-class ParallelTransformerBlock final : public nn::Module {
+class ParallelTransformerBlock final : public nn::Module, public nn::Recomputable {
  public:
   ParallelTransformerBlock(const nn::TransformerBlock& whole, comm::Communicator tp);
   Tensor forward(const Tensor& x) override;
   void add_specs(const std::string& prefix, ShardSpecs& specs) const;
+  // As nn::TransformerBlock's (a full rerun repeats the forward's all-reduces).
+  void set_recompute(nn::Recompute mode) override;
+  nn::Recompute recompute() const override { return recompute_; }
 
  private:
   std::shared_ptr<nn::Module> ln1_, ln2_;
@@ -88,6 +95,7 @@ class ParallelTransformerBlock final : public nn::Module {
   std::shared_ptr<RowParallelLinear> fc2_;
   nn::MlpKind mlp_;
   std::shared_ptr<nn::Dropout> drop_;
+  nn::Recompute recompute_ = nn::Recompute::none;
 };
 
 // Token embedding with the vocabulary split: each rank looks up the tokens in
