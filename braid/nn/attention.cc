@@ -191,8 +191,12 @@ TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, Generator& gen, A
   attn_ = register_module("attn", std::make_shared<MultiHeadAttention>(dim, heads, gen, attention));
   ln2_ = register_module("ln2", make_norm(b_.norm, dim, b_.norm_eps));
   const int64_t fc1_out = b_.mlp == MlpKind::swiglu ? 2 * hidden : hidden;
-  fc1_ = register_module("fc1", std::make_shared<Linear>(dim, fc1_out, gen, LinearOptions{.bias = b_.bias}));
-  fc2_ = register_module("fc2", std::make_shared<Linear>(hidden, dim, gen, LinearOptions{.bias = b_.bias}));
+  if (b_.moe.experts > 0) {
+    moe_ = register_module("moe", std::make_shared<MoE>(dim, hidden, b_.mlp, b_.moe, gen));
+  } else {
+    fc1_ = register_module("fc1", std::make_shared<Linear>(dim, fc1_out, gen, LinearOptions{.bias = b_.bias}));
+    fc2_ = register_module("fc2", std::make_shared<Linear>(hidden, dim, gen, LinearOptions{.bias = b_.bias}));
+  }
   drop_ = register_module("drop", std::make_shared<Dropout>(attention.dropout, attention.generator));
 }
 
@@ -231,6 +235,10 @@ void TransformerBlock::set_recompute(Recompute mode) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
+  if (moe_) {  // recompute leaves MoE blocks alone: a replayed forward would route and exchange again (docs/moe.md)
+    Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
+    return add(h, drop_->forward(moe_->forward(ln2_->forward(h))));
+  }
   auto body = [this](const Tensor& v, Recompute mode) {
     return residual_body(v, *ln1_, *attn_, *ln2_, *fc1_, *fc2_, *drop_, b_.mlp, mode);
   };
@@ -240,6 +248,7 @@ Tensor TransformerBlock::forward(const Tensor& x) {
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache& cache, int64_t capacity) {
   Tensor h = add(x, drop_->forward(attn_->forward_cached(ln1_->forward(x), cache, capacity)));
+  if (moe_) return add(h, drop_->forward(moe_->forward(ln2_->forward(h))));
   return add(h, drop_->forward(mlp(ln2_->forward(h), *fc1_, *fc2_, b_.mlp)));
 }
 

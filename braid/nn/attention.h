@@ -10,6 +10,7 @@
 #include "braid/base/rng.h"
 #include "braid/nn/dropout.h"
 #include "braid/nn/linear.h"
+#include "braid/nn/moe.h"
 #include "braid/nn/norm.h"
 #include "braid/nn/recompute.h"
 
@@ -33,6 +34,7 @@ struct BlockOptions {
   double norm_eps = 1e-5;
   MlpKind mlp = MlpKind::gelu;  // swiglu: fc1 holds (gate, up) side by side, [2 hidden, dim]
   bool bias = true;             // of the MLP's linears
+  MoeOptions moe{};             // experts > 0: the MLP is a mixture of experts of width `hidden` (moe.h)
 };
 
 // Keys and values of the positions seen so far, for decoding a token at a
@@ -151,6 +153,7 @@ class TransformerBlock final : public Module, public Recomputable {
   const std::shared_ptr<Module>& ln2() const { return ln2_; }
   const std::shared_ptr<Linear>& fc1() const { return fc1_; }
   const std::shared_ptr<Linear>& fc2() const { return fc2_; }
+  const std::shared_ptr<MoE>& moe() const { return moe_; }  // null (and fc1, fc2 set) for a dense MLP
   const std::shared_ptr<Dropout>& dropout() const { return drop_; }
 
  private:
@@ -158,6 +161,7 @@ class TransformerBlock final : public Module, public Recomputable {
   std::shared_ptr<Module> ln1_, ln2_;
   std::shared_ptr<MultiHeadAttention> attn_;
   std::shared_ptr<Linear> fc1_, fc2_;
+  std::shared_ptr<MoE> moe_;
   std::shared_ptr<Dropout> drop_;
   Recompute recompute_ = Recompute::none;
 };

@@ -29,6 +29,7 @@ void define_tensor_ops(const Definer& define);
 void define_update_ops(const Definer& define);
 void define_attention_ops(const Definer& define);
 void define_transformer_ops(const Definer& define);
+void define_grouped_gemm_ops(const Definer& define);
 
 inline void define_ops(const Definer& define) {
   define_tensor_ops(define);
@@ -48,6 +49,7 @@ inline void define_ops(const Definer& define) {
   define_conv_ops(define);
   define_pool_ops(define);
   define_attention_ops(define);
+  define_grouped_gemm_ops(define);
 }
 
 }  // namespace braid::op

@@ -13,6 +13,7 @@
 #include "braid/ops/index.h"
 #include "braid/ops/norm.h"
 #include "braid/ops/transformer.h"
+#include "braid/ops/grouped_gemm.h"
 #include "braid/ops/dropout.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/autocast.h"

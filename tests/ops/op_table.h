@@ -49,12 +49,14 @@ std::vector<OpCase> conv_cases();
 std::vector<OpCase> pool_cases();
 std::vector<OpCase> attention_cases();
 std::vector<OpCase> transformer_cases();
+std::vector<OpCase> grouped_gemm_cases();
 
 inline std::vector<OpCase> all_cases() {
   std::vector<OpCase> all;
   for (auto family : {elementwise_cases, tensor_cases, update_cases, reduce_cases, shape_cases, index_cases,
                       softmax_cases, loss_cases, dropout_cases, activation_cases, norm_cases, matmul_cases,
-                      linear_cases, conv_cases, pool_cases, transformer_cases, attention_cases}) {
+                      linear_cases, conv_cases, pool_cases, transformer_cases, attention_cases,
+                      grouped_gemm_cases}) {
     for (OpCase& c : family()) all.push_back(std::move(c));
   }
   return all;
