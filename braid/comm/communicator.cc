@@ -371,6 +371,30 @@ Work Communicator::alltoall(BufferRef in, BufferRef out, TimeoutOptions o) {
                   [in, out](Group& g) { pairwise_alltoall(g, bytes_of(in), bytes_of(out)); });
 }
 
+Work Communicator::alltoallv(BufferRef in, BufferRef out, std::vector<size_t> send_counts,
+                             std::vector<size_t> recv_counts, TimeoutOptions o) {
+  Impl& m = impl();
+  const auto p = static_cast<size_t>(size());
+  if (send_counts.size() != p || recv_counts.size() != p) {
+    fail<ValueError>("alltoallv: {} send and {} receive counts for {} ranks", send_counts.size(), recv_counts.size(), p);
+  }
+  if (in.dtype != out.dtype) fail<ValueError>("alltoallv: dtype {} vs {}", name(in.dtype), name(out.dtype));
+  size_t sent = 0, received = 0;
+  for (size_t r = 0; r < p; ++r) sent += send_counts[r], received += recv_counts[r];
+  if (in.count != sent || out.count != received) {
+    fail<ValueError>("alltoallv: in has {} elements and out {}, the counts sum to {} and {}", in.count, out.count,
+                     sent, received);
+  }
+  if (!on_host({in, out})) fail<ValueError>("alltoallv: buffers on a device are not supported");
+  const size_t elem = itemsize(in.dtype);
+  for (size_t r = 0; r < p; ++r) send_counts[r] *= elem, recv_counts[r] *= elem;
+  // The sizes differ per rank by design, so none is recorded (a desync check compares them).
+  return m.submit({.op = "alltoallv", .dtype = in.dtype}, m.timeout_or_default(o.timeout),
+                  [in, out, s = std::move(send_counts), r = std::move(recv_counts)](Group& g) {
+                    pairwise_alltoallv(g, bytes_of(in), s, bytes_of(out), r);
+                  });
+}
+
 Work Communicator::barrier(TimeoutOptions o) {
   Impl& m = impl();
   return m.submit({.op = "barrier"}, m.timeout_or_default(o.timeout),

@@ -186,6 +186,14 @@ class Communicator {
   Work scatter(BufferRef in, BufferRef out, RootOptions o = {});
   // in, out: size() blocks; block j of in goes to rank j's block rank().
   Work alltoall(BufferRef in, BufferRef out, TimeoutOptions o = {});
+  // Blocks of different sizes (MPI's alltoallv): block j of `in`,
+  // send_counts[j] elements, goes to rank j; block i of `out`, recv_counts[i]
+  // elements, comes from rank i; blocks back to back in rank order. Each rank
+  // passes its own counts, and recv_counts[i] must be rank i's
+  // send_counts[rank()]: exchange the counts first (an alltoall of one count
+  // per rank). Host buffers only.
+  Work alltoallv(BufferRef in, BufferRef out, std::vector<size_t> send_counts, std::vector<size_t> recv_counts,
+                 TimeoutOptions o = {});
   Work barrier(TimeoutOptions o = {});
   // Point-to-point, outside the collective ordering; matched by (peer, tag) FIFO.
   Work send(BufferRef buf, int peer, P2POptions o = {});

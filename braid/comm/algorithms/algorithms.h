@@ -73,6 +73,11 @@ void direct_scatter(Group& g, std::span<const std::byte> all, std::span<std::byt
 // Block j of `in` goes to rank j, arriving as block rank() of its `out`;
 // pairwise exchange, (p-1) alpha + (p-1)/p n beta.
 void pairwise_alltoall(Group& g, std::span<const std::byte> in, std::span<std::byte> out);
+// The same with blocks of any size: block j of `in` (send_bytes[j]) goes to
+// rank j, block i of `out` (recv_bytes[i], what rank i sends here) comes from
+// rank i; blocks back to back in rank order. (p-1) alpha + the bytes sent.
+void pairwise_alltoallv(Group& g, std::span<const std::byte> in, std::span<const size_t> send_bytes,
+                        std::span<std::byte> out, std::span<const size_t> recv_bytes);
 // Dissemination barrier: ceil(log p) rounds of one empty message.
 void dissemination_barrier(Group& g);
 

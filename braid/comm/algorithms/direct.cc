@@ -74,6 +74,21 @@ void pairwise_alltoall(Group& g, std::span<const std::byte> in, std::span<std::b
   }
 }
 
+void pairwise_alltoallv(Group& g, std::span<const std::byte> in, std::span<const size_t> send_bytes,
+                        std::span<std::byte> out, std::span<const size_t> recv_bytes) {
+  const int p = g.size(), r = g.rank();
+  std::vector<size_t> at_in(static_cast<size_t>(p) + 1, 0), at_out(static_cast<size_t>(p) + 1, 0);
+  for (int i = 0; i < p; ++i) {
+    at_in[i + 1] = at_in[i] + send_bytes[i];
+    at_out[i + 1] = at_out[i] + recv_bytes[i];
+  }
+  if (send_bytes[r]) std::copy_n(in.begin() + at_in[r], send_bytes[r], out.begin() + at_out[r]);
+  for (int k = 1; k < p; ++k) {
+    const int to = (r + k) % p, from = (r - k + p) % p;
+    g.sendrecv(to, in.subspan(at_in[to], send_bytes[to]), from, out.subspan(at_out[from], recv_bytes[from]));
+  }
+}
+
 void dissemination_barrier(Group& g) {
   const int p = g.size(), r = g.rank();
   for (int d = 1; d < p; d <<= 1) g.sendrecv((r + d) % p, {}, (r - d + p) % p, {});
