@@ -125,6 +125,7 @@ struct Rematerialized::State {
   Tensor y;        // the first run's output, whose memory comes and goes
   Tensor x2, y2;   // the rerun under grad, from the refill to the backward
   bool released = false;
+  bool releasable = false;  // y's memory is its own (not the input's or the consumer's)
 
   void rerun() {
     if (y2.defined()) return;
@@ -148,7 +149,7 @@ Rematerialized::Rematerialized(TensorFn fn, const Tensor& x, std::vector<Generat
     return;
   }
   s_ = std::make_shared<State>(State{.fn = std::move(fn), .replay = Replay(std::move(generators)), .x = rerun_input(x),
-                                     .y = {}, .x2 = {}, .y2 = {}, .released = false});
+                                     .y = {}, .x2 = {}, .y2 = {}, .released = false, .releasable = false});
   {
     autograd::NoGradGuard no_grad;
     s_->y = s_->fn(x);
@@ -157,6 +158,10 @@ Rematerialized::Rematerialized(TensorFn fn, const Tensor& x, std::vector<Generat
   autograd::record("rematerialized", {x}, output_, [state = s_](const Tensor& g) {
     state->rerun();  // normally done by the refill already
     Tensor gx = backward_through(state->x2, state->y2, g);
+    // The consumer's backward (newer) has run: the refilled values are read
+    // by nothing any more, though its node keeps the handle until the graph
+    // goes (the engine frees no node before the end of backward).
+    if (state->releasable && !state->y.storage()->released()) state->y.storage()->release();
     state->x2 = state->y2 = state->y = Tensor();
     return std::vector<Tensor>{gx};
   });
@@ -171,7 +176,7 @@ Tensor Rematerialized::release_after(const Tensor& consumer_out) {
                       (consumer_out.defined() && mine == consumer_out.storage());
   if (!shared) {
     mine->release();
-    s_->released = true;
+    s_->released = s_->releasable = true;
   }
   if (!consumer_out.requires_grad()) return consumer_out;
   Tensor out = fresh_handle(consumer_out);

@@ -76,8 +76,17 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   o.codec.validate();
   PlannedModel out{.model = std::move(model), .loss = std::move(loss), .plan = nullptr};
   PlanParts parts;
+  // Recompute is set on the whole model once every rewrite has swapped its
+  // layers, so recompute_layers counts the whole model's blocks on every stage.
+  auto recompute = [&] {
+    if (o.recompute.mode == nn::Recompute::none) return;
+    auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
+    if (!seq) fail<ConfigError>("parallel.recompute = {} needs a model built as an nn::Sequential", nn::name(o.recompute.mode));
+    nn::apply_recompute(*seq, o.recompute);
+  };
   // Whole replicas on one rank each, with no mesh among them.
   auto whole_replicas = [&](std::unique_ptr<Aggregation> aggregation) {
+    recompute();
     parts.aggregation = std::move(aggregation);
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
     out.plan = std::make_unique<Plan>(std::move(parts));
@@ -161,13 +170,7 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.full_output = sharded.full_output;
     parts.shards = std::move(sharded.specs);
   }
-  // Recompute is set on the whole model once every rewrite has swapped its
-  // layers, so recompute_layers counts the whole model's blocks on every stage.
-  if (o.recompute.mode != nn::Recompute::none) {
-    auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
-    if (!seq) fail<ConfigError>("parallel.recompute = {} needs a model built as an nn::Sequential", nn::name(o.recompute.mode));
-    nn::apply_recompute(*seq, o.recompute);
-  }
+  recompute();
   if (parts.mesh.degree(Axis::pipeline) > 1) {
     if (o.microbatch_max > 0) {
       fail<ConfigError>("parallel.microbatch_max caps the local schedule's micro-batches; a pipeline runs "

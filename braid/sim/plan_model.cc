@@ -109,6 +109,11 @@ class Builder {
     return plan_.tensor > 1 && role(layer) != LayerRole::replicated ? 1.0 / plan_.tensor : 1.0;
   }
   const LayerProfile& layer(int l) const { return in_.profile.layers[static_cast<size_t>(l)]; }
+  // Whether full recompute reruns layer l: one of the first recompute_layers blocks.
+  bool recomputed(int l) const {
+    if (plan_.recompute != "full" || l < 1 || l > layers_ - 3) return false;
+    return plan_.recompute_layers <= 0 || l <= plan_.recompute_layers;
+  }
   // Without a pipeline, micro-batches are accumulated one forward and
   // backward at a time (parallel/step_schedule.h), whatever parallel.schedule says.
   const std::string& schedule() const {
@@ -155,8 +160,10 @@ class Builder {
       if (forward) {
         at = compute(r, lp.forward * mine, after(at), "forward", fmt::format("{} F{}", lp.name, m));
       } else {
-        // Recomputation runs the layer's forward again just before its backward.
-        const double seconds = lp.backward + (plan_.recompute && plan_.pipeline > 1 ? lp.forward : 0);
+        // Full recompute runs a block's forward again just before its backward
+        // (a transformer's blocks: every layer but the embedding, the final
+        // norm and the head); selective's reruns are not modelled.
+        const double seconds = lp.backward + (recomputed(l) ? lp.forward : 0);
         at = compute(r, seconds * mine, after(at), "backward", fmt::format("{} B{}", lp.name, m));
       }
     }

@@ -13,7 +13,7 @@ std::string PlanSpec::describe() const {
   if (strategy == "ps") s += fmt::format(" {} ({} servers, {} workers)", consistency, servers, workers());
   s += fmt::format(": data {} x tensor {} x pipeline {}", data, tensor, pipeline);
   if (pipeline > 1)
-    s += fmt::format(", {} with {} micro-batches{}", schedule, microbatches, recompute ? " (recompute)" : "");
+    s += fmt::format(", {} with {} micro-batches{}", schedule, microbatches, recompute != "none" ? " (recompute " + recompute + ")" : "");
   else if (microbatches > 1)
     s += fmt::format(", gradients of {} micro-batches accumulated", microbatches);
   if (data > 1 && (strategy == "allreduce" || strategy == "local_sgd")) {
@@ -67,7 +67,8 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
   }
   p.strategy = strategy;
   p.schedule = c.get_string("parallel.schedule");
-  p.recompute = c.get_bool("parallel.recompute");
+  p.recompute = c.get_string("parallel.recompute");
+  if (p.recompute != "none") p.recompute_layers = c.get_int("parallel.recompute_layers");
   p.bucket_bytes = static_cast<double>(c.get_int("parallel.bucket_kb")) * 1024;
   p.overlap = c.get_bool("parallel.overlap");
   p.algorithm = comm::parse_algorithm(c.get_string("parallel.algorithm"));

@@ -19,7 +19,8 @@ struct PlanSpec {
   int data = 1, tensor = 1, pipeline = 1;  // the workers' mesh: data * tensor * pipeline = world - servers
   std::string schedule = "1f1b";  // gpipe | 1f1b (with pipeline > 1)
   int microbatches = 1;
-  bool recompute = false;
+  std::string recompute = "none";  // parallel.recompute: none | full | selective
+  int64_t recompute_layers = 0;     // the first N blocks (0: all)
   double bucket_bytes = 1 << 20;
   bool overlap = true;
   comm::Algorithm algorithm = comm::Algorithm::automatic;

@@ -120,6 +120,7 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
       }
     }
     if (plan.pipeline > 1) in.stage_of_layer = stage_of_layer(config, *model, in.profile, plan.pipeline);
+    out.stage_of_layer = in.stage_of_layer;
   }
   if (o.calibrate) {
     const nlohmann::json j = config.to_json();

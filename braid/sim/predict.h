@@ -59,6 +59,7 @@ struct Prediction {
   int64_t tasks = 0;
   double wall = 0;          // seconds the simulation took
   nlohmann::json trace{};   // Chrome trace-event JSON (PredictOptions::trace)
+  std::vector<int> stage_of_layer{};  // the pipeline cut the prediction assumed (empty: none)
   nlohmann::json to_json() const;
 };
 

@@ -41,6 +41,12 @@ struct StepMetrics {
   // Gradient codec figures of the window (CodecStats::to_json: raw_bytes,
   // wire_bytes, ratio, encode_ms, decode_ms, calls); empty without a codec.
   nlohmann::json codec = nlohmann::json::object();
+  // Host memory of the window's steps at their highest (0 on other devices;
+  // docs/memory.md): activation bytes are the allocator's `other` category
+  // (activations, their gradients, temporaries, communication buffers) above
+  // what was in use when the step began; tensor bytes every block held.
+  int64_t peak_activation_bytes = 0;
+  int64_t peak_tensor_bytes = 0;
 };
 
 struct EvalMetrics {

@@ -48,6 +48,8 @@ void MetricsLogger::on_log(const StepMetrics& m) {
     if (!m.codec.empty()) r["codec"] = m.codec;
     if (m.tokens_per_s > 0) r["tokens_per_s"] = m.tokens_per_s;
     if (m.mfu > 0) r["mfu"] = m.mfu;
+    if (m.peak_activation_bytes > 0) r["peak_activation_bytes"] = m.peak_activation_bytes;
+    if (m.peak_tensor_bytes > 0) r["peak_tensor_bytes"] = m.peak_tensor_bytes;
     jsonl_->write(r);
   }
   if (tb_) {

@@ -12,6 +12,7 @@
 #include "braid/ops/autocast.h"
 #include "braid/ops/elementwise.h"
 #include "braid/optim/clip.h"
+#include "braid/tensor/allocator.h"
 #include "braid/train/flops.h"
 #include "braid/train/timeline.h"
 
@@ -70,6 +71,11 @@ double Trainer::train_step(std::span<const data::Batch> micro) {
   // up) has no forward, backward or loss: the update is applied below.
   const bool decided = plan_->step_decided();
   double value = std::numeric_limits<double>::quiet_NaN();
+  // The step's peak activation memory: the allocator's `other` bytes above
+  // what is in use now, through forward, backward and gradient sync.
+  CachingAllocator& memory = CachingAllocator::host();
+  memory.reset_peak();
+  const size_t other_before = memory.stats()[MemoryCategory::other].in_use;
   if (!decided) {
     Autocast autocast(o_.precision);
     // Loaders fill host tensors; the step runs where the model is. Under f16
@@ -104,6 +110,11 @@ double Trainer::train_step(std::span<const data::Batch> micro) {
     trace::Span span("step", "gradient sync");
     plan_->finish_gradients();
     last_sync_s_ = seconds_since(t_sync);
+  }
+  if (device_.is_cpu()) {
+    const AllocatorStats st = memory.stats();
+    last_peak_activation_ = static_cast<int64_t>(st[MemoryCategory::other].peak - other_before);
+    last_peak_tensor_ = static_cast<int64_t>(st.peak_bytes_in_use);
   }
   // An overflowed f16 step is skipped by every rank alike (their shards differ).
   bool skip = false;
@@ -288,6 +299,7 @@ TrainSummary Trainer::fit() {
   int64_t window_losses = 0, epoch_losses = 0;  // steps that computed a loss (not decided without this rank)
   const auto mean = [](double sum, int64_t n) { return n > 0 ? sum / static_cast<double>(n) : std::nan(""); };
   double train_seconds = 0, window_seconds = 0;
+  int64_t window_peak_activation = 0, window_peak_tensor = 0;
   auto record = [&](int64_t epoch, int64_t batch) {
     const auto [tokens_per_s, mfu] = token_rates(window_samples, window_seconds);
     StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
@@ -296,9 +308,11 @@ TrainSummary Trainer::fit() {
                   .samples_per_s = window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0,
                   .step_ms = 1e3 * window_seconds / static_cast<double>(std::max<int64_t>(window_steps, 1)),
                   .examples = window_samples, .tokens_per_s = tokens_per_s, .mfu = mfu,
-                  .codec = plan_->take_codec_stats()};
+                  .codec = plan_->take_codec_stats(), .peak_activation_bytes = window_peak_activation,
+                  .peak_tensor_bytes = window_peak_tensor};
     log(m);
     window_loss = 0, window_steps = 0, window_losses = 0, window_samples = 0, window_seconds = 0;
+    window_peak_activation = 0, window_peak_tensor = 0;
   };
   bool done = budget_spent();
   // Under a job-wide budget a replica's epochs go on until the job's count is spent.
@@ -344,11 +358,14 @@ TrainSummary Trainer::fit() {
       if (!std::isnan(loss)) window_loss += loss, epoch_loss += loss, ++window_losses, ++epoch_losses;
       ++window_steps;
       window_samples += rows, samples += rows;
+      window_peak_activation = std::max(window_peak_activation, last_peak_activation_);
+      window_peak_tensor = std::max(window_peak_tensor, last_peak_tensor_);
       const auto [tokens_per_s, mfu] = token_rates(rows, dt);
       StepMetrics m{.step = step_, .epoch = epoch, .batch = batch, .batches_per_epoch = per_epoch,
                     .total_steps = total_steps, .loss = loss, .lr = optimizer_->lr(),
                     .samples_per_s = dt > 0 ? static_cast<double>(rows) / dt : 0, .step_ms = 1e3 * dt,
-                    .examples = rows, .tokens_per_s = tokens_per_s, .mfu = mfu};
+                    .examples = rows, .tokens_per_s = tokens_per_s, .mfu = mfu,
+                    .peak_activation_bytes = last_peak_activation_, .peak_tensor_bytes = last_peak_tensor_};
       for (auto& cb : callbacks_) cb->on_step(m);
       if (step_ % o_.log_every == 0) record(epoch, batch);
       done = budget_spent();

@@ -228,6 +228,8 @@ class Trainer {
   // Seconds the last train_step spent combining gradients (waiting for peers):
   // a step's own work is its time minus this.
   double last_sync_s_ = 0;
+  // The last step's host memory peaks (StepMetrics::peak_activation_bytes).
+  int64_t last_peak_activation_ = 0, last_peak_tensor_ = 0;
   // After a step of `step_s` seconds: feeds the straggler watch and, when its
   // window closes, shares the figures and reports the ranks it names.
   void watch_stragglers(StragglerWatch& watch, double step_s);

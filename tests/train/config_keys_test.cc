@@ -139,7 +139,8 @@ std::vector<Context> contexts(const std::string& dir) {
       {"token shards gpt, GPT-2 layout",
        {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
         "model.context=16", "model.d_model=16", "model.norm=layer", "model.position=learned", "model.mlp_ratio=2",
-        "model.activation=gelu_tanh", "model.dropout=0.1"}},
+        "model.activation=gelu_tanh", "model.dropout=0.1", "parallel.recompute=selective",
+        "parallel.recompute_layers=1"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
@@ -229,8 +230,10 @@ TEST_F(ConfigKeys, KeysOnceSilentlyIgnored) {
   for (const char* norm : {"batch", "sync_batch", "ghost_batch"}) {
     refused({"model.name=mlp", "parallel.strategy=none", std::string("model.norm=") + norm}, "model.norm");
   }
-  // Activation recompute exists for pipeline stages only.
-  refused({"model.name=mlp", "parallel.strategy=allreduce", "parallel.recompute=true"}, "parallel.recompute");
+  // Activation recompute is the transformer blocks'; an MLP has none.
+  refused({"model.name=mlp", "parallel.strategy=allreduce", "parallel.recompute=full"}, "parallel.recompute");
+  // recompute_layers counts the blocks a mode recomputes; without one it is unused.
+  refused({"model.name=mlp", "parallel.strategy=none", "parallel.recompute_layers=1"}, "parallel.recompute_layers");
   // data.stride is a text dataset's.
   refused({"model.name=mlp", "parallel.strategy=none", "data.stride=3"}, "data.stride");
 }

@@ -10,6 +10,7 @@
 #include "braid/base/atomic_file.h"
 #include "braid/base/error.h"
 #include "braid/comm/cost_model.h"
+#include "braid/sim/memory.h"
 #include "tools/braid/commands.h"
 #include "tools/braid/sim_command.h"
 
@@ -212,6 +213,16 @@ void add_sim(CLI::App& app) {
       std::printf("simulated timeline written to %s\n", o->trace.c_str());
     }
     nlohmann::json out = {{"prediction", p.to_json()}, {"cluster", c.describe()}, {"cluster_assumed", !assumed.empty()}};
+    // Memory per rank of each pipeline stage (docs/memory.md).
+    const std::vector<train::MemoryPlan> memory = sim::plan_memory_per_stage(config, p.plan, p.stage_of_layer);
+    for (size_t s = 0; s < memory.size(); ++s) {
+      std::printf("memory of a rank of pipeline stage %zu of %zu%s:\n%s", s, memory.size(),
+                  p.plan.tensor > 1 ? " (whole layers: tensor shards not built)" : "", memory[s].table().c_str());
+      out["memory"].push_back({{"stage", s}, {"peak_activation_bytes", memory[s].peak_activations()},
+                               {"parameters", memory[s].parameters}, {"gradients", memory[s].gradients},
+                               {"optimizer_state", memory[s].optimizer_state},
+                               {"communication", memory[s].communication}, {"total", memory[s].total()}});
+    }
     if (o->sweep) {
       const auto best = sim_sweep(predictor, args);
       out["sweep_best"] = best;

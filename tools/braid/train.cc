@@ -8,6 +8,7 @@
 #include "braid/base/log.h"
 #include "braid/base/thread_pool.h"
 #include "braid/train/callbacks_console.h"
+#include "braid/train/memory_plan.h"
 #include "braid/train/metrics.h"
 #include "braid/train/sparse_training.h"
 #include "braid/train/trainer_setup.h"
@@ -76,6 +77,14 @@ void add_train(CLI::App& app) {
                     run.trainer->plan().shard_name().empty() ? "" : " on this rank's shard",
                     run.trainer->plan().describe().c_str());
       }
+      // Every rank's own memory (its shard, its stage), docs/memory.md.
+      const parallel::Plan& plan = run.trainer->plan();
+      const int stages = plan.mesh().degree(parallel::Axis::pipeline);
+      train::MemoryShape shape = train::memory_shape(config, plan.mesh().coord(parallel::Axis::pipeline), stages);
+      shape.data = plan.data_world();
+      const train::MemoryPlan memory = train::plan_memory(*run.model, shape);
+      std::printf("memory plan of rank %d (pipeline stage %d of %d):\n%s", run.group ? run.group->comm().rank() : 0,
+                  plan.mesh().coord(parallel::Axis::pipeline), stages, memory.table().c_str());
       return;
     }
     if (!run.leader) {
