@@ -102,7 +102,16 @@ Qkv split_qkv(const Tensor& qkv, int64_t heads, int64_t kv_heads) {
 
 }  // namespace
 
+namespace {
+thread_local const AttendFn* attend_override = nullptr;
+}  // namespace
+
+AttendOverride::AttendOverride(const AttendFn* fn) : previous_(attend_override) { attend_override = fn; }
+
+AttendOverride::~AttendOverride() { attend_override = previous_; }
+
 Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, double rope_theta, Dropout* dropout) {
+  if (attend_override) return (*attend_override)(qkv, heads, kv_heads, causal, rope_theta, dropout);
   Qkv p = split_qkv(qkv, heads, kv_heads);
   if (rope_theta > 0) {
     p.q = rotary_embedding(p.q, 0, rope_theta);

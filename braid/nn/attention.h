@@ -7,6 +7,8 @@
 // GPT-2 and LLaMA (braid/models/gpt.h assembles them).
 #pragma once
 
+#include <functional>
+
 #include "braid/base/rng.h"
 #include "braid/nn/dropout.h"
 #include "braid/nn/linear.h"
@@ -79,6 +81,25 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
 // (from `offset`) on q and k when rope_theta > 0. (Tensor-parallel attention
 // runs it on its own heads.)
 Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, double rope_theta, Dropout* dropout);
+
+// attend() replaced for a region of one thread: while an AttendOverride lives,
+// attend(...) on its thread calls the function instead. Context parallelism
+// installs its ring or Ulysses attention this way around a step's forward and
+// backward (as TorchTitan's context_parallel swaps PyTorch's SDPA), so every
+// attention layer, whole or tensor-parallel, takes part without being rebuilt.
+// Regions nest; decoding with a cache does not go through attend().
+using AttendFn = std::function<Tensor(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal,
+                                      double rope_theta, Dropout* dropout)>;
+class AttendOverride {
+ public:
+  explicit AttendOverride(const AttendFn* fn);  // null: attend() itself
+  ~AttendOverride();
+  AttendOverride(const AttendOverride&) = delete;
+  AttendOverride& operator=(const AttendOverride&) = delete;
+
+ private:
+  const AttendFn* previous_;
+};
 
 // x [B, T, D] -> [B, T, D]. in_proj: Linear(D, (H + 2 KV) hd) giving q, k, v;
 // heads of hd = D / H; out_proj: Linear(H hd, D). Under selective recompute

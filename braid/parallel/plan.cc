@@ -17,6 +17,14 @@ void sum_over(const Mesh& mesh, Axis axis, std::vector<double>& values, Duration
   comm::Communicator(g).allreduce(values, {.op = comm::Op::sum, .timeout = timeout}).wait(Deadline::after(timeout * 2));
 }
 
+// Sum over the ranks that hold replicas of the same parameters (data, and
+// context with it), where ZeRO's slices are cut.
+void sum_over_replicas_of(const Mesh& mesh, std::vector<double>& values, Duration timeout) {
+  const comm::Communicator& g = mesh.data_context_group();
+  if (g.size() == 1) return;
+  comm::Communicator(g).allreduce(values, {.op = comm::Op::sum, .timeout = timeout}).wait(Deadline::after(timeout * 2));
+}
+
 Duration timeout_of(const Mesh& mesh) { return mesh.world().options().timeout; }
 
 }  // namespace
@@ -30,7 +38,9 @@ Plan::Plan(PlanParts parts) : p_(std::move(parts)) {
 Plan::~Plan() = default;
 
 std::string Plan::describe() const {
-  return fmt::format("{}; schedule {}; grad sync {}; aggregation {}", p_.mesh.describe(), p_.schedule->name(),
+  return fmt::format("{}{}; schedule {}; grad sync {}; aggregation {}", p_.mesh.describe(),
+                     p_.context ? fmt::format("; context {}", context_parallel::name(p_.context->mode())) : "",
+                     p_.schedule->name(),
                      p_.grad_sync ? p_.grad_sync->name() : "none",
                      p_.aggregation ? p_.aggregation->name() : "none");
 }
@@ -91,7 +101,7 @@ void Plan::total_across_shards(optim::Optimizer& optimizer) {
     }
     // ZeRO's slices make up each tensor-parallel slice over the data axis,
     // and the tensor-parallel slices the whole tensor over the tensor axis.
-    if (!slices_.empty()) sum_over(p_.mesh, Axis::data, all, timeout);
+    if (!slices_.empty()) sum_over_replicas_of(p_.mesh, all, timeout);
     if (!tensor_sliced.empty() && p_.mesh.degree(Axis::tensor) > 1) {
       std::vector<double> part;
       for (size_t i : tensor_sliced) part.insert(part.end(), all.begin() + i * figures, all.begin() + (i + 1) * figures);
@@ -111,9 +121,16 @@ double Plan::forward_backward(nn::Module& model, const nn::LossFn& loss, const T
   if (p_.aggregation && !accumulating_) p_.aggregation->before_forward();
   accumulating_ = !last;
   GradSync* sync = p_.grad_sync.get();
-  return p_.schedule->run(model, loss, input, target, [sync, last](bool on) {
+  auto set_sync = [sync, last](bool on) {
     if (sync) sync->set_sync(on && last);
-  });
+  };
+  if (!p_.context) return p_.schedule->run(model, loss, input, target, set_sync);
+  // This rank's tokens, with the ring or Ulysses as the attention of every
+  // layer for forward and backward (recomputation included); the loss of the
+  // whole sequences is the mean of the ranks' (equal token counts).
+  nn::AttendOverride attend(&p_.context->attend());
+  const double mine = p_.schedule->run(model, loss, p_.context->shard(input), p_.context->shard(target), set_sync);
+  return p_.context->average(mine);
 }
 
 bool Plan::step_decided() {
@@ -155,7 +172,7 @@ double Plan::sum_squares(const std::vector<Tensor>& like_gradients) const {
   const Duration timeout = timeout_of(p_.mesh);
   sum_over(p_.mesh, Axis::tensor, sq, timeout);
   sum_over(p_.mesh, Axis::pipeline, sq, timeout);
-  if (!slices_.empty()) sum_over(p_.mesh, Axis::data, sq, timeout);
+  if (!slices_.empty()) sum_over_replicas_of(p_.mesh, sq, timeout);
   return sq[0];
 }
 
@@ -189,9 +206,16 @@ void Plan::finish() {
 }
 
 Tensor Plan::evaluate(nn::Module& model, const Tensor& input) {
-  Tensor out = p_.schedule->evaluate(model, input);
+  if (!p_.context) {
+    Tensor out = p_.schedule->evaluate(model, input);
+    if (out.defined() && p_.full_output) out = p_.full_output(out);
+    return out;
+  }
+  nn::AttendOverride attend(&p_.context->attend());
+  Tensor out = p_.schedule->evaluate(model, p_.context->shard(input));
   if (out.defined() && p_.full_output) out = p_.full_output(out);
-  return out;
+  // A context group lies within one pipeline stage: all its ranks hold an output or none does.
+  return out.defined() ? p_.context->gather(out) : out;
 }
 
 bool Plan::ends_model() const { return p_.schedule->ends_model(); }
@@ -209,6 +233,7 @@ bool Plan::evaluates_shares() const {
 
 bool Plan::evaluation_is_collective() const {
   return evaluates_shares() || p_.mesh.degree(Axis::tensor) > 1 || p_.mesh.degree(Axis::pipeline) > 1 ||
+         p_.mesh.degree(Axis::context) > 1 ||
          (p_.grad_sync && p_.grad_sync->collective_forward() && p_.mesh.degree(Axis::data) > 1);
 }
 
@@ -225,11 +250,13 @@ int Plan::data_world() const { return p_.aggregation ? p_.aggregation->replicas(
 
 bool Plan::is_leader() const {
   if (p_.aggregation && p_.aggregation->member() >= 0) return p_.aggregation->member() == 0;
-  return data_rank() == 0 && p_.mesh.coord(Axis::tensor) == 0 && p_.mesh.coord(Axis::pipeline) == 0;
+  return data_rank() == 0 && p_.mesh.coord(Axis::tensor) == 0 && p_.mesh.coord(Axis::pipeline) == 0 &&
+         p_.mesh.coord(Axis::context) == 0;
 }
 
 bool Plan::writes_checkpoints() const {
-  return data_rank() == 0 || (p_.aggregation && p_.aggregation->member() >= 0);
+  // Context ranks hold the same parameters as their data replica: one writes.
+  return (data_rank() == 0 && p_.mesh.coord(Axis::context) == 0) || (p_.aggregation && p_.aggregation->member() >= 0);
 }
 
 std::string Plan::shard_name() const {

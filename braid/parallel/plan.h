@@ -6,7 +6,10 @@
 //   sharding     what this rank holds of the model (tensor-parallel shards,
 //                a pipeline stage): applied to the model before the plan is
 //                built; the plan keeps its shard specs (checkpoints, norms)
-//   grad sync    combines gradients over the data axis (bucketed all-reduce)
+//   context      the sequence split over the context axis: each rank runs
+//                its tokens, attention through the ring or Ulysses
+//   grad sync    combines gradients over the data axis (bucketed all-reduce),
+//                and the context axis with it
 //   aggregation  combines replicas around the optimizer step (parameter
 //                server, skeleton partition)
 //
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "braid/parallel/aggregation.h"
+#include "braid/parallel/context_parallel/context_parallel.h"
 #include "braid/parallel/grad_sync.h"
 #include "braid/parallel/mesh.h"
 #include "braid/parallel/shard_spec.h"
@@ -41,6 +45,10 @@ struct PlanParts {
   // The local output -> the whole output for evaluation (tensor-parallel
   // vocabulary shards gathered); null: identity.
   std::function<Tensor(const Tensor&)> full_output{};
+  // The context axis (degree > 1): inputs and targets sharded by sequence,
+  // attention replaced around forward and backward, outputs gathered for
+  // evaluation; null: none.
+  std::shared_ptr<context_parallel::ContextParallel> context{};
 };
 
 class Plan {

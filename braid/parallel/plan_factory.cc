@@ -1,6 +1,7 @@
 #include "braid/parallel/plan_factory.h"
 
 #include "braid/parallel/codec_hook.h"
+#include "braid/parallel/context_parallel/context_parallel.h"
 #include "braid/parallel/hybrid/deadline_allreduce.h"
 #include "braid/parallel/pipeline/partition.h"
 #include "braid/parallel/pipeline/stage.h"
@@ -69,6 +70,12 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                        std::shared_ptr<comm::Transport> transport, std::shared_ptr<nn::Module> model,
                        nn::LossFn loss) {
   check_strategy(o.strategy);
+  // The context axis averages gradients over data x context: a synchronous
+  // gradient sync on every step.
+  if (o.mesh.context > 1 && o.strategy != "auto" && o.strategy != "allreduce" && o.strategy != "zero") {
+    fail<ConfigError>("parallel.context = {} averages gradients over the data and context axes every step: "
+                      "parallel.strategy must be auto, allreduce or zero (got {})", o.mesh.context, o.strategy);
+  }
   if (o.codec.name != "none" && o.strategy != "allreduce" && o.strategy != "auto" && o.strategy != "ps") {
     fail<ConfigError>("parallel.codec = {} compresses the gradients of parallel.strategy = allreduce or ps, not {}",
                       o.codec.name, o.strategy);
@@ -159,6 +166,17 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     if (!world.valid()) fail<ConfigError>("parallel.strategy = {} needs a job's communicator", o.strategy);
   }
   if (world.valid()) parts.mesh = Mesh::build(world, o.mesh);
+  if (parts.mesh.degree(Axis::context) > 1) {
+    auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
+    if (!seq) fail<ConfigError>("parallel.context = {} needs a model built as an nn::Sequential", o.mesh.context);
+    if (o.mesh.pipeline > 1 && o.stage_boundaries.empty() && o.balance == "time") {
+      fail<ConfigError>("parallel.balance = time times the layers on whole sequences; with parallel.context = {} set "
+                        "parallel.stage_boundaries or parallel.balance = params", o.mesh.context);
+    }
+    parts.context = std::make_shared<context_parallel::ContextParallel>(parts.mesh.group(Axis::context),
+                                                                        context_parallel::parse_mode(o.context_mode));
+    context_parallel::check_model(*seq, *parts.context, parts.mesh.degree(Axis::tensor));
+  }
   // Tensor parallelism rewrites the whole model first (its head is the whole
   // model's last layer), then the pipeline keeps this rank's stage of it.
   if (parts.mesh.degree(Axis::tensor) > 1) {
@@ -190,10 +208,13 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);
   }
   if (o.sync_batch_norm && world.valid()) synchronize_batch_norm(*out.model, parts.mesh.group(Axis::data));
-  const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && parts.mesh.degree(Axis::data) > 1);
+  // Context ranks hold replicas of the same parameters, each with its tokens' share of
+  // the gradient: they average with the data axis.
+  const comm::Communicator& replicas = parts.mesh.data_context_group();
+  const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && replicas.size() > 1);
   if (o.strategy == "zero") {
     if (!world.valid()) fail<ConfigError>("parallel.strategy = zero needs a job's communicator");
-    parts.grad_sync = std::make_unique<zero::ZeroSync>(parts.mesh.group(Axis::data), o.zero, out.model);
+    parts.grad_sync = std::make_unique<zero::ZeroSync>(replicas, o.zero, out.model);
   } else if (o.strategy == "skeleton") {
     // Each pipeline stage's replicas combine among themselves: they hold the same shapes.
     parts.aggregation = std::make_unique<skeleton::SkeletonPartition>(parts.mesh.group(Axis::data), o.skeleton);
@@ -219,10 +240,15 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
       parts.aggregation = std::make_unique<hybrid::TimeoutHybrid>(parts.mesh.group(Axis::data), o.hybrid);
     }
   } else if (sync && world.valid()) {
-    const comm::Communicator& data = parts.mesh.group(Axis::data);
+    const comm::Communicator& data = replicas;
     std::unique_ptr<BucketHook> hook;
     if (o.codec.name != "none") hook = std::make_unique<CodecHook>(data, o.codec, o.data_parallel.timeout);
     parts.grad_sync = std::make_unique<BucketedAllreduce>(data, o.data_parallel, std::move(hook));
+  }
+  // Last, so the pipeline cut and ZeRO-3 see the embedding they know; the
+  // embedding then takes this rank's tokens (names unchanged).
+  if (parts.context) {
+    if (auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model)) context_parallel::apply(*seq, *parts.context);
   }
   out.plan = std::make_unique<Plan>(std::move(parts));
   return out;

@@ -33,6 +33,10 @@ struct PlanOptions {
   // "gossip", "hybrid", "ensemble".
   std::string strategy = "auto";
   MeshShape mesh{};
+  // With mesh.context > 1: how attention spans the sequence split over the
+  // context axis: "ring" (zig-zag chunks, k and v around the ring) or
+  // "ulysses" (all-to-all to whole sequences of H / C heads).
+  std::string context_mode = "ring";
   int microbatches = 1;
   // Without a pipeline: the most rows a rank runs at once; a larger batch is
   // accumulated over more micro-batches (0: no limit).

@@ -180,20 +180,21 @@ void bind_comm(nb::module_& m) {
   nb::enum_<parallel::Axis>(d, "Axis")
       .value("data", parallel::Axis::data)
       .value("tensor", parallel::Axis::tensor)
-      .value("pipeline", parallel::Axis::pipeline);
+      .value("pipeline", parallel::Axis::pipeline)
+      .value("context", parallel::Axis::context);
   nb::class_<parallel::Mesh>(d, "Mesh",
-                             "The world's ranks on a data x tensor x pipeline grid, one communicator per axis "
-                             "(rank = (p * data + d) * tensor + t).")
-      .def_static("build", [](const Communicator& world, int data, int tensor, int pipeline) {
-        return parallel::Mesh::build(world, {.data = data, .tensor = tensor, .pipeline = pipeline});
-      }, "world"_a, "data"_a = 0, "tensor"_a = 1, "pipeline"_a = 1, release_gil(),
-                  "Collective over world; data 0 means world size / (tensor * pipeline).")
+                             "The world's ranks on a data x context x tensor x pipeline grid, one communicator per "
+                             "axis (rank = ((p * data + d) * context + c) * tensor + t).")
+      .def_static("build", [](const Communicator& world, int data, int tensor, int pipeline, int context) {
+        return parallel::Mesh::build(world, {.data = data, .tensor = tensor, .pipeline = pipeline, .context = context});
+      }, "world"_a, "data"_a = 0, "tensor"_a = 1, "pipeline"_a = 1, "context"_a = 1, release_gil(),
+                  "Collective over world; data 0 means world size / (tensor * pipeline * context).")
       .def_prop_ro("rank", &parallel::Mesh::rank)
       .def_prop_ro("size", &parallel::Mesh::size)
       .def("degree", &parallel::Mesh::degree, "axis"_a)
       .def("coord", &parallel::Mesh::coord, "axis"_a)
       .def("group", &parallel::Mesh::group, "axis"_a, "The communicator of the ranks differing only along axis.")
-      .def("world_rank", &parallel::Mesh::world_rank, "data"_a, "tensor"_a, "pipeline"_a)
+      .def("world_rank", &parallel::Mesh::world_rank, "data"_a, "tensor"_a, "pipeline"_a, "context"_a = 0)
       .def("describe", &parallel::Mesh::describe)
       .def("__repr__", [](const parallel::Mesh& mesh) { return "braid.Mesh(" + mesh.describe() + ")"; });
 }

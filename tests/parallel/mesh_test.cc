@@ -31,38 +31,59 @@ void on_world(int n, const std::function<void(int, comm::Communicator&)>& fn,
 }
 
 struct Coords {
-  int d, t, p;
+  int d, t, p, c;
 };
 
 // The layout the mesh promises, built by counting: ranks in order, tensor
-// fastest, then data, then pipeline.
-std::vector<Coords> expected_layout(int data, int tensor, int pipeline) {
+// fastest, then context, then data, then pipeline.
+std::vector<Coords> expected_layout(int data, int tensor, int pipeline, int context) {
   std::vector<Coords> layout;
   for (int p = 0; p < pipeline; ++p)
     for (int d = 0; d < data; ++d)
-      for (int t = 0; t < tensor; ++t) layout.push_back({d, t, p});
+      for (int c = 0; c < context; ++c)
+        for (int t = 0; t < tensor; ++t) layout.push_back({d, t, p, c});
   return layout;
 }
 
-int coord_of(const Coords& c, Axis a) { return a == Axis::data ? c.d : a == Axis::tensor ? c.t : c.p; }
+int coord_of(const Coords& c, Axis a) {
+  switch (a) {
+    case Axis::data: return c.d;
+    case Axis::tensor: return c.t;
+    case Axis::pipeline: return c.p;
+    case Axis::context: return c.c;
+  }
+  return -1;
+}
 
 TEST(Mesh, CoordsGroupsAndAllReducesForEveryShapeUpTo8Ranks) {
   for (int n = 1; n <= 8; ++n) {
     for (int tensor = 1; tensor <= n; ++tensor) {
       for (int pipeline = 1; tensor * pipeline <= n; ++pipeline) {
-        if (n % (tensor * pipeline) != 0) continue;
-        const int data = n / (tensor * pipeline);
-        const std::vector<Coords> layout = expected_layout(data, tensor, pipeline);
-        SCOPED_TRACE(fmt::format("world {}: data {} x tensor {} x pipeline {}", n, data, tensor, pipeline));
+       for (int context = 1; tensor * pipeline * context <= n; ++context) {
+        if (n % (tensor * pipeline * context) != 0) continue;
+        const int data = n / (tensor * pipeline * context);
+        const std::vector<Coords> layout = expected_layout(data, tensor, pipeline, context);
+        SCOPED_TRACE(fmt::format("world {}: data {} x context {} x tensor {} x pipeline {}", n, data, context, tensor,
+                                 pipeline));
         on_world(n, [&](int r, comm::Communicator& world) {
-          Mesh mesh = Mesh::build(world, {.tensor = tensor, .pipeline = pipeline});
+          Mesh mesh = Mesh::build(world, {.tensor = tensor, .pipeline = pipeline, .context = context});
           ASSERT_EQ(mesh.rank(), r);
           ASSERT_EQ(mesh.size(), n);
           EXPECT_EQ(mesh.degree(Axis::data), data);
           EXPECT_EQ(mesh.degree(Axis::tensor), tensor);
           EXPECT_EQ(mesh.degree(Axis::pipeline), pipeline);
+          EXPECT_EQ(mesh.degree(Axis::context), context);
           for (Axis a : kAxes) EXPECT_EQ(mesh.coord(a), coord_of(layout[r], a)) << name(a);
-          EXPECT_EQ(mesh.world_rank(layout[r].d, layout[r].t, layout[r].p), r);
+          EXPECT_EQ(mesh.world_rank(layout[r].d, layout[r].t, layout[r].p, layout[r].c), r);
+          // The data x context group: the ranks sharing tensor and pipeline
+          // coordinates, ordered by d * context + c.
+          {
+            const comm::Communicator& g = mesh.data_context_group();
+            ASSERT_EQ(g.size(), data * context);
+            EXPECT_EQ(g.rank(), layout[r].d * context + layout[r].c);
+            for (int i = 0; i < g.size(); ++i)
+              EXPECT_EQ(g.transport_rank(i), mesh.world_rank(i / context, layout[r].t, layout[r].p, i % context));
+          }
           for (Axis a : kAxes) {
             comm::Communicator g = mesh.group(a);
             ASSERT_TRUE(g.valid());
@@ -91,6 +112,7 @@ TEST(Mesh, CoordsGroupsAndAllReducesForEveryShapeUpTo8Ranks) {
             EXPECT_EQ(bits[0], want) << name(a);
           }
         });
+       }
       }
     }
   }
@@ -103,6 +125,11 @@ TEST(Mesh, DescribeNamesShapeAndCoordinates) {
   });
   EXPECT_EQ(text[3], "data 2 x tensor 1 x pipeline 2; rank 3 = (d 1, t 0, p 1)");
   EXPECT_EQ(text[1], "data 2 x tensor 1 x pipeline 2; rank 1 = (d 1, t 0, p 0)");
+  on_world(8, [&](int r, comm::Communicator& world) {
+    if (r == 5) text[0] = Mesh::build(world, {.tensor = 2, .context = 2}).describe();
+    else Mesh::build(world, {.tensor = 2, .context = 2});
+  });
+  EXPECT_EQ(text[0], "data 2 x context 2 x tensor 2 x pipeline 1; rank 5 = (d 1, c 0, t 1, p 0)");
 }
 
 TEST(Mesh, WorldRankNamesTheNextPipelineStageAndRejectsOutsideCoords) {
@@ -137,6 +164,9 @@ TEST(Mesh, WrongShapesAreRejectedWithTheDegreesAndWorldSize) {
   expect_rejected(2, {.tensor = 0}, "degrees must be >= 1");
   expect_rejected(2, {.data = 1, .tensor = 2, .pipeline = -1}, "degrees must be >= 1");
   expect_rejected(1, {.data = -2}, "degrees must be >= 1");
+  expect_rejected(6, {.tensor = 2, .context = 2}, "context 2 x tensor 2 x pipeline 1 = 4 does not divide the world of 6");
+  expect_rejected(4, {.data = 1, .context = 2}, "data 1 x context 2 x tensor 1 x pipeline 1 = 2 ranks, but the world has 4");
+  expect_rejected(2, {.context = 0}, "degrees must be >= 1");
 }
 
 TEST(Mesh, RanksPassingDifferentShapesAllFail) {
@@ -173,7 +203,7 @@ int threads_in_process() {
   return n;
 }
 
-// 8 ranks x (world + 3 axis groups) = 32 communicators, which had a thread
+// 8 ranks x (world + 4 axis groups) = 40 communicators, which had a thread
 // each before the progress engine. The engine of each rank's family keeps at
 // most Engine::Options::max_idle (2) idle threads (measured: 16 for all 8).
 TEST(Mesh, A2x2x2MeshDoesNotAddAThreadPerCommunicator) {
@@ -190,10 +220,10 @@ TEST(Mesh, A2x2x2MeshDoesNotAddAThreadPerCommunicator) {
       comm::Communicator g = meshes[r]->group(a);
       std::vector<double> x{1.0};
       g.allreduce(x, {.algorithm = comm::Algorithm::ring, .background = true}).wait(Deadline::after(30s));
-      EXPECT_EQ(x[0], 2.0);
+      EXPECT_EQ(x[0], static_cast<double>(meshes[r]->degree(a)));
     }
   });
-  const int communicators = 8 * 4;
+  const int communicators = 8 * 5;  // world + 4 axes
   // Threads that have left an engine leave /proc a little later; on a loaded
   // machine (the test suite at -j2) that can take a while: wait for them.
   int after = threads_in_process();
