@@ -217,7 +217,15 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout, const std:
   const std::string s = o.strategy == "auto" ? "allreduce" : o.strategy;
   o.mesh = {.data = static_cast<int>(c.get_int("parallel.data")),
             .tensor = static_cast<int>(c.get_int("parallel.tensor")),
-            .pipeline = static_cast<int>(c.get_int("parallel.pipeline"))};
+            .pipeline = static_cast<int>(c.get_int("parallel.pipeline")),
+            .context = static_cast<int>(c.get_int("parallel.context"))};
+  if (o.mesh.context > 1) {
+    if (const std::string& model = c.get_string("model.name"); model != "gpt") {
+      fail<ConfigError>("parallel.context = {} splits the sequences of model.name = gpt; model.name = {} is not one",
+                        o.mesh.context, model);
+    }
+    o.context_mode = c.get_string("parallel.context_mode");
+  }
   o.microbatches = static_cast<int>(c.get_int("parallel.microbatches"));
   if (o.mesh.pipeline > 1) {
     // A pipeline accumulates through its micro-batches: train.accumulate

@@ -38,11 +38,20 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.zero_prefetch", .type = T::Bool, .default_value = true,
          .help = "zero stage 3: gather the next layer's parameters while this one computes"});
   s.add({.name = "parallel.data", .type = T::Int, .default_value = int64_t{0},
-         .help = "data-parallel degree (replicas); 0: world / (tensor x pipeline)", .min = 0.0});
+         .help = "data-parallel degree (replicas); 0: world / (tensor x pipeline x context)", .min = 0.0});
   s.add({.name = "parallel.tensor", .type = T::Int, .default_value = int64_t{1},
          .help = "tensor-parallel degree: layers split Megatron-style over this many neighbouring ranks", .min = 1.0});
   s.add({.name = "parallel.pipeline", .type = T::Int, .default_value = int64_t{1},
          .help = "pipeline-parallel degree: the model cut into this many stages", .min = 1.0});
+  s.add({.name = "parallel.context", .type = T::Int, .default_value = int64_t{1},
+         .help = "context-parallel degree: each sequence split over this many ranks, attention spanning them "
+                 "(model.name = gpt; docs/context_parallel.md)", .min = 1.0});
+  s.add({.name = "parallel.context_mode", .type = T::String, .default_value = std::string("ring"),
+         .help = "parallel.context > 1: ring = each rank holds 2 of 2C zig-zag chunks of the sequence, keys and "
+                 "values travel around the ring overlapped with each block's attention (model.context divisible by "
+                 "2C); ulysses = all-to-all to whole sequences of H / C heads and back (model.n_heads and "
+                 "model.kv_heads divisible by C)",
+         .choices = {"ring", "ulysses"}});
   s.add({.name = "parallel.schedule", .type = T::String, .default_value = std::string("1f1b"),
          .help = "pipeline schedule: gpipe = all forwards then all backwards; 1f1b = one forward one backward "
                  "(fewer activations alive)",

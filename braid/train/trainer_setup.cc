@@ -159,7 +159,8 @@ void check_plan_on_device(const parallel::Plan& plan, const Config& c, Device de
   const std::string sync = plan.grad_sync_name();
   const bool supported = plan.aggregation() == nullptr && (sync.empty() || sync == "allreduce") &&
                          plan.mesh().degree(parallel::Axis::tensor) == 1 &&
-                         plan.mesh().degree(parallel::Axis::pipeline) == 1 && c.get_string("parallel.codec") == "none";
+                         plan.mesh().degree(parallel::Axis::pipeline) == 1 &&
+                         plan.mesh().degree(parallel::Axis::context) == 1 && c.get_string("parallel.codec") == "none";
   if (!supported) {
     fail<ConfigError>("train.device = {}: the plan ({}) is not supported on a GPU yet; train there with one process "
                       "or parallel.strategy = allreduce over the data axis without a codec, or use train.device = cpu",
@@ -276,6 +277,17 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
     if (strategy == "auto" && run.group->env().ps_servers > 0) strategy = "ps";
   }
   parallel::PlanOptions po = plan_options(c, timeout, strategy);
+  if (po.mesh.context > 1) {
+    // Each context rank holds T / C tokens of every sequence: 2 of 2C equal
+    // chunks on the ring (zig-zag), 1 of C under Ulysses.
+    const int64_t chunks = po.context_mode == "ring" ? 2 * po.mesh.context : po.mesh.context;
+    const int64_t length = spec.input_shape.size() == 1 ? spec.input_shape[0] : 0;
+    if (length < chunks || length % chunks != 0) {
+      fail<ConfigError>("parallel.context = {} with parallel.context_mode = {} cuts each sequence into {} equal chunks; "
+                        "model.context = {} tokens do not divide into them", po.mesh.context, po.context_mode, chunks,
+                        length);
+    }
+  }
   po.dropout_generator = run.generator.get();
   if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size")).to(device);
   if (strategy != "none") {
@@ -297,9 +309,10 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                         "easgd.mode / admm.mode = async)",
                         po.strategy, run.group->env().ps_servers);
     }
-  } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1) {
-    fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor and "
-                      "parallel.pipeline need a job (braid launch, mpirun or srun) and strategy auto or allreduce");
+  } else if (po.mesh.tensor > 1 || po.mesh.pipeline > 1 || po.mesh.data > 1 || po.mesh.context > 1) {
+    fail<ConfigError>("parallel.strategy = none trains one process; parallel.data, parallel.tensor, "
+                      "parallel.pipeline and parallel.context need a job (braid launch, mpirun or srun) and strategy "
+                      "auto or allreduce");
   }
   parallel::PlannedModel planned =
       parallel::make_plan(po, run.group ? run.group->comm() : comm::Communicator(),

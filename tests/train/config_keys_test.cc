@@ -158,6 +158,9 @@ std::vector<Context> contexts(const std::string& dir) {
          bsp.set("ps.consistency=bsp");
          ps_options(bsp, 1, t);
        }},
+      {"context-parallel gpt, ulysses (readers)",
+       {"model.name=gpt", "parallel.context=2", "parallel.context_mode=ulysses", "parallel.strategy=allreduce"},
+       [t](const Config& c) { plan_options(c, t); }},
       {"asynchronous admm on servers (readers)",
        {"parallel.strategy=admm", "admm.mode=async"},
        [t](const Config& c) { plan_options(c, t); }},
