@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "braid/autograd/node.h"
+#include "braid/autograd/engine_detail.h"
 #include "braid/tensor/cpu/accumulate.h"
 
 namespace braid::autograd {
@@ -36,6 +37,17 @@ struct GradSum {
   }
 };
 
+}  // namespace
+
+namespace detail {
+
+void add_grad(Tensor& sum, bool& owned, Tensor g) {
+  GradSum s{std::move(sum), owned};
+  s.add(std::move(g));
+  sum = std::move(s.sum);
+  owned = s.owned;
+}
+
 void accumulate_leaf(const Tensor& leaf, Tensor g) {
   GradMeta& meta = leaf.grad_meta();
   if (g.defined()) {
@@ -66,6 +78,12 @@ void accumulate_leaf(const Tensor& leaf, Tensor g) {
   }
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::accumulate_leaf;
+
 struct NewerFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence() < b->sequence(); }
 };
@@ -85,6 +103,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
                      to_string(root.shape()));
   }
   NoGradGuard no_grad;
+  detail::ApplyOnly whole(nullptr);  // a nested backward applies its graph whole
   if (root.is_leaf()) {
     accumulate_leaf(root, seed);
     return;

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "braid/autograd/deferred.h"
 #include "braid/autograd/engine.h"
 #include "braid/autograd/node.h"
 #include "braid/ops/families.h"
@@ -290,11 +291,18 @@ std::shared_ptr<const Saved> record(const OpDef& op, std::span<const Tensor> inp
   std::vector<Tensor> in(inputs.begin(), inputs.end());
   autograd::record(op.name.c_str(), in, outputs[0], [s](const Tensor& g) {
     Placement hint(s->placement);
-    GradArgs args{s->inputs, s->input_meta, s->outputs, s->attrs, g, s->wants};
+    // A backward split in two (autograd/deferred.h) asks for some inputs only.
+    std::vector<uint8_t> some;
+    if (const std::vector<uint8_t>* only = autograd::applying_only()) {
+      some = s->wants;
+      for (size_t i = 0; i < some.size() && i < only->size(); ++i) some[i] &= (*only)[i];
+    }
+    const std::vector<uint8_t>& wants = autograd::applying_only() ? some : s->wants;
+    GradArgs args{s->inputs, s->input_meta, s->outputs, s->attrs, g, wants};
     std::vector<Tensor> grads = s->op->backward(args);
     grads.resize(s->inputs.size());
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!s->wants[i]) grads[i] = Tensor();
+      if (!wants[i]) grads[i] = Tensor();
     }
     return grads;
   });

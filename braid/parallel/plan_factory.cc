@@ -37,13 +37,20 @@ void check_strategy(const std::string& name) {
 }
 
 // This rank's pipeline stage of `model`, cut the same way on every rank
-// (measured costs differ between ranks, so rank 0's cut is broadcast).
-std::shared_ptr<nn::Module> cut_pipeline(const PlanOptions& o, const Mesh& mesh, std::shared_ptr<nn::Module> model) {
-  const int stages = mesh.degree(Axis::pipeline);
+// (measured costs differ between ranks, so rank 0's cut is broadcast); with
+// virtual stages, the cut is into P V of them and the rank holds V chunks.
+pipeline::RankChunks cut_pipeline(const PlanOptions& o, const Mesh& mesh, std::shared_ptr<nn::Module> model) {
+  const int ranks = mesh.degree(Axis::pipeline), chunks = o.virtual_stages;
+  const int stages = ranks * chunks;
   auto seq = std::dynamic_pointer_cast<nn::Sequential>(model);
-  if (!seq) fail<ConfigError>("parallel.pipeline = {} needs a model built as an nn::Sequential", stages);
+  if (!seq) fail<ConfigError>("parallel.pipeline = {} needs a model built as an nn::Sequential", ranks);
   const int layers = static_cast<int>(seq->size());
   std::vector<int> starts;
+  if (chunks > 1 && layers < stages) {
+    fail<ConfigError>("parallel.virtual_stages = {} x parallel.pipeline = {} needs {} chunks of at least one layer; "
+                      "the model has {} layers ({} per rank)",
+                      chunks, ranks, stages, layers, layers / ranks);
+  }
   if (!o.stage_boundaries.empty()) {
     starts = pipeline::starts_from_boundaries(o.stage_boundaries, layers, stages);
   } else if (o.balance == "params") {
@@ -61,7 +68,7 @@ std::shared_ptr<nn::Module> cut_pipeline(const PlanOptions& o, const Mesh& mesh,
   } else {
     fail<ConfigError>("parallel.balance = {} (known: params, time)", o.balance);
   }
-  return pipeline::cut_stage(*seq, starts, mesh.coord(Axis::pipeline));
+  return pipeline::cut_chunks(*seq, starts, ranks, mesh.coord(Axis::pipeline));
 }
 
 }  // namespace
@@ -194,7 +201,16 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
       fail<ConfigError>("parallel.microbatch_max caps the local schedule's micro-batches; a pipeline runs "
                         "parallel.microbatches = {} micro-batches of whatever size the batch gives", o.microbatches);
     }
-    out.model = cut_pipeline(o, parts.mesh, out.model);
+    const pipeline::Schedule schedule = pipeline::parse_schedule(o.schedule);
+    pipeline::check_schedule(schedule, parts.mesh.degree(Axis::pipeline), o.virtual_stages, o.microbatches);
+    if ((schedule == pipeline::Schedule::zero_bubble || schedule == pipeline::Schedule::interleaved) &&
+        o.strategy == "zero" && o.zero.stage == 3) {
+      fail<ConfigError>("parallel.schedule = {} with parallel.strategy = zero and zero.stage = 3: stage 3 gathers a "
+                        "layer's parameters around whole-model forwards and backwards (use zero.stage 1 or 2)",
+                        o.schedule);
+    }
+    pipeline::RankChunks mine_chunks = cut_pipeline(o, parts.mesh, out.model);
+    out.model = mine_chunks.model;
     ShardSpecs mine;  // the stage's parameters only
     for (const auto& [name, t] : out.model->named_parameters()) {
       if (auto it = parts.shards.find(name); it != parts.shards.end()) mine[name] = it->second;
@@ -202,7 +218,8 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     parts.shards = std::move(mine);
     parts.schedule = std::make_unique<pipeline::Stage>(
         parts.mesh.group(Axis::pipeline),
-        pipeline::StageOptions{.schedule = pipeline::parse_schedule(o.schedule), .microbatches = o.microbatches,
+        pipeline::StageOptions{.schedule = schedule, .microbatches = o.microbatches,
+                               .chunk_starts = o.virtual_stages > 1 ? mine_chunks.chunk_starts : std::vector<int>{},
                                .timeout = parts.mesh.world().options().timeout});
   } else {
     parts.schedule = std::make_unique<LocalSchedule>(o.microbatches, o.microbatch_max);

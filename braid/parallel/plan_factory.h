@@ -41,7 +41,8 @@ struct PlanOptions {
   // Without a pipeline: the most rows a rank runs at once; a larger batch is
   // accumulated over more micro-batches (0: no limit).
   int64_t microbatch_max = 0;
-  std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b
+  std::string schedule = "1f1b";  // pipeline schedule: gpipe | 1f1b | interleaved | zero_bubble
+  int virtual_stages = 1;         // interleaved: chunks per rank
   // Activation recompute of the model's blocks (nn/recompute.h), under any plan.
   nn::RecomputeOptions recompute{};
   // Pipeline cut: first-layer index of stages 1..P-1; empty: balanced by `balance`.

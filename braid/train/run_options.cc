@@ -239,6 +239,7 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout, const std:
     o.microbatches = static_cast<int>(o.microbatches * accumulate);
     o.schedule = c.get_string("parallel.schedule");
     o.stage_boundaries = parse_int_list(c.get_string("parallel.stage_boundaries"), "parallel.stage_boundaries");
+    o.virtual_stages = static_cast<int>(c.get_int("parallel.virtual_stages"));
     if (o.stage_boundaries.empty()) o.balance = c.get_string("parallel.balance");
   } else {
     o.microbatch_max = c.get_int("parallel.microbatch_max");

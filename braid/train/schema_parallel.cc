@@ -54,8 +54,12 @@ void add_parallel_keys(Schema& s) {
          .choices = {"ring", "ulysses"}});
   s.add({.name = "parallel.schedule", .type = T::String, .default_value = std::string("1f1b"),
          .help = "pipeline schedule: gpipe = all forwards then all backwards; 1f1b = one forward one backward "
-                 "(fewer activations alive)",
-         .choices = {"gpipe", "1f1b"}});
+                 "(fewer activations alive); interleaved = 1F1B over parallel.virtual_stages chunks per rank "
+                 "(bubble / V); zero_bubble = ZB-H1, weight gradients deferred into the bubble",
+         .choices = {"gpipe", "1f1b", "interleaved", "zero_bubble"}});
+  s.add({.name = "parallel.virtual_stages", .type = T::Int, .default_value = int64_t{1},
+         .help = "interleaved pipeline: model chunks per rank (rank p holds chunks p, p + P, ...); M must be a "
+                 "multiple of parallel.pipeline", .min = 1.0});
   s.add({.name = "parallel.microbatches", .type = T::Int, .default_value = int64_t{1},
          .help = "micro-batches per step (pipeline fill; without a pipeline: gradient accumulation, the data axis "
                  "communicating once per step)", .min = 1.0});

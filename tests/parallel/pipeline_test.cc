@@ -34,7 +34,7 @@ TEST(PipelineSchedule, OrdersFollowTheDefinitions) {
     }
   }
   EXPECT_NE(pipeline::check_actions({{Action::backward, 0}, {Action::forward, 0}}, 1), "");
-  EXPECT_THROW(pipeline::parse_schedule("interleaved"), ConfigError);
+  EXPECT_THROW(pipeline::parse_schedule("pipedream"), ConfigError);
 }
 
 TEST(PipelinePartition, BalancedCutsMinimiseTheLargestStage) {
@@ -78,7 +78,8 @@ TEST_P(PipelineEquivalence, StagesEqualOneProcess) {
   auto build = [&] { return c.tokens ? std::static_pointer_cast<nn::Sequential>(char_transformer(3)) : mlp(3); };
   const Params expected = train_single(build(), c.tokens, kSteps, kRows, 0.1);
   PlanOptions o{.strategy = "auto", .mesh = {.pipeline = c.stages}, .microbatches = c.microbatches,
-                .schedule = std::string(pipeline::name(c.schedule)), .recompute = c.recompute};
+                .schedule = std::string(pipeline::name(c.schedule)),
+                .recompute = {.mode = c.recompute ? nn::Recompute::full : nn::Recompute::none}};
   const auto got = train_planned(c.stages, o, build, c.tokens, kSteps, kRows, 0.1);
   size_t seen = 0;
   for (int r = 0; r < c.stages; ++r) {

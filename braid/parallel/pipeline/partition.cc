@@ -121,4 +121,20 @@ std::shared_ptr<nn::Sequential> cut_stage(const nn::Sequential& model, const std
   return out;
 }
 
+RankChunks cut_chunks(const nn::Sequential& model, const std::vector<int>& starts, int stages, int rank) {
+  const int virtual_stages = static_cast<int>(starts.size());
+  if (stages < 1 || rank < 0 || rank >= stages || virtual_stages % stages != 0) {
+    fail<ValueError>("pipeline: rank {} of {} over {} virtual stages", rank, stages, virtual_stages);
+  }
+  RankChunks out{std::make_shared<nn::Sequential>(), {}};
+  for (int v = rank; v < virtual_stages; v += stages) {
+    // cut_stage refuses a head tied to an embedding in another virtual stage.
+    const auto chunk = cut_stage(model, starts, v);
+    out.chunk_starts.push_back(static_cast<int>(out.model->size()));
+    for (size_t i = 0; i < chunk->size(); ++i) out.model->push_back(chunk->name_of(i), chunk->layer(i));
+  }
+  out.model->train(model.is_training());
+  return out;
+}
+
 }  // namespace braid::parallel::pipeline

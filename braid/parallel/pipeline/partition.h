@@ -34,4 +34,14 @@ std::vector<int> starts_from_boundaries(const std::vector<int>& boundaries, int 
 // model (so its parameters keep their names).
 std::shared_ptr<nn::Sequential> cut_stage(const nn::Sequential& model, const std::vector<int>& starts, int stage);
 
+// Interleaved schedules: `starts` cuts the model into P V virtual stages, and
+// rank `rank` of `stages` holds virtual stages rank, rank + P, ... (its V
+// chunks) as one Sequential, each layer under its name in the whole model,
+// with the first layer of each chunk in it.
+struct RankChunks {
+  std::shared_ptr<nn::Sequential> model;
+  std::vector<int> chunk_starts;
+};
+RankChunks cut_chunks(const nn::Sequential& model, const std::vector<int>& starts, int stages, int rank);
+
 }  // namespace braid::parallel::pipeline

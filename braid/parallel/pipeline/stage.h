@@ -10,11 +10,19 @@
 // a stage keeps only each micro-batch's input and runs its forward again,
 // with the dropout generator replayed, right before the backward: the
 // gradients are bit-equal to keeping the activations.
+//
+// Interleaved: the rank's model is an nn::Sequential of its V chunks (rank p
+// of P holds virtual stages p, p + P, ...), chunk c starting at layer
+// chunk_starts[c]; virtual stage v sends to v + 1, which is the next rank,
+// or rank 0's next chunk after the last rank. Zero bubble: a backward action
+// computes the gradients of the activations only (autograd/deferred.h) and
+// the weight action, later, the parameters'.
 #pragma once
 
 #include <chrono>
 #include <deque>
 
+#include "braid/autograd/deferred.h"
 #include "braid/base/rng.h"
 #include "braid/comm/communicator.h"
 #include "braid/parallel/pipeline/p2p_tensor.h"
@@ -26,6 +34,9 @@ namespace braid::parallel::pipeline {
 struct StageOptions {
   Schedule schedule = Schedule::one_f_one_b;
   int microbatches = 1;
+  // Interleaved: the first layer of each of this rank's chunks in its
+  // Sequential (chunk_starts[0] = 0); empty: one chunk, the whole model.
+  std::vector<int> chunk_starts{};
   bool recompute = false;
   // The generator the stage's dropout layers draw from, which recompute
   // replays (the trainer's; null: this thread's dropout_generator()).
@@ -43,7 +54,8 @@ class Stage final : public StepSchedule {
   Tensor evaluate(nn::Module& model, const Tensor& input) override;
   bool ends_model() const override { return stage_ + 1 == stages_; }
   // {"busy_ms": compute time of the last step, "step_ms": its wall time,
-  //  "max_live_microbatches": activations held at most, "order": "F0 F1 B0 ..."}
+  //  "max_live_microbatches": activations held at most (micro-batch chunks
+  //  with interleaving), "order": "F0 F1 B0 ..."}
   nlohmann::json stats() const override;
 
   // The actions the last step ran, in order (tests compare with the schedule).
@@ -52,14 +64,21 @@ class Stage final : public StepSchedule {
 
  private:
   struct Micro {
-    Tensor input;           // what the stage's forward took (requires grad past stage 0)
+    Tensor input;           // what the stage's forward took (requires grad past virtual stage 0)
     Tensor output;          // forward result (the loss on the last stage)
     Tensor target;          // last stage
     double share = 0;       // n_i / N
     Generator::State rng{0, 0, 0};  // the dropout generator before this forward
+    autograd::DeferredWeightGrads weights;  // zero bubble: W, between B and W
   };
-  void forward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i, bool keep_graph);
-  void backward(nn::Module& model, const nn::LossFn& loss, Micro& m, int i);
+  int chunks() const { return o_.chunk_starts.empty() ? 1 : static_cast<int>(o_.chunk_starts.size()); }
+  // Whether chunk c of this rank is the model's first or last virtual stage.
+  bool starts_model(int c) const { return stage_ == 0 && c == 0; }
+  bool ends_chunks(int c) const { return stage_ + 1 == stages_ && c + 1 == chunks(); }
+  Tensor run_chunk(nn::Module& model, int c, const Tensor& x) const;
+  void forward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a, bool keep_graph);
+  void backward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a);
+  void weight(Micro& m, const Action& a);
   Tensor receive(uint64_t tag, int from, const std::string& what);
   void send(const Tensor& t, int to, uint64_t tag);
   void drain_sends();
