@@ -48,8 +48,10 @@ TokenFlops model_token_flops(const Config& config, const nn::Module& model, int6
 // products with f32 results), measured: square matrix products through the
 // op registry on this process's intra-op threads, the best of a few after a
 // warm-up, about a quarter of a second. Cached per (device, precision,
-// threads) for the life of the process. A datasheet figure is what GPU MFU
-// is usually quoted against; set train.peak_tflops to use one.
-double measured_peak_flops(Device device, DType precision);
+// threads) for the life of the process; `refresh` measures again and keeps
+// the better figure (a peak measured while other work shared the cores is
+// low, and would put MFU above 100% once they go quiet). A datasheet figure
+// is what GPU MFU is usually quoted against; set train.peak_tflops to use one.
+double measured_peak_flops(Device device, DType precision, bool refresh = false);
 
 }  // namespace braid::train

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "braid/base/deadline.h"
+#include "braid/base/log.h"
 #include "braid/ops/autocast.h"
 #include "braid/ops/elementwise.h"
 #include "braid/optim/clip.h"
@@ -196,7 +197,7 @@ int64_t Trainer::planned_steps(int64_t epoch, int64_t skip) const {
   return steps;
 }
 
-std::pair<double, double> Trainer::token_rates(int64_t examples, double seconds) const {
+std::pair<double, double> Trainer::token_rates(int64_t examples, double seconds) {
   if (o_.tokens_per_example <= 0 || seconds <= 0) return {0.0, 0.0};
   // Every data replica trains as many rows; the tensor and pipeline ranks of
   // a replica share its rows, and their devices count towards the peak.
@@ -205,7 +206,16 @@ std::pair<double, double> Trainer::token_rates(int64_t examples, double seconds)
   const double per_s = tokens / seconds;
   const double devices = static_cast<double>(plan_->data_world()) * plan_->mesh().degree(parallel::Axis::tensor) *
                          plan_->mesh().degree(parallel::Axis::pipeline);
-  const double mfu = o_.flops_per_token > 0 && peak_flops_ > 0 ? per_s * o_.flops_per_token / (peak_flops_ * devices) : 0;
+  const double achieved = per_s * o_.flops_per_token / devices;  // FLOP/s of one device
+  if (o_.flops_per_token > 0 && o_.peak_flops <= 0 && achieved > peak_flops_) {
+    // The peak was measured while other work shared the cores: measure it
+    // again, and never report a device doing more than its peak.
+    const double before = peak_flops_;
+    peak_flops_ = std::max(measured_peak_flops(device_, o_.precision, /*refresh=*/true), achieved);
+    logging::info("MFU's peak measured again: {:.1f} GFLOP/s a device (was {:.1f}, measured under load)",
+                  peak_flops_ / 1e9, before / 1e9);
+  }
+  const double mfu = o_.flops_per_token > 0 && peak_flops_ > 0 ? achieved / peak_flops_ : 0;
   return {per_s, mfu};
 }
 
@@ -403,6 +413,7 @@ TrainSummary Trainer::fit() {
   s.samples_per_s = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0;
   std::tie(s.tokens_per_s, s.mfu) = token_rates(samples, train_seconds);
   s.final_loss = mean(epoch_loss, epoch_losses);
+  report_saves(/*wait=*/true);  // the last sharded save is written before fit returns
   s.last_checkpoint = last_checkpoint_;
   const std::string merged = timeline.close([this] { plan_->gather_world(0); });
   if (!merged.empty()) {

@@ -27,6 +27,7 @@
 #include "braid/train/batch_schedule.h"
 #include "braid/train/callbacks.h"
 #include "braid/train/checkpoint.h"
+#include "braid/train/checkpoint_async.h"
 #include "braid/train/straggler.h"
 
 namespace braid::train {
@@ -86,6 +87,14 @@ struct TrainerOptions {
   double peak_flops = 0;
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: end of each epoch
   int keep_checkpoints = 3;      // older ones are deleted
+  // Each rank writes its own shard, no gather (train.checkpoint_format =
+  // sharded, checkpoint_manifest.h); plans whose replicas stay equal only.
+  bool sharded_checkpoints = false;
+  // Sharded saves are written by a background thread while training goes
+  // on; the step loop pays for a copy into a staging buffer (checkpoint_async.h).
+  bool checkpoint_async = true;
+  // World rank 0's wait for every rank's shard of a save before its manifest.
+  Duration checkpoint_timeout = std::chrono::seconds(300);
   bool checkpoints = true;       // false: never write any
   std::string out_dir{};         // checkpoints go here
   Resume resume = Resume::automatic;
@@ -190,6 +199,12 @@ class Trainer {
   void setup_plan();
   // Where this rank's checkpoints go (a sub-folder per shard of a sharded model).
   std::string checkpoint_dir() const;
+  // A save in the sharded format (options.sharded_checkpoints).
+  std::string save_sharded(int64_t epoch, int64_t batch_in_epoch);
+  // Reports the sharded saves finished since the last call (`wait`: the one
+  // in flight too): on_checkpoint for each written one, a message for each
+  // that failed (training goes on from the previous complete checkpoint).
+  void report_saves(bool wait);
   void log(const StepMetrics& m);
   // The train loader's batch for `epoch`: set_batch_size's, then the
   // batch-size schedule's (no change without either).
@@ -201,7 +216,7 @@ class Trainer {
   int64_t steps_for(int64_t batches) const { return (batches + o_.accumulate - 1) / o_.accumulate; }
   // Tokens/s of the whole job and MFU for a window of `examples` rows
   // trained in `seconds` on this rank (sequence models; else zeros).
-  std::pair<double, double> token_rates(int64_t examples, double seconds) const;
+  std::pair<double, double> token_rates(int64_t examples, double seconds);
 
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -238,6 +253,11 @@ class Trainer {
   double peak_flops_ = 0;  // one device's, for MFU: options.peak_flops or measured in fit()
   std::optional<optim::LossScaler> scaler_;  // precision f16
   std::string last_checkpoint_;
+  // Sharded saves: the background writer, and the id the job's ranks agree on
+  // at start so that an earlier attempt's files of the same step never pass
+  // for this save's.
+  std::unique_ptr<ShardWriter> writer_;
+  std::string save_session_;
   // Names the run in its checkpoints (every rank's, every step's, kept
   // across resumes), so shards of different runs are never merged.
   std::string run_id_;
