@@ -23,6 +23,10 @@ uint32_t crc32(std::span<const std::byte> data, uint32_t running) {
   return static_cast<uint32_t>(crc);
 }
 
+uint32_t crc32_combine(uint32_t a, uint32_t b, size_t length_b) {
+  return static_cast<uint32_t>(::crc32_combine64(a, b, static_cast<z_off64_t>(length_b)));
+}
+
 Sha256 hmac_sha256(std::string_view key, std::span<const std::byte> message) {
   Sha256 out{};
   unsigned int len = 0;

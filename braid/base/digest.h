@@ -14,6 +14,10 @@ namespace braid {
 using Sha256 = std::array<uint8_t, 32>;
 
 uint32_t crc32(std::span<const std::byte> data, uint32_t running = 0);
+// The CRC-32 of A followed by B from crc32(A), crc32(B) and B's length
+// (zlib's crc32_combine): per-piece checksums give the whole file's without
+// reading its bytes twice.
+uint32_t crc32_combine(uint32_t a, uint32_t b, size_t length_b);
 Sha256 hmac_sha256(std::string_view key, std::span<const std::byte> message);
 // Constant-time equality, for comparing MACs.
 bool equal_digests(const Sha256& a, const Sha256& b);

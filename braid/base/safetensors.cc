@@ -102,14 +102,15 @@ size_t dtype_size(const std::string& d) {
   return 0;
 }
 
-std::vector<std::byte> serialize(const std::map<std::string, TensorRef>& tensors, const Metadata& metadata) {
+std::vector<std::byte> header(const std::vector<std::pair<std::string, TensorRef>>& tensors, const Metadata& metadata,
+                              uint32_t data_crc) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   Metadata meta = metadata;
-  uint32_t crc = 0;
   uint64_t offset = 0;
   nlohmann::ordered_json entries = nlohmann::ordered_json::object();
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") fail<ValueError>("safetensors: the tensor name __metadata__ is reserved");
+    if (entries.contains(name)) fail<ValueError>("safetensors: tensor {} is named twice", name);
     size_t size = dtype_size(t.dtype);
     if (size == 0) fail<ValueError>("safetensors: tensor {} has unknown dtype '{}'", name, t.dtype);
     int64_t n = checked_numel(t.shape);
@@ -119,22 +120,27 @@ std::vector<std::byte> serialize(const std::map<std::string, TensorRef>& tensors
     }
     entries[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();
-    crc = crc32(t.data, crc);
   }
-  meta[kCrcKey] = fmt::format("{:08x}", crc);
+  meta[kCrcKey] = fmt::format("{:08x}", data_crc);
   header["__metadata__"] = meta;
   for (auto& [k, v] : entries.items()) header[k] = v;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  std::vector<std::byte> out(8 + text.size() + offset);
+  std::vector<std::byte> out(8 + text.size());
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>(n >> (8 * i));
   std::memcpy(out.data() + 8, text.data(), text.size());
-  std::byte* data = out.data() + 8 + text.size();
-  for (const auto& [name, t] : tensors) {
-    if (!t.data.empty()) std::memcpy(data, t.data.data(), t.data.size());
-    data += t.data.size();
-  }
+  return out;
+}
+
+std::vector<std::byte> serialize(const std::map<std::string, TensorRef>& tensors, const Metadata& metadata) {
+  std::vector<std::pair<std::string, TensorRef>> ordered(tensors.begin(), tensors.end());
+  uint32_t crc = 0;
+  size_t bytes = 0;
+  for (const auto& [name, t] : ordered) crc = crc32(t.data, crc), bytes += t.data.size();
+  std::vector<std::byte> out = header(ordered, metadata, crc);
+  out.reserve(out.size() + bytes);
+  for (const auto& [name, t] : ordered) out.insert(out.end(), t.data.begin(), t.data.end());
   return out;
 }
 

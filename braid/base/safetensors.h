@@ -19,6 +19,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace braid::safetensors {
@@ -46,6 +47,14 @@ struct File {
 
 // Bytes per element of a safetensors dtype name; 0 if unknown.
 size_t dtype_size(const std::string& dtype);
+
+// The bytes before the data buffer (length and header) of a file whose data
+// buffer holds `tensors` back to back in the order given, whose data has
+// CRC-32 `data_crc`: for writers that stream the data from their own buffers
+// (sharded checkpoints write a staging buffer as it is). The spans' bytes are
+// not read.
+std::vector<std::byte> header(const std::vector<std::pair<std::string, TensorRef>>& tensors, const Metadata& metadata,
+                              uint32_t data_crc);
 
 // The complete file contents. ValueError for unknown dtypes or sizes that do
 // not match the shape; the key "__metadata__" is reserved.

@@ -22,7 +22,9 @@ constexpr const char* kModelPrefix = "model.";
 constexpr const char* kOptimPrefix = "optim.";
 constexpr const char* kPlanPrefix = "plan.";
 
-std::string st_dtype(DType t) {
+}  // namespace
+
+std::string safetensors_dtype(DType t) {
   switch (t) {
     case DType::f32: return "F32";
     case DType::f64: return "F64";
@@ -36,15 +38,17 @@ std::string st_dtype(DType t) {
   return "?";
 }
 
-DType braid_dtype(const std::string& s, const std::string& what) {
+DType dtype_from_safetensors(const std::string& s, const std::string& what) {
   for (DType t : kAllDTypes) {
-    if (st_dtype(t) == s) return t;
+    if (safetensors_dtype(t) == s) return t;
   }
   fail<IoError>("{}: unsupported tensor dtype {}", what, s);
 }
 
+namespace {
+
 Tensor to_tensor(const safetensors::TensorData& d, const std::string& what) {
-  Tensor t = Tensor::empty(d.shape, braid_dtype(d.dtype, what));
+  Tensor t = Tensor::empty(d.shape, dtype_from_safetensors(d.dtype, what));
   if (t.nbytes() != d.data.size()) fail<IoError>("{}: {} bytes for shape {}", what, d.data.size(), to_string(t.shape()));
   std::copy(d.data.begin(), d.data.end(), static_cast<std::byte*>(t.raw_data()));
   return t;
@@ -98,7 +102,7 @@ void write_tensors(const std::string& path, const Checkpoint& ckpt, const std::s
   auto add = [&](const std::string& name, const Tensor& t) {
     Tensor c = t.to(Device::cpu).contiguous();  // a device's tensors are written from a host copy
     keep.push_back(c);
-    refs[name] = {st_dtype(c.dtype()), c.shape(),
+    refs[name] = {safetensors_dtype(c.dtype()), c.shape(),
                   {static_cast<const std::byte*>(c.raw_data()), c.nbytes()}};
   };
   for (const auto& [n, t] : ckpt.model) add(model_prefix + n, t);

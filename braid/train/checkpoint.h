@@ -45,6 +45,11 @@ struct Checkpoint {
   nlohmann::json extra;           // free-form (last loss, metrics)
 };
 
+// The safetensors name of a dtype ("F32") and back; IoError naming `what`
+// for a name braid does not know.
+std::string safetensors_dtype(DType t);
+DType dtype_from_safetensors(const std::string& name, const std::string& what);
+
 // Paths of the checkpoint for `step` in `dir`, without extension.
 std::string checkpoint_stem(const std::string& dir, int64_t step);
 

@@ -8,6 +8,8 @@
 #include "braid/base/error.h"
 #include "braid/base/json_number.h"
 #include "braid/parallel/shard_spec.h"
+#include "braid/train/checkpoint_manifest.h"
+#include "braid/train/checkpoint_sharded.h"
 #include "braid/train/checkpoint_shards.h"
 
 namespace braid::train {
@@ -166,11 +168,14 @@ nlohmann::json to_json(const CheckpointInfo& info) {
 
 Checkpoint load_whole_checkpoint(const std::string& dir, std::optional<int64_t> step) {
   const std::vector<int64_t> whole = list_checkpoints(dir);
+  const std::vector<int64_t> per_rank = sharded_steps(dir);  // train.checkpoint_format = sharded
   if (!step) {
     const std::optional<int64_t> sharded = latest_common_shard_step(dir);
-    if (whole.empty() && !sharded) fail<IoError>("{} holds no complete checkpoint", dir);
-    step = std::max(whole.empty() ? int64_t{-1} : whole.back(), sharded.value_or(-1));
+    if (whole.empty() && !sharded && per_rank.empty()) fail<IoError>("{} holds no complete checkpoint", dir);
+    step = std::max({whole.empty() ? int64_t{-1} : whole.back(), sharded.value_or(-1),
+                     per_rank.empty() ? int64_t{-1} : per_rank.back()});
   }
+  if (std::binary_search(per_rank.begin(), per_rank.end(), *step)) return load_sharded_whole(dir, *step);
   if (std::binary_search(whole.begin(), whole.end(), *step)) return load_checkpoint(checkpoint_stem(dir, *step));
   if (shard_folders(dir).empty()) fail<IoError>("{} holds no checkpoint of step {}", dir, *step);
   return merge_shard_checkpoints(dir, *step, shard_param_order(dir, *step));

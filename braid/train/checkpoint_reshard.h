@@ -7,6 +7,7 @@
 // parameter order.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,21 @@ struct RankPart {
   nn::NamedTensors state;
   std::vector<std::string> param_order;
   parallel::ShardSpecs specs;
+  // Sharded checkpoints: the runs [begin, end) of each parameter's elements
+  // this rank's optimizer updates (ZeRO); only those runs of the parameter's
+  // optimizer buffers are read, the rest of each buffer is zeros. A
+  // parameter absent: all of it.
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> optimizer_runs{};
+  // The plan's layout (mesh and gradient sync, as Trainer records it): a
+  // codec's memory is restored only under the layout that wrote it.
+  std::string layout{};
+  int data_rank = 0;
 };
+
+// The part of `whole` a tensor of `shape` holds under `spec` (the whole when
+// the spec is null or replicated). IoError naming the tensor when the shapes
+// do not fit.
+Tensor cut_slice(const std::string& name, const Tensor& whole, const Shape& shape, const parallel::ShardSpec* spec);
 
 // `whole` (parameter names numbering its optimizer buffers: `whole_order`)
 // cut down to `part`: each tensor sliced by its spec or taken whole, the

@@ -18,17 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Part {
-  parallel::ShardSpec spec;
-  Tensor tensor;
-  std::string shard;
-};
+}  // namespace
 
-// The whole tensor from its parts: a replicated one is any part; slices are
-// copied to their offsets (in each block), and together must cover the dim
-// exactly once.
-Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
-  const Part& first = parts.front();
+Tensor assemble_slices(const std::string& name, const std::vector<TensorSlice>& parts) {
+  const TensorSlice& first = parts.front();
   if (first.spec.dim < 0) return first.tensor;
   const int dim = first.spec.dim, blocks = first.spec.blocks;
   // The whole shape comes from a sidecar: before allocating it, the parts must
@@ -38,7 +31,7 @@ Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
   if (dim >= static_cast<int>(full.size()))
     fail<IoError>("checkpoint shards: '{}' is sliced along dim {} of a {}-dim whole shape", name, dim, full.size());
   int64_t along = 0;
-  for (const Part& p : parts) {
+  for (const TensorSlice& p : parts) {
     bool fits = p.tensor.ndim() == static_cast<int64_t>(full.size());
     for (int d = 0; fits && d < static_cast<int>(full.size()); ++d) fits = d == dim || p.tensor.size(d) == full[d];
     if (!fits) {
@@ -58,7 +51,7 @@ Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
   }
   const int64_t block = whole.size(dim) / blocks;
   std::vector<std::pair<int64_t, int64_t>> covered;
-  for (const Part& p : parts) {
+  for (const TensorSlice& p : parts) {
     if (p.spec.dim != dim || p.spec.blocks != blocks || p.spec.full_shape != first.spec.full_shape) {
       fail<IoError>("checkpoint shards: '{}' is sliced differently in {} and {}", name, first.shard, p.shard);
     }
@@ -82,6 +75,8 @@ Tensor assemble(const std::string& name, const std::vector<Part>& parts) {
   if (at != block) fail<IoError>("checkpoint shards: '{}' slices end at {}, not {}", name, at, block);
   return whole;
 }
+
+namespace {
 
 // extra.run_id, or "" when the trainer that wrote the checkpoint recorded none.
 std::string run_id(const nlohmann::json& extra) {
@@ -198,8 +193,8 @@ std::vector<std::string> shard_param_order(const std::string& dir, int64_t step)
 
 Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const std::vector<std::string>& param_order) {
   const std::vector<ShardCheckpoint> loaded = load_shard_checkpoints(dir, step);
-  std::map<std::string, std::vector<Part>> model_parts;
-  std::map<std::string, std::vector<Part>> optim_parts;  // by "<name>.<buffer>"
+  std::map<std::string, std::vector<TensorSlice>> model_parts;
+  std::map<std::string, std::vector<TensorSlice>> optim_parts;  // by "<name>.<buffer>"
   std::vector<std::string> model_order;
   std::vector<std::string> shards;
   for (const auto& [s, stem, c] : loaded) {
@@ -236,12 +231,12 @@ Checkpoint merge_shard_checkpoints(const std::string& dir, int64_t step, const s
   merged.optimizer.scalars = base.optimizer.scalars;
   merged.step = base.step, merged.epoch = base.epoch, merged.batch = base.batch;
   merged.rng = base.rng, merged.config = base.config;
-  for (const std::string& name : model_order) merged.model.emplace_back(name, assemble(name, model_parts[name]));
+  for (const std::string& name : model_order) merged.model.emplace_back(name, assemble_slices(name, model_parts[name]));
   for (size_t i = 0; i < param_order.size(); ++i) {
     const std::string prefix = param_order[i] + "/";
     for (auto& [key, parts] : optim_parts) {
       if (key.rfind(prefix, 0) != 0) continue;
-      merged.optimizer.tensors.emplace_back(std::to_string(i) + "." + key.substr(prefix.size()), assemble(key, parts));
+      merged.optimizer.tensors.emplace_back(std::to_string(i) + "." + key.substr(prefix.size()), assemble_slices(key, parts));
     }
   }
   if (merged.optimizer.scalars.is_object() && merged.optimizer.scalars.contains("num_params")) {

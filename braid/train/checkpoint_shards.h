@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/parallel/shard_spec.h"
 #include "braid/train/checkpoint.h"
 
 namespace braid::train {
@@ -32,6 +33,18 @@ std::vector<std::string> shards_of_step(const std::string& dir, int64_t step);
 // from different runs (their sidecars' extra.run_id differ): two runs wrote
 // into one folder, and no step of it is safe to resume from.
 std::optional<int64_t> latest_common_shard_step(const std::string& dir);
+
+// A slice of a tensor as one shard holds it (spec.dim -1: the whole tensor).
+struct TensorSlice {
+  parallel::ShardSpec spec{};
+  Tensor tensor{};
+  std::string shard{};  // where it came from, for errors
+};
+
+// The whole tensor from its slices: a replicated one is any slice; slices are
+// copied to their offsets (in each block) and together must cover the dim
+// exactly once. IoError naming the tensor and the shards otherwise.
+Tensor assemble_slices(const std::string& name, const std::vector<TensorSlice>& parts);
 
 // One shard's checkpoint of a step, as read from its folder.
 struct ShardCheckpoint {

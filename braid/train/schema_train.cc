@@ -67,6 +67,17 @@ void add_train_keys(Schema& s) {
                  "matrix product on the device when training starts", .min = 0.0});
   s.add({.name = "train.checkpoint_every", .type = T::Int, .default_value = int64_t{0},
          .help = "steps between checkpoints; 0 = at the end of each epoch", .min = 0});
+  s.add({.name = "train.keep_checkpoints", .type = T::Int, .default_value = int64_t{3},
+         .help = "complete checkpoints kept in out_dir; older ones are deleted after each save (never the one "
+                 "being written or the newest complete one)", .min = 1});
+  s.add({.name = "train.checkpoint_format", .type = T::String, .default_value = std::string("whole"),
+         .help = "whole = the whole model in one file per tensor/pipeline shard, gathered on data rank 0; sharded = "
+                 "every rank writes its own shard (ZeRO pieces, tensor and pipeline slices, a replica's share) in "
+                 "parallel, and world rank 0 a manifest once all are committed (needs replicas that stay equal: "
+                 "allreduce or ZeRO)", .choices = {"whole", "sharded"}});
+  s.add({.name = "train.checkpoint_async", .type = T::Bool, .default_value = true,
+         .help = "checkpoint_format = sharded: write each save from a background thread while training goes on, "
+                 "the step paying only for a copy into a staging buffer; false = write it before the next step"});
   s.add({.name = "train.resume", .type = T::String, .default_value = std::string("auto"),
          .help = "auto = continue from the newest usable checkpoint in out_dir (a group restarted by braid launch "
                  "--max-restarts too), else start from scratch, saying why when some are unusable; always = the "

@@ -3,7 +3,9 @@
 #include <filesystem>
 
 #include "braid/base/abridge.h"
+#include "braid/base/digest.h"
 #include "braid/train/checkpoint.h"
+#include "braid/train/checkpoint_manifest.h"
 #include "braid/train/checkpoint_reshard.h"
 #include "braid/train/checkpoint_shards.h"
 #include "braid/train/trainer.h"
@@ -13,6 +15,7 @@ namespace braid::train {
 namespace fs = std::filesystem;
 
 std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
+  if (o_.sharded_checkpoints) return save_sharded(epoch, batch_in_epoch);
   Checkpoint c;
   // Whole tensors whatever the plan splits (collective on the data axis under ZeRO).
   c.model = plan_->model_state(*model_);
@@ -49,6 +52,77 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   return last_checkpoint_;
 }
 
+std::string Trainer::save_sharded(int64_t epoch, int64_t batch_in_epoch) {
+  report_saves(false);
+  if (plan_->aggregation()) {
+    // Replicas that train apart hold different models: no replica's share is
+    // the others'.
+    fail<ConfigError>("train.checkpoint_format = sharded needs data replicas that stay equal (allreduce or ZeRO, with "
+                      "tensor and pipeline axes); this plan ({}) trains them apart: use train.checkpoint_format = whole",
+                      plan_->describe());
+  }
+  if (save_session_.empty()) {
+    std::byte nonce[8];
+    random_bytes(nonce);
+    save_session_ = plan_->agree_on_run_id(to_hex(nonce));  // collective: every rank saves
+  }
+  const int rank = plan_->world_rank(), data_rank = plan_->data_rank();
+  if (!writer_) {
+    writer_ = std::make_unique<ShardWriter>(ShardWriterOptions{
+        .dir = o_.out_dir, .world = plan_->mesh().size(), .async = o_.checkpoint_async, .keep = o_.keep_checkpoints,
+        .timeout = o_.checkpoint_timeout});
+  }
+  ShardSave s;
+  s.tensors = rank_pieces(*plan_, *model_, *optimizer_);  // collective on the data axis (a codec's memory)
+  const optim::OptimizerState local = optimizer_->state_dict();
+  const std::string shard = plan_->shard_name();
+  std::vector<std::string> params;
+  for (const auto& [name, t] : model_->named_parameters()) params.push_back(name);
+  std::vector<std::string> state;
+  for (const auto& [name, t] : model_->state_dict()) state.push_back(name);
+  s.index = {.rank = rank, .session = save_session_, .step = step_, .shard = shard, .data_rank = data_rank,
+             .params = params, .state = state, .rng = gen_->state()};
+  if (rank == 0) {
+    s.manifest = {.step = step_, .epoch = epoch, .batch = batch_in_epoch, .world = plan_->mesh().size(),
+                  .session = save_session_, .layout = plan_->describe(), .optimizer = local.scalars,
+                  .config = o_.config, .extra = {{"plan", plan_->state_dict()}, {"run_id", run_id_}}};
+    if (o_.batch_schedule) s.manifest.extra["batch_schedule"] = o_.batch_schedule->state_dict();
+    if (scaler_) s.manifest.extra["loss_scaler"] = scaler_->state_dict();
+    if (const std::string sync = plan_->grad_sync_name(); sync.starts_with("zero-")) {
+      s.manifest.extra["zero"] = {{"stage", std::stoi(sync.substr(5))}, {"data_world", plan_->data_world()}};
+    }
+    // An earlier attempt's manifest of this step must not commit this save's
+    // half-written shards.
+    std::error_code ec;
+    fs::remove(fs::path(checkpoint_stem(o_.out_dir, step_)) / "manifest.json", ec);
+  }
+  writer_->save(std::move(s));
+  if (!o_.checkpoint_async) report_saves(false);
+  return checkpoint_stem(o_.out_dir, step_);
+}
+
+void Trainer::report_saves(bool wait) {
+  if (!writer_) return;
+  for (const SaveOutcome& o : writer_->finished(wait)) {
+    if (!o.error.empty()) {
+      const std::string line = fmt::format("checkpoint of step {} failed, training goes on{}: {}", o.step,
+                                           last_checkpoint_.empty() ? "" : " (the last complete one is " + last_checkpoint_ + ")",
+                                           o.error);
+      for (auto& cb : callbacks_) cb->on_message(line);
+      continue;
+    }
+    last_checkpoint_ = o.stem;
+    const std::string line = fmt::format(
+        "checkpoint {}: the step loop stalled {:.1f} ms (staging {:.1f} MB of this rank's shard), written in {:.1f} ms{}",
+        o.stem, 1e3 * o.stall_s, static_cast<double>(o.bytes) / 1e6, 1e3 * o.write_s,
+        o_.checkpoint_async ? " in the background" : "");
+    for (auto& cb : callbacks_) {
+      cb->on_message(line);
+      cb->on_checkpoint(o.stem, o.step);
+    }
+  }
+}
+
 std::string Trainer::checkpoint_dir() const {
   const std::string shard = plan_->shard_name();
   return shard.empty() ? o_.out_dir : o_.out_dir + "/shard-" + shard;
@@ -82,6 +156,7 @@ std::vector<std::string> checkpoint_files(const std::string& out_dir) {
       }
     }
   }
+  for (int64_t step : sharded_folders(out_dir)) found.push_back(fs::path(checkpoint_stem("", step)).filename().string() + "/");
   std::sort(found.begin(), found.end());
   return found;
 }
@@ -112,6 +187,11 @@ std::pair<int64_t, int64_t> Trainer::resume() {
   RankPart part{.shard = plan_->shard_name(), .state = model_->state_dict(), .param_order = {},
                 .specs = plan_->shards()};
   for (const auto& [name, t] : model_->named_parameters()) part.param_order.push_back(name);
+  part.layout = plan_->describe();
+  part.data_rank = plan_->data_rank();
+  const std::vector<std::pair<int64_t, int64_t>> runs = plan_->optimizer_parameter_runs();
+  const std::vector<std::string> run_names = plan_->optimizer_parameter_names(*model_);
+  for (size_t j = 0; j < runs.size(); ++j) part.optimizer_runs[run_names[j]].push_back(runs[j]);
   const char* mode = o_.resume == Resume::always ? "always" : "auto";
   std::optional<Checkpoint> c;
   try {

@@ -389,7 +389,11 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                     .eval_batches = c.get_int("train.eval_batches"), .tokens_per_example = tokens_per_example,
                     .flops_per_token = flops_per_token,
                     .peak_flops = sequence ? 1e12 * c.get_float("train.peak_tflops") : 0.0,
-                    .checkpoint_every = c.get_int("train.checkpoint_every"), .checkpoints = true,
+                    .checkpoint_every = c.get_int("train.checkpoint_every"),
+                    .keep_checkpoints = static_cast<int>(c.get_int("train.keep_checkpoints")),
+                    .sharded_checkpoints = c.get_string("train.checkpoint_format") == "sharded",
+                    .checkpoint_async = c.get_string("train.checkpoint_format") != "sharded" || c.get_bool("train.checkpoint_async"),
+                    .checkpoints = true,
                     .out_dir = c.get_string("train.out_dir"), .resume = parse_resume(c.get_string("train.resume")),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
                     // An ensemble member's gradients are its own, whatever data it reads.

@@ -103,8 +103,12 @@ std::vector<Context> contexts(const std::string& dir) {
       {"csv mlp, onebit", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=allreduce", "parallel.codec=onebit"}},
       {"csv mlp, topk", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=auto", "parallel.codec=topk"}},
       {"csv mlp, powersgd", {"data.name=csv", csv, "model.name=mlp", "parallel.codec=powersgd"}},
-      {"libsvm mlp, zero 1", {"data.name=libsvm", svm, "model.name=mlp", "parallel.strategy=zero", "parallel.zero_stage=1"}},
-      {"csv mlp, zero 3", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=zero", "parallel.zero_stage=3"}},
+      {"libsvm mlp, zero 1, synchronous sharded checkpoints",
+       {"data.name=libsvm", svm, "model.name=mlp", "parallel.strategy=zero", "parallel.zero_stage=1",
+        "train.checkpoint_format=sharded", "train.checkpoint_async=false", "train.keep_checkpoints=2"}},
+      {"csv mlp, zero 3, sharded checkpoints",
+       {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=zero", "parallel.zero_stage=3",
+        "train.checkpoint_format=sharded"}},
       {"csv mlp, skeleton", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=skeleton"}},
       {"csv mlp, bmuf", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=bmuf"}},
       {"csv mlp, easgd", {"data.name=csv", csv, "model.name=mlp", "parallel.strategy=easgd"}},
@@ -239,6 +243,8 @@ TEST_F(ConfigKeys, KeysOnceSilentlyIgnored) {
   refused({"model.name=mlp", "parallel.strategy=none", "parallel.recompute_layers=1"}, "parallel.recompute_layers");
   // data.stride is a text dataset's.
   refused({"model.name=mlp", "parallel.strategy=none", "data.stride=3"}, "data.stride");
+  // Whole checkpoints are written before the next step; only sharded ones have a writer thread.
+  refused({"model.name=mlp", "parallel.strategy=none", "train.checkpoint_async=false"}, "train.checkpoint_async");
 }
 
 TEST_F(ConfigKeys, MlpHonoursWeightNormAndDropout) {
