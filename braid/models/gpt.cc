@@ -33,6 +33,12 @@ void validate(const GptConfig& c) {
   }
   if (!(c.dropout >= 0 && c.dropout < 1)) fail<ConfigError>("gpt: dropout must lie in [0, 1), got {}", c.dropout);
   if (!(c.rope_theta > 0)) fail<ConfigError>("gpt: rope_theta must be positive, got {}", c.rope_theta);
+  if (c.moe.experts > 0) {
+    if (c.moe.top_k < 1 || c.moe.top_k > c.moe.experts) {
+      fail<ConfigError>("gpt: moe.top_k = {} must lie in 1..moe.experts = {}", c.moe.top_k, c.moe.experts);
+    }
+    if (c.moe.every < 1) fail<ConfigError>("gpt: moe.every must be positive, got {}", c.moe.every);
+  }
 }
 
 int64_t mlp_hidden(const GptConfig& c) {
@@ -46,7 +52,7 @@ void init_like_gpt2(nn::Sequential& m, const GptConfig& c, Generator& gen) {
   const double residual_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.layers));
   for (const auto& [name, t] : m.named_parameters()) {
     const auto ends_with = [&](std::string_view s) { return name.size() >= s.size() && name.ends_with(s); };
-    if (ends_with("attn.out_proj.weight") || ends_with("fc2.weight")) {
+    if (ends_with("attn.out_proj.weight") || ends_with("fc2.weight") || ends_with("experts.fc2")) {
       nn::init::normal_(t, 0, residual_std, gen);
     } else if (t.ndim() >= 2) {
       nn::init::normal_(t, 0, c.init_std, gen);  // linear weights, the token and position tables
@@ -75,7 +81,9 @@ std::shared_ptr<nn::Sequential> gpt(const GptConfig& c, Generator& gen) {
   const nn::BlockOptions block{
       .hidden = mlp_hidden(c), .norm = c.norm, .norm_eps = c.norm_eps, .mlp = c.activation, .bias = c.bias};
   for (int64_t i = 0; i < c.layers; ++i) {
-    m->push_back(std::make_shared<nn::TransformerBlock>(c.dim, c.heads, gen, attention, block));
+    nn::BlockOptions b = block;
+    if (c.moe.experts > 0 && (i + 1) % c.moe.every == 0) b.moe = c.moe;
+    m->push_back(std::make_shared<nn::TransformerBlock>(c.dim, c.heads, gen, attention, b));
   }
   m->push_back(nn::make_norm(c.norm, c.dim, c.norm_eps));
   if (c.tie_embeddings) {

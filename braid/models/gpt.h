@@ -46,6 +46,9 @@ struct GptConfig {
   double dropout = 0;           // embeddings, attention weights, residual branches
   Generator* dropout_generator = nullptr;
   double init_std = 0.02;
+  // experts > 0: every moe.every-th block's MLP is a mixture of experts
+  // (nn/moe.h; each expert of the MLP's width and activation).
+  nn::MoeOptions moe{};
 };
 
 // Refuses a config that cannot be built (names the field and the values).

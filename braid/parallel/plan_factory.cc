@@ -7,6 +7,7 @@
 #include "braid/parallel/pipeline/stage.h"
 #include "braid/parallel/sync_batch_norm.h"
 #include "braid/parallel/tensor_parallel/rewrite.h"
+#include "braid/parallel/expert_parallel/expert_parallel.h"
 
 namespace braid::parallel {
 
@@ -88,6 +89,15 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                       o.codec.name, o.strategy);
   }
   o.codec.validate();
+  if (o.expert > 1 && o.strategy != "allreduce" && o.strategy != "auto") {
+    fail<ConfigError>("parallel.expert = {} splits the data axis of parallel.strategy = allreduce or auto, not {} "
+                      "(ZeRO and the averaging strategies do not shard experts)", o.expert, o.strategy);
+  }
+  if (o.expert > 1 && (o.mesh.tensor > 1 || o.mesh.context > 1)) {
+    fail<ConfigError>("parallel.expert = {} with parallel.tensor = {} and parallel.context = {}: the tensor- and "
+                      "context-parallel rewrites do not take MoE blocks (both must be 1)", o.expert, o.mesh.tensor,
+                      o.mesh.context);
+  }
   PlannedModel out{.model = std::move(model), .loss = std::move(loss), .plan = nullptr};
   PlanParts parts;
   // Recompute is set on the whole model once every rewrite has swapped its
@@ -266,6 +276,17 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   // embedding then takes this rank's tokens (names unchanged).
   if (parts.context) {
     if (auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model)) context_parallel::apply(*seq, *parts.context);
+  }
+  // Expert parallelism: this rank's experts of every MoE layer (of this
+  // stage), their gradients combined over their replicas, the rest as before.
+  if (o.expert > 1) {
+    if (!world.valid() || !parts.grad_sync) {
+      fail<ConfigError>("parallel.expert = {} needs a job whose data axis all-reduces gradients", o.expert);
+    }
+    expert_parallel::ExpertGroups groups = expert_parallel::split_expert_groups(parts.mesh.group(Axis::data), o.expert);
+    std::set<std::string> names = expert_parallel::shard_experts(*out.model, groups);
+    parts.grad_sync = std::make_unique<expert_parallel::ExpertDataSync>(std::move(parts.grad_sync), std::move(groups),
+                                                                        std::move(names));
   }
   out.plan = std::make_unique<Plan>(std::move(parts));
   return out;

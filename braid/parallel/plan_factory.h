@@ -37,6 +37,9 @@ struct PlanOptions {
   // context axis: "ring" (zig-zag chunks, k and v around the ring) or
   // "ulysses" (all-to-all to whole sequences of H / C heads).
   std::string context_mode = "ring";
+  // Expert parallelism: groups of this many data ranks share out each MoE
+  // layer's experts (expert_parallel/expert_parallel.h); 1: every rank holds all.
+  int expert = 1;
   int microbatches = 1;
   // Without a pipeline: the most rows a rank runs at once; a larger batch is
   // accumulated over more micro-batches (0: no limit).

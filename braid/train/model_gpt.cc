@@ -30,6 +30,22 @@ models::GptConfig gpt_config(const Config& c, const ModelInfo& info) {
   g.tie_embeddings = c.get_bool("model.tie_embeddings");
   g.dropout = c.get_float("model.dropout");
   g.dropout_generator = info.dropout_generator;
+  g.moe.experts = c.get_int("model.moe.experts");
+  if (g.moe.experts > 0) {
+    g.moe.top_k = c.get_int("model.moe.top_k");
+    if (g.moe.top_k > g.moe.experts) {
+      fail<ConfigError>("model.moe.top_k = {} exceeds model.moe.experts = {}", g.moe.top_k, g.moe.experts);
+    }
+    g.moe.every = c.get_int("model.moe.every");
+    g.moe.capacity_factor = c.get_float("model.moe.capacity_factor");
+    g.moe.shared_experts = c.get_int("model.moe.shared_experts");
+    g.moe.aux_loss = c.get_float("model.moe.aux_loss");
+    g.moe.z_loss = c.get_float("model.moe.z_loss");
+    const std::string& on = c.get_string("train.device");
+    if (on != "cpu") {
+      fail<ConfigError>("model.moe.experts on train.device = {}: the grouped GEMM runs on the CPU only", on);
+    }
+  }
   // RMSNorm, rotary positions and SwiGLU have CPU kernels only so far.
   const std::string& device = c.get_string("train.device");
   if (device != "cpu" && (g.norm == nn::NormKind::rms || g.position == models::Position::rope ||

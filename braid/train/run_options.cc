@@ -226,6 +226,7 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout, const std:
     }
     o.context_mode = c.get_string("parallel.context_mode");
   }
+  o.expert = static_cast<int>(c.get_int("parallel.expert"));
   o.microbatches = static_cast<int>(c.get_int("parallel.microbatches"));
   if (o.mesh.pipeline > 1) {
     // A pipeline accumulates through its micro-batches: train.accumulate

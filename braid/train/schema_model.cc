@@ -62,6 +62,23 @@ void add_model_keys(Schema& s) {
          .help = "gpt: the output head reads the token embedding table (GPT-2) instead of a weight of its own"});
   s.add({.name = "model.vocab", .type = T::Int, .default_value = int64_t{0},
          .help = "gpt: vocabulary size; 0 = the dataset's (a token shard's header); larger pads the table", .min = 0});
+  // gpt: mixture of experts (docs/moe.md).
+  s.add({.name = "model.moe.experts", .type = T::Int, .default_value = int64_t{0},
+         .help = "gpt: experts of each mixture-of-experts MLP; 0 = dense MLPs", .min = 0});
+  s.add({.name = "model.moe.top_k", .type = T::Int, .default_value = int64_t{2},
+         .help = "gpt, moe.experts > 0: experts each token is routed to (at most moe.experts)", .min = 1});
+  s.add({.name = "model.moe.every", .type = T::Int, .default_value = int64_t{1},
+         .help = "gpt, moe.experts > 0: every n-th block (the n-th, 2n-th, ...) has an MoE MLP, the others dense",
+         .min = 1});
+  s.add({.name = "model.moe.capacity_factor", .type = T::Float, .default_value = 0.0,
+         .help = "gpt, moe.experts > 0: each expert takes at most ceil(factor x tokens x top_k / experts) "
+                 "assignments per batch, the rest are dropped; 0 = dropless", .min = 0.0});
+  s.add({.name = "model.moe.shared_experts", .type = T::Int, .default_value = int64_t{0},
+         .help = "gpt, moe.experts > 0: a dense MLP of this many experts' width every token passes through", .min = 0});
+  s.add({.name = "model.moe.aux_loss", .type = T::Float, .default_value = 0.01,
+         .help = "gpt, moe.experts > 0: coefficient of the load-balancing loss (Switch's E sum f_e P_e)", .min = 0.0});
+  s.add({.name = "model.moe.z_loss", .type = T::Float, .default_value = 0.001,
+         .help = "gpt, moe.experts > 0: coefficient of the router z-loss (mean logsumexp^2)", .min = 0.0});
   s.add({.name = "model.ghost_batch", .type = T::Int, .default_value = int64_t{16},
          .help = "model.norm = ghost_batch: examples per ghost batch", .min = 1});
 }

@@ -41,6 +41,9 @@ void add_parallel_keys(Schema& s) {
          .help = "data-parallel degree (replicas); 0: world / (tensor x pipeline x context)", .min = 0.0});
   s.add({.name = "parallel.tensor", .type = T::Int, .default_value = int64_t{1},
          .help = "tensor-parallel degree: layers split Megatron-style over this many neighbouring ranks", .min = 1.0});
+  s.add({.name = "parallel.expert", .type = T::Int, .default_value = int64_t{1},
+         .help = "expert-parallel degree: groups of this many neighbouring data ranks share out each MoE layer's "
+                 "experts (model.moe.experts / this per rank; it divides the data degree; docs/moe.md)", .min = 1.0});
   s.add({.name = "parallel.pipeline", .type = T::Int, .default_value = int64_t{1},
          .help = "pipeline-parallel degree: the model cut into this many stages", .min = 1.0});
   s.add({.name = "parallel.context", .type = T::Int, .default_value = int64_t{1},

@@ -19,6 +19,7 @@
 #include "braid/train/ensemble.h"
 #include "braid/train/flops.h"
 #include "braid/train/models.h"
+#include "braid/train/moe_run.h"
 #include "braid/train/pretrained.h"
 
 namespace braid::train {
@@ -314,6 +315,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                       "parallel.pipeline and parallel.context need a job (braid launch, mpirun or srun) and strategy "
                       "auto or allreduce");
   }
+  check_expert_parallel(c, po);
   parallel::PlannedModel planned =
       parallel::make_plan(po, run.group ? run.group->comm() : comm::Communicator(),
                           run.group ? run.group->transport() : nullptr, run.model,
@@ -407,6 +409,17 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
                                           run.train_loader, run.test_loader, std::move(to));
   run.trainer->set_plan(std::move(plan), nn::cross_entropy_loss);
+  // Mixture-of-experts layers: each micro-batch's auxiliary losses weigh as its loss does; router statistics.
+  if (auto layers = moe_layers(*run.model); !layers.empty()) {
+    if (po.microbatch_max > 0) {
+      fail<ConfigError>("parallel.microbatch_max with model.moe.experts: the auxiliary losses are weighted per "
+                        "micro-batch, and this splits a step into a varying number of them");
+    }
+    set_moe_loss_scale(*run.model, int64_t{po.microbatches} * (pipeline_accumulates ? 1 : accumulate));
+    if (run.leader) {
+      run.trainer->add_callback(std::make_shared<MoeMetrics>(std::move(layers), c.get_string("train.out_dir")));
+    }
+  }
   run.out_dir = c.get_string("train.out_dir");
   run.progress = c.get_string("train.progress");
   return run;

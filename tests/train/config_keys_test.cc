@@ -22,6 +22,7 @@
 #include "braid/models/hf_checkpoint.h"
 #include "braid/text/shards.h"
 #include "braid/train/distill.h"
+#include "braid/train/moe_run.h"
 #include "braid/train/schema.h"
 #include "braid/train/trainer_setup.h"
 #include "tests/testing/error_message.h"
@@ -145,6 +146,11 @@ std::vector<Context> contexts(const std::string& dir) {
         "model.context=16", "model.d_model=16", "model.norm=layer", "model.position=learned", "model.mlp_ratio=2",
         "model.activation=gelu_tanh", "model.dropout=0.1", "parallel.recompute=selective",
         "parallel.recompute_layers=1"}},
+      {"token shards gpt, mixture of experts",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
+        "model.context=16", "model.d_model=16", "model.n_layers=2", "model.moe.experts=4", "model.moe.top_k=2",
+        "model.moe.every=2", "model.moe.capacity_factor=1.25", "model.moe.shared_experts=1",
+        "model.moe.aux_loss=0.02", "model.moe.z_loss=0.002"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
@@ -165,6 +171,9 @@ std::vector<Context> contexts(const std::string& dir) {
       {"context-parallel gpt, ulysses (readers)",
        {"model.name=gpt", "parallel.context=2", "parallel.context_mode=ulysses", "parallel.strategy=allreduce"},
        [t](const Config& c) { plan_options(c, t); }},
+      {"expert-parallel gpt (readers)",
+       {"model.name=gpt", "model.moe.experts=4", "parallel.expert=2", "parallel.strategy=allreduce"},
+       [t](const Config& c) { check_expert_parallel(c, plan_options(c, t)); }},
       {"asynchronous admm on servers (readers)",
        {"parallel.strategy=admm", "admm.mode=async"},
        [t](const Config& c) { plan_options(c, t); }},

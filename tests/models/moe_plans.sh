@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Mixture of experts under expert parallelism, through `braid train` and
+# `braid launch`: a tiny gpt whose two blocks' MLPs are 4 experts (top-2) on
+# shards of two fortune files. Each plan must compute what one process holding
+# every expert computes with one micro-batch per data rank: the router's
+# groups, capacities and auxiliary losses are per micro-batch as they are per
+# rank, so each rank reads one sequence a micro-batch (a data rank's share
+# of the sampler's order interleaves with the others'; one-row micro-batches
+# make the same groups). Compared: the weights after the first SGD step (lr
+# 0.5) within 5e-6, i.e. first-step gradients within 1e-5 (the plan's
+# checkpoint gathers every expert), and the held-out loss after 40 steps
+# within 1e-3. Plans:
+# EP=2 and EP=4 (one expert a rank), each dropless and with token dropping
+# (capacity factor 1), DP=2 x EP=2, and a two-stage pipeline of MoE blocks.
+# Bad input: 4 experts over 3 ranks, top_k > experts, EP without MoE layers.
+# usage: moe_plans.sh BRAID_BINARY
+set -euo pipefail
+braid=$1
+out=$(mktemp -d /tmp/braid-moe-plans.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
+files=(/usr/share/games/fortunes/computers /usr/share/games/fortunes/science)
+"$braid" tokenize train --vocab-size 300 --out "$out/tok" "${files[@]}" >/dev/null
+"$braid" tokenize encode --tokenizer "$out/tok" --out "$out/shards/train" "${files[@]}" >/dev/null
+cat >"$out/tiny.toml" <<TOML
+[train]
+batch_size = 8
+log_every = 10
+eval_every = 1000
+threads = 1
+progress = "lines"
+deterministic = true
+[model]
+name = "gpt"
+n_layers = 2
+n_heads = 4
+d_model = 32
+context = 16
+tie_embeddings = false
+moe.experts = 4
+moe.top_k = 2
+[optim]
+name = "sgd"
+lr = 0.5
+momentum = 0.0
+[data]
+name = "tokens"
+path = "$out/shards/train-*.tok"
+TOML
+run() {  # run NAME PROCESSES STEPS KEY=VALUE...: the run's log in $out/NAME.log, checkpoint in $out/NAME
+  local name=$1 n=$2 steps=$3; shift 3
+  local sets=() cmd
+  for kv in "$@"; do sets+=(--set "$kv"); done
+  cmd=("$braid" train "$out/tiny.toml" --set train.out_dir="$out/$name" --set train.max_steps="$steps" "${sets[@]}")
+  if [ "$n" -gt 1 ]; then cmd=("$braid" launch -n "$n" -- "${cmd[@]}"); fi
+  timeout 300 "${cmd[@]}" >"$out/$name.log" 2>&1 || { cat "$out/$name.log" >&2; echo "FAIL: $name" >&2; exit 1; }
+}
+loss() { grep -Eo "final test loss [0-9.]+" "$out/$1.log" | head -1 | awk '{print $4}'; }
+compare() {  # compare NAME REFERENCE PROCESSES KEY=VALUE...: the plan against one process with REFERENCE's settings
+  local name=$1 ref=$2 n=$3; shift 3
+  run "$name.1" "$n" 1 "$@"
+  run "$name.40" "$n" 40 "$@"
+  /usr/bin/python3 - "$out/$name.1" "$out/$ref.1" <<'PY' ||
+import glob, json, struct, sys
+import numpy as np
+def read(folder):  # every tensor of the step-1 checkpoint (a pipeline's stages each write their own)
+    out = {}
+    for path in glob.glob(folder + "/**/ckpt-00000001.safetensors", recursive=True):
+        raw = open(path, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + n])
+        out.update({k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
+                       .reshape(v["shape"]) for k, v in header.items() if k.startswith("model.")})
+    return out
+got, want = read(sys.argv[1]), read(sys.argv[2])
+assert got.keys() == want.keys(), sorted(set(got) ^ set(want))
+worst = max((float(np.abs(got[k] - want[k]).max()), k) for k in want)
+print(f"  weights after step 1: largest difference {worst[0]:.2e} ({worst[1]})")
+sys.exit(0 if worst[0] <= 5e-6 else 1)
+PY
+    { echo "FAIL: $name: first-step weights differ from one process"; exit 1; }
+  local got want
+  got=$(loss "$name.40") want=$(loss "$ref.40")
+  /usr/bin/python3 -c "import sys; sys.exit(0 if abs($got - $want) <= 1e-3 else 1)" ||
+    { echo "FAIL: $name: held-out loss $got after 40 steps, one process $want"; exit 1; }
+  grep -q "experts over" "$out/$name.40.log" || { cat "$out/$name.40.log"; echo "FAIL: $name: no expert-parallel sync"; exit 1; }
+  echo "ok: $name: held-out loss $got (one process $want)"
+}
+for drop in 0 1; do
+  cf=(model.moe.capacity_factor=$drop)
+  for m in 2 4; do
+    run "one_m${m}_cf$drop.1" 1 1 "${cf[@]}" train.batch_size=$m parallel.microbatches=$m
+    run "one_m${m}_cf$drop.40" 1 40 "${cf[@]}" train.batch_size=$m parallel.microbatches=$m
+  done
+  compare "ep2_cf$drop" "one_m2_cf$drop" 2 "${cf[@]}" train.batch_size=1 parallel.expert=2
+  compare "ep4_cf$drop" "one_m4_cf$drop" 4 "${cf[@]}" train.batch_size=1 parallel.expert=4
+done
+grep -q '"dropped":[1-9]' "$out/ep2_cf1.40/metrics.jsonl" || { echo "FAIL: capacity factor 1 dropped no token"; exit 1; }
+grep -q '"event":"moe"' "$out/ep2_cf0.40/metrics.jsonl" || { echo "FAIL: no router statistics in metrics.jsonl"; exit 1; }
+compare dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2
+compare pp2_ep2 one_m4_cf0 4 train.batch_size=2 parallel.pipeline=2 parallel.microbatches=2 parallel.expert=2
+refused() {  # refused NAME PROCESSES PATTERN KEY=VALUE...
+  local name=$1 n=$2 pattern=$3; shift 3
+  if (run "$name" "$n" 1 "$@") 2>/dev/null; then echo "FAIL: $name was not refused"; exit 1; fi
+  grep -q "$pattern" "$out/$name.log" || { cat "$out/$name.log"; echo "FAIL: $name: no '$pattern'"; exit 1; }
+  echo "ok: $name refused"
+}
+refused experts_over_3 3 "model.moe.experts = 4 is not divisible by parallel.expert = 3" train.batch_size=1 parallel.expert=3
+refused top_k 1 "model.moe.top_k = 5 exceeds model.moe.experts = 4" model.moe.top_k=5
+refused no_moe 2 "parallel.expert = 2 needs mixture-of-experts layers" model.moe.experts=0 parallel.expert=2
+echo "all moe plans ok"
