@@ -53,9 +53,6 @@ struct PlanOptions {
   std::string balance = "params";  // params | time
   // A few examples of input, for `time` balance to measure layers on.
   Tensor sample_input{};
-  // The generator the model's dropout layers draw from (null: the thread's
-  // dropout_generator()).
-  Generator* dropout_generator = nullptr;
   // Every BatchNorm2d normalises with the statistics of the whole batch across
   // the data axis (sync_batch_norm.h); allreduce and zero only.
   bool sync_batch_norm = false;

@@ -289,7 +289,6 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                         length);
     }
   }
-  po.dropout_generator = run.generator.get();
   if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size")).to(device);
   if (strategy != "none") {
     const bool on_servers = (po.strategy == "easgd" && po.easgd.async) || (po.strategy == "admm" && po.admm.async);

@@ -60,7 +60,8 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("P{}_M{}_{}_{}{}", c.stages, c.microbatches, c.schedule == Schedule::gpipe ? "gpipe" : "1f1b",
+  const char* schedule = c.schedule == Schedule::gpipe ? "gpipe" : c.schedule == Schedule::zero_bubble ? "zero_bubble" : "1f1b";
+  return fmt::format("P{}_M{}_{}_{}{}", c.stages, c.microbatches, schedule,
                      c.tokens ? "transformer" : "mlp", c.recompute ? "_recompute" : "");
 }
 
@@ -96,7 +97,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 4, Schedule::one_f_one_b, false}, Case{3, 3, Schedule::one_f_one_b, false},
                       Case{3, 2, Schedule::gpipe, false}, Case{2, 2, Schedule::one_f_one_b, true},
                       Case{3, 4, Schedule::gpipe, true}, Case{3, 4, Schedule::one_f_one_b, true},
-                      Case{2, 3, Schedule::one_f_one_b, true, /*recompute=*/true}),
+                      Case{2, 3, Schedule::one_f_one_b, true, /*recompute=*/true},
+                      // Recomputed blocks back-propagate inside B: their weights' gradients are not deferred to W.
+                      Case{2, 4, Schedule::zero_bubble, true, /*recompute=*/true}),
     [](const ::testing::TestParamInfo<Case>& i) { return describe(i.param); });
 
 // Each stage runs exactly its schedule's order and holds at most
@@ -122,10 +125,11 @@ TEST(PipelineStage, RunsTheScheduleAndCountsLiveActivations) {
   }
 }
 
-// Recompute replays the dropout draws: gradients bit-equal to keeping the
-// activations, with dropout on. (The GEMM library is pinned: while the
-// autotuner is still trying libraries, a recompute's extra products would
-// meet a different library than the same product without recompute.)
+// The blocks' recompute (nn/recompute.h) inside a stage replays the dropout
+// draws: gradients bit-equal to keeping the activations, with dropout on.
+// (The GEMM library is pinned: while the autotuner is still trying
+// libraries, a recompute's extra products would meet a different library
+// than the same product without recompute.)
 TEST(PipelineStage, RecomputeGivesBitEqualGradients) {
   cpu::set_default_gemm_backend(cpu::GemmBackend::openblas);
   std::vector<std::map<std::string, std::vector<float>>> grads[2];
@@ -139,9 +143,10 @@ TEST(PipelineStage, RecomputeGivesBitEqualGradients) {
           comm::Communicator comm(std::shared_ptr<comm::Transport>(inproc->transport(rank)),
                                   {.timeout = std::chrono::seconds(20)});
           Generator drop(42, 9);
-          auto model = pipeline::cut_stage(*char_transformer(3, 3, 0.2, &drop), {0, 2}, rank);
-          pipeline::Stage stage(comm, {.schedule = Schedule::one_f_one_b, .microbatches = 3,
-                                       .recompute = recompute == 1, .dropout_generator = &drop});
+          auto whole = char_transformer(3, 3, 0.2, &drop);
+          nn::apply_recompute(*whole, {.mode = recompute == 1 ? nn::Recompute::full : nn::Recompute::none});
+          auto model = pipeline::cut_stage(*whole, {0, 2}, rank);
+          pipeline::Stage stage(comm, {.schedule = Schedule::one_f_one_b, .microbatches = 3});
           auto [x, t] = batch(true, 0, 6);
           stage.run(*model, nn::cross_entropy_loss, x, t, [](bool) {});
           for (const auto& [name, p] : model->named_parameters()) {

@@ -4,7 +4,6 @@
 #include "braid/autograd/node.h"
 #include "braid/base/trace.h"
 #include "braid/nn/sequential.h"
-#include "braid/ops/dropout.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/shape.h"
 
@@ -38,8 +37,8 @@ Stage::Stage(comm::Communicator pipe, StageOptions options)
 }
 
 std::string Stage::name() const {
-  return fmt::format("{} stage {} of {} x{}{}{}", pipeline::name(o_.schedule), stage_, stages_, o_.microbatches,
-                     chunks() > 1 ? fmt::format(" chunks {}", chunks()) : "", o_.recompute ? " recompute" : "");
+  return fmt::format("{} stage {} of {} x{}{}", pipeline::name(o_.schedule), stage_, stages_, o_.microbatches,
+                     chunks() > 1 ? fmt::format(" chunks {}", chunks()) : "");
 }
 
 [[noreturn]] void Stage::fail_wait(const std::string& what, const Error& e) const {
@@ -85,19 +84,11 @@ Tensor Stage::run_chunk(nn::Module& model, int c, const Tensor& x) const {
   return y;
 }
 
-void Stage::forward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a, bool keep_graph) {
+void Stage::forward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a) {
   trace::Span span("step", "forward");
   if (span) span.arg("microbatch", a.microbatch).arg("chunk", a.chunk);
   const auto t0 = Clock::now();
-  Generator& gen = o_.dropout_generator ? *o_.dropout_generator : dropout_generator();
-  m.rng = gen.state();
-  Tensor y;
-  if (keep_graph) {
-    y = run_chunk(model, a.chunk, m.input);
-  } else {
-    autograd::NoGradGuard no_grad;
-    y = run_chunk(model, a.chunk, m.input);
-  }
+  const Tensor y = run_chunk(model, a.chunk, m.input);
   if (ends_chunks(a.chunk)) {
     const Tensor l = mul(loss(y, m.target), m.share);
     loss_sum_ += l.item();
@@ -106,12 +97,12 @@ void Stage::forward(nn::Module& model, const nn::LossFn& loss, Micro& m, const A
     // The next virtual stage: the next rank's same chunk, or rank 0's next one.
     const bool wrap = stage_ + 1 == stages_;
     send(y.detach(), wrap ? 0 : stage_ + 1, tag(kActivation, a.microbatch, a.chunk + (wrap ? 1 : 0)));
-    m.output = keep_graph ? y : Tensor();
+    m.output = y;
   }
   busy_ms_ += ms_since(t0);
 }
 
-void Stage::backward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a) {
+void Stage::backward(Micro& m, const Action& a) {
   const int i = a.microbatch, c = a.chunk;
   Tensor g;
   if (!ends_chunks(c)) {
@@ -124,16 +115,6 @@ void Stage::backward(nn::Module& model, const nn::LossFn& loss, Micro& m, const 
   trace::Span span("step", split ? "backward B" : "backward");
   if (span) span.arg("microbatch", i).arg("chunk", c);
   const auto t0 = Clock::now();
-  if (o_.recompute) {
-    // Replay this micro-batch's dropout draws, then put the generator back
-    // where the step has got to.
-    Generator& gen = o_.dropout_generator ? *o_.dropout_generator : dropout_generator();
-    const Generator::State now = gen.state();
-    gen.set_state(m.rng);
-    const Tensor y = run_chunk(model, c, m.input);
-    gen.set_state(now);
-    m.output = ends_chunks(c) ? mul(loss(y, m.target), m.share) : y;
-  }
   if (split) {
     // The gradient the previous stage waits for now; the weights' later (W).
     std::vector<Tensor> now;
@@ -193,12 +174,12 @@ double Stage::run(nn::Module& model, const nn::LossFn& loss, const Tensor& input
         m.input.set_requires_grad();
       }
       if (ends_chunks(a.chunk)) m.target = slice(target, 0, b, e);
-      forward(model, loss, m, a, /*keep_graph=*/!o_.recompute);
+      forward(model, loss, m, a);
       max_live_ = std::max(max_live_, ++live_);
     } else {
       if (a.kind == finishing) set_sync(--left[static_cast<size_t>(a.chunk)] == 0);
       if (a.kind == Action::backward) {
-        backward(model, loss, m, a);
+        backward(m, a);
       } else {
         weight(m, a);
       }

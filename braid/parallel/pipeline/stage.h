@@ -6,10 +6,9 @@
 // Micro-batch i of a batch of N rows has n_i rows (parallel/step_schedule.h,
 // microbatch_rows) and its loss is weighted by n_i / N, so the gradients the
 // stages accumulate are the whole batch's mean gradient. The data axis is
-// told to communicate only during the step's last backward. With recompute,
-// a stage keeps only each micro-batch's input and runs its forward again,
-// with the dropout generator replayed, right before the backward: the
-// gradients are bit-equal to keeping the activations.
+// told to communicate only during the step's last backward. Activation
+// recompute is the blocks' own (nn/recompute.h, set by the plan on the whole
+// model), the same under a pipeline as without one.
 //
 // Interleaved: the rank's model is an nn::Sequential of its V chunks (rank p
 // of P holds virtual stages p, p + P, ...), chunk c starting at layer
@@ -23,7 +22,6 @@
 #include <deque>
 
 #include "braid/autograd/deferred.h"
-#include "braid/base/rng.h"
 #include "braid/comm/communicator.h"
 #include "braid/parallel/pipeline/p2p_tensor.h"
 #include "braid/parallel/pipeline/schedule.h"
@@ -37,10 +35,6 @@ struct StageOptions {
   // Interleaved: the first layer of each of this rank's chunks in its
   // Sequential (chunk_starts[0] = 0); empty: one chunk, the whole model.
   std::vector<int> chunk_starts{};
-  bool recompute = false;
-  // The generator the stage's dropout layers draw from, which recompute
-  // replays (the trainer's; null: this thread's dropout_generator()).
-  Generator* dropout_generator = nullptr;
   Duration timeout = std::chrono::seconds(300);
 };
 
@@ -68,7 +62,6 @@ class Stage final : public StepSchedule {
     Tensor output;          // forward result (the loss on the last stage)
     Tensor target;          // last stage
     double share = 0;       // n_i / N
-    Generator::State rng{0, 0, 0};  // the dropout generator before this forward
     autograd::DeferredWeightGrads weights;  // zero bubble: W, between B and W
   };
   int chunks() const { return o_.chunk_starts.empty() ? 1 : static_cast<int>(o_.chunk_starts.size()); }
@@ -76,8 +69,8 @@ class Stage final : public StepSchedule {
   bool starts_model(int c) const { return stage_ == 0 && c == 0; }
   bool ends_chunks(int c) const { return stage_ + 1 == stages_ && c + 1 == chunks(); }
   Tensor run_chunk(nn::Module& model, int c, const Tensor& x) const;
-  void forward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a, bool keep_graph);
-  void backward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a);
+  void forward(nn::Module& model, const nn::LossFn& loss, Micro& m, const Action& a);
+  void backward(Micro& m, const Action& a);
   void weight(Micro& m, const Action& a);
   Tensor receive(uint64_t tag, int from, const std::string& what);
   void send(const Tensor& t, int to, uint64_t tag);
