@@ -3,8 +3,9 @@
 # of gpt_plans.sh (16 tokens a sequence, 4 heads, tied head), 6 SGD steps,
 # compared by the held-out loss after them. The sequence split over 2 ranks
 # (ring and Ulysses), over 4 (ring), and the context axis beside data (with
-# all-reduce and ZeRO-1), tensor and pipeline axes must give one process's
-# loss to 4 decimals; so must the LLaMA layout (rotary positions, grouped-query
+# all-reduce and ZeRO-1, 2 and 3), tensor and pipeline (1F1B, GPipe) axes and
+# with full and selective recompute must give one process's loss to 4
+# decimals; so must the LLaMA layout (rotary positions, grouped-query
 # attention) under both modes. Bad input is refused naming the keys.
 # usage: gpt_context.sh BRAID_BINARY
 set -euo pipefail
@@ -67,11 +68,19 @@ same cp4_ring "$(loss cp4_ring 4 parallel.context=4)" "$one"
 same dp2_cp2 "$(loss dp2_cp2 4 train.batch_size=4 parallel.context=2)" "$one"
 same dp2_cp2_zero1 "$(loss dp2_cp2_zero1 4 train.batch_size=4 parallel.context=2 parallel.strategy=zero \
   parallel.zero_stage=1)" "$one"
+same dp2_cp2_zero2 "$(loss dp2_cp2_zero2 4 train.batch_size=4 parallel.context=2 parallel.strategy=zero \
+  parallel.zero_stage=2)" "$one"
+same cp2_zero3 "$(loss cp2_zero3 2 parallel.context=2 parallel.strategy=zero parallel.zero_stage=3)" "$one"
+same cp2_recompute_full "$(loss cp2_full 2 parallel.context=2 parallel.recompute=full)" "$one"
+same cp2_ulysses_recompute_selective "$(loss cp2_ul_sel 2 parallel.context=2 parallel.context_mode=ulysses \
+  parallel.recompute=selective)" "$one"
 same tp2_cp2 "$(loss tp2_cp2 4 parallel.tensor=2 parallel.context=2)" "$one"
 same tp2_cp2_ulysses "$(loss tp2_cp2_ulysses 4 parallel.tensor=2 parallel.context=2 parallel.context_mode=ulysses)" "$one"
 untied=$(loss single_untied 1 model.tie_embeddings=false)
 same pp2_cp2_untied "$(loss pp2_cp2 4 model.tie_embeddings=false parallel.pipeline=2 parallel.microbatches=2 \
   parallel.context=2)" "$untied"
+same pp2_cp2_gpipe "$(loss pp2_cp2_gpipe 4 model.tie_embeddings=false parallel.pipeline=2 parallel.microbatches=2 \
+  parallel.context=2 parallel.schedule=gpipe)" "$untied"
 # The LLaMA layout: rotary positions at the tokens' global positions, and
 # grouped-query attention (2 key/value heads, split over 2 ranks by Ulysses).
 llama=(model.norm=rms model.position=rope model.activation=swiglu model.bias=false model.tie_embeddings=false
