@@ -23,7 +23,7 @@ std::vector<train::MemoryPlan> plan_memory_per_stage(const train::Config& config
     nn::Sequential stage;
     for (size_t l = 0; l < model->size(); ++l) {
       const int at = stage_of_layer.empty() ? 0 : stage_of_layer.at(l);
-      if (at == s) stage.push_back(model->name_of(l), model->layer(l));
+      if (at % stages == s) stage.push_back(model->name_of(l), model->layer(l));  // interleaved: all of rank s's chunks
     }
     train::MemoryShape shape = train::memory_shape(config, s, stages);
     shape.data = plan.data;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "braid/base/error.h"
+#include "braid/parallel/pipeline/schedule.h"
 #include "braid/parallel/tensor_parallel/rewrite.h"
 #include "braid/sim/collectives.h"
 
@@ -14,14 +15,27 @@ namespace {
 
 using parallel::tensor_parallel::LayerRole;
 
-// One pipeline stage's work, in the order its schedule runs it.
+// One pipeline stage's work, in the order its schedule runs it: a forward,
+// a backward (its input-gradient part B where the schedule splits it), or
+// the weight-gradient part W, of one micro-batch on one chunk of the rank.
 struct StageOp {
   bool forward = true;
   int microbatch = 0;
+  int chunk = 0;
+  bool weight = false;
 };
 
-std::vector<StageOp> stage_order(const std::string& schedule, int stage, int stages, int microbatches) {
+std::vector<StageOp> stage_order(const std::string& schedule, int stage, int stages, int microbatches, int chunks) {
   std::vector<StageOp> ops;
+  if (schedule == "interleaved" || schedule == "zero_bubble") {
+    // The runtime's own tables (parallel/pipeline/schedule.h).
+    using parallel::pipeline::Action;
+    for (const Action& a : parallel::pipeline::actions(parallel::pipeline::parse_schedule(schedule), stages, stage,
+                                                       microbatches, chunks)) {
+      ops.push_back({a.kind == Action::forward, a.microbatch, a.chunk, a.kind == Action::weight});
+    }
+    return ops;
+  }
   if (schedule == "gpipe") {
     for (int m = 0; m < microbatches; ++m) ops.push_back({true, m});
     for (int m = microbatches - 1; m >= 0; --m) ops.push_back({false, m});
@@ -53,15 +67,18 @@ class Builder {
     if (static_cast<int>(stage_of_.size()) != layers_) {
       fail<ValueError>("braid sim: {} stage assignments for {} layers", stage_of_.size(), layers_);
     }
-    first_.assign(static_cast<size_t>(plan.pipeline), layers_);
-    last_.assign(static_cast<size_t>(plan.pipeline), -1);
+    // Stages here are virtual stages (chunk c of rank p is c P + p): P V of
+    // them with interleaving, else P.
+    const int virtual_stages = plan.pipeline * chunks();
+    first_.assign(static_cast<size_t>(virtual_stages), layers_);
+    last_.assign(static_cast<size_t>(virtual_stages), -1);
     for (int l = 0; l < layers_; ++l) {
       const int s = stage_of_[static_cast<size_t>(l)];
-      if (s < 0 || s >= plan.pipeline) fail<ValueError>("braid sim: layer {} on stage {} of {}", l, s, plan.pipeline);
+      if (s < 0 || s >= virtual_stages) fail<ValueError>("braid sim: layer {} on stage {} of {}", l, s, virtual_stages);
       first_[static_cast<size_t>(s)] = std::min(first_[static_cast<size_t>(s)], l);
       last_[static_cast<size_t>(s)] = std::max(last_[static_cast<size_t>(s)], l);
     }
-    for (int s = 0; s < plan.pipeline; ++s) {
+    for (int s = 0; s < virtual_stages; ++s) {
       if (last_[static_cast<size_t>(s)] < 0) fail<ValueError>("braid sim: pipeline stage {} has no layer", s);
     }
     // What each rank's training thread last waited for (its last compute,
@@ -109,6 +126,25 @@ class Builder {
     return plan_.tensor > 1 && role(layer) != LayerRole::replicated ? 1.0 / plan_.tensor : 1.0;
   }
   const LayerProfile& layer(int l) const { return in_.profile.layers[static_cast<size_t>(l)]; }
+  int chunks() const { return plan_.pipeline > 1 && plan_.schedule == "interleaved" ? plan_.virtual_stages : 1; }
+  bool split() const { return plan_.pipeline > 1 && plan_.schedule == "zero_bubble"; }
+  // The layers rank p of the pipeline holds, in order (its chunks' together).
+  std::vector<int> layers_of(int p) const {
+    std::vector<int> out;
+    for (int l = 0; l < layers_; ++l) {
+      if (stage_of_[static_cast<size_t>(l)] % plan_.pipeline == p) out.push_back(l);
+    }
+    return out;
+  }
+  // A split backward's input-gradient share of a layer's backward: half of a
+  // layer with weights (of a linear layer's two products, dX = g W; dW = g^T X
+  // is W's), all of one without.
+  double input_share(int l) const {
+    for (const GradientReady& g : in_.profile.gradients) {
+      if (g.layer == l) return 0.5;
+    }
+    return 1.0;
+  }
   // Whether full recompute reruns layer l: one of the first recompute_layers blocks.
   bool recomputed(int l) const {
     if (plan_.recompute != "full" || l < 1 || l > layers_ - 3) return false;
@@ -151,7 +187,9 @@ class Builder {
 
   // Forward (or backward) of one layer on every tensor rank of (d, p): the
   // compute, then the all-reduces rewrite.h puts there.
-  void layer_pass(int l, bool forward, int m, int d, int p, std::vector<TaskId>& prev) {
+  // weight: a split backward's W part (compute only; the tensor-parallel
+  // all-reduces go with B, which carries the activations' gradients).
+  void layer_pass(int l, bool forward, int m, int d, int p, std::vector<TaskId>& prev, bool weight = false) {
     const LayerProfile& lp = layer(l);
     const double mine = share(l);
     for (int t = 0; t < plan_.tensor; ++t) {
@@ -159,15 +197,18 @@ class Builder {
       const int r = rank(d, t, p);
       if (forward) {
         at = compute(r, lp.forward * mine, after(at), "forward", fmt::format("{} F{}", lp.name, m));
+      } else if (weight) {
+        at = compute(r, lp.backward * (1 - input_share(l)) * mine, after(at), "backward",
+                     fmt::format("{} W{}", lp.name, m));
       } else {
         // Full recompute runs a block's forward again just before its backward
         // (a transformer's blocks: every layer but the embedding, the final
         // norm and the head); selective's reruns are not modelled.
-        const double seconds = lp.backward + (recomputed(l) ? lp.forward : 0);
+        const double seconds = lp.backward * (split() ? input_share(l) : 1.0) + (recomputed(l) ? lp.forward : 0);
         at = compute(r, seconds * mine, after(at), "backward", fmt::format("{} B{}", lp.name, m));
       }
     }
-    if (plan_.tensor == 1) return;
+    if (plan_.tensor == 1 || weight) return;
     const double out = static_cast<double>(lp.output_bytes);
     const double in = l > 0 ? static_cast<double>(layer(l - 1).output_bytes) : 0;
     const double rows = static_cast<double>(in_.profile.batch);
@@ -200,10 +241,11 @@ class Builder {
   // One step of the data x tensor x pipeline mesh.
   std::vector<TaskId> mesh_step() {
     const int P = plan_.pipeline, M = plan_.microbatches, D = plan_.data, T = plan_.tensor;
-    // sent[p][m][d * T + t]: the transfer carrying micro-batch m's activation
-    // out of stage p (forward) or its gradient out of stage p (backward).
+    const int VS = P * chunks(), last = VS - 1;
+    // sent[v][m][d * T + t]: the transfer carrying micro-batch m's activation
+    // out of virtual stage v (forward) or its gradient out of it (backward).
     auto grid = [&] {
-      return std::vector<std::vector<std::vector<TaskId>>>(static_cast<size_t>(P),
+      return std::vector<std::vector<std::vector<TaskId>>>(static_cast<size_t>(VS),
                                                            std::vector<std::vector<TaskId>>(static_cast<size_t>(M)));
     };
     auto fwd_sent = grid(), bwd_sent = grid();
@@ -212,7 +254,7 @@ class Builder {
     std::vector<std::vector<TaskId>> grads_done(static_cast<size_t>(layers_),
                                                 std::vector<TaskId>(static_cast<size_t>(D * T), -1));
     std::vector<std::vector<StageOp>> order(static_cast<size_t>(P));
-    for (int p = 0; p < P; ++p) order[static_cast<size_t>(p)] = stage_order(schedule(), p, P, M);
+    for (int p = 0; p < P; ++p) order[static_cast<size_t>(p)] = stage_order(schedule(), p, P, M, chunks());
     std::vector<size_t> next(static_cast<size_t>(P), 0);
     std::vector<int> micro_done(static_cast<size_t>(P), 0);  // backwards done per stage
     // Emit the stages' work in an order every dependency exists in: a stage
@@ -223,11 +265,13 @@ class Builder {
         auto& ops = order[static_cast<size_t>(p)];
         while (next[static_cast<size_t>(p)] < ops.size()) {
           const StageOp op = ops[next[static_cast<size_t>(p)]];
+          const int v = op.chunk * P + p;
           const auto& needed =
-              op.forward ? (p > 0 ? fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(op.microbatch)]
-                                  : std::vector<TaskId>{0})
-                         : (p + 1 < P ? bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(op.microbatch)]
-                                      : std::vector<TaskId>{0});
+              op.weight    ? std::vector<TaskId>{0}
+              : op.forward ? (v > 0 ? fwd_sent[static_cast<size_t>(v - 1)][static_cast<size_t>(op.microbatch)]
+                                    : std::vector<TaskId>{0})
+                           : (v < last ? bwd_sent[static_cast<size_t>(v + 1)][static_cast<size_t>(op.microbatch)]
+                                       : std::vector<TaskId>{0});
           if (needed.empty()) break;
           stage_op(p, op, fwd_sent, bwd_sent, grads_done);
           ++next[static_cast<size_t>(p)];
@@ -246,8 +290,14 @@ class Builder {
 
   void stage_op(int p, const StageOp& op, std::vector<std::vector<std::vector<TaskId>>>& fwd_sent,
                 std::vector<std::vector<std::vector<TaskId>>>& bwd_sent, std::vector<std::vector<TaskId>>& grads_done) {
-    const int T = plan_.tensor, m = op.microbatch;
-    const int a = first_[static_cast<size_t>(p)], b = last_[static_cast<size_t>(p)];
+    const int P = plan_.pipeline, T = plan_.tensor, m = op.microbatch;
+    const int v = op.chunk * P + p, last = P * chunks() - 1;
+    const int a = first_[static_cast<size_t>(v)], b = last_[static_cast<size_t>(v)];
+    // The ranks of the virtual stages after and before this one.
+    const int next_rank = (p + 1) % P, prev_rank = (p + P - 1) % P;
+    // The stage's gradients are final after its last backward (or W).
+    const bool finishing = (op.weight || (!op.forward && !split())) &&
+                           m == (schedule() == "gpipe" ? 0 : plan_.microbatches - 1);
     for (int d = 0; d < plan_.data; ++d) {
       std::vector<TaskId> prev(static_cast<size_t>(T), -1);
       for (int t = 0; t < T; ++t) {
@@ -256,19 +306,27 @@ class Builder {
         // ended it, such as local SGD's averaging, for the step's first op).
         std::vector<TaskId> deps;
         if (tail_[static_cast<size_t>(rank(d, t, p))] >= 0) deps.push_back(tail_[static_cast<size_t>(rank(d, t, p))]);
-        if (op.forward && p > 0)
-          deps.push_back(fwd_sent[static_cast<size_t>(p - 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
-        if (!op.forward && p + 1 < plan_.pipeline) {
-          deps.push_back(bwd_sent[static_cast<size_t>(p + 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
+        if (!op.weight && op.forward && v > 0)
+          deps.push_back(fwd_sent[static_cast<size_t>(v - 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
+        if (!op.weight && !op.forward && v < last) {
+          deps.push_back(bwd_sent[static_cast<size_t>(v + 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
         }
         prev[static_cast<size_t>(t)] = deps.empty() ? -1 : sim_.join(deps);
       }
-      if (op.forward) {
+      if (op.weight) {
+        for (int l = b; l >= a; --l) {
+          layer_pass(l, false, m, d, p, prev, /*weight=*/true);
+          if (finishing) {
+            for (int t = 0; t < T; ++t)
+              grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
+          }
+        }
+      } else if (op.forward) {
         for (int l = a; l <= b; ++l) layer_pass(l, true, m, d, p, prev);
-        if (p + 1 < plan_.pipeline) {
-          auto& out = fwd_sent[static_cast<size_t>(p)][static_cast<size_t>(m)];
+        if (v < last) {
+          auto& out = fwd_sent[static_cast<size_t>(v)][static_cast<size_t>(m)];
           for (int t = 0; t < T; ++t) {
-            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p + 1), static_cast<double>(layer(b).output_bytes),
+            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, next_rank), static_cast<double>(layer(b).output_bytes),
                                         after(prev[static_cast<size_t>(t)]),
                                         {"net", fmt::format("activation m{}", m)}, /*awaited=*/true));
           }
@@ -276,16 +334,15 @@ class Builder {
       } else {
         for (int l = b; l >= a; --l) {
           layer_pass(l, false, m, d, p, prev);
-          // The stage's last backward makes the gradients final.
-          if (m == (schedule() == "gpipe" ? 0 : plan_.microbatches - 1)) {
+          if (finishing) {
             for (int t = 0; t < T; ++t)
               grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
           }
         }
-        if (p > 0) {
-          auto& out = bwd_sent[static_cast<size_t>(p)][static_cast<size_t>(m)];
+        if (v > 0) {
+          auto& out = bwd_sent[static_cast<size_t>(v)][static_cast<size_t>(m)];
           for (int t = 0; t < T; ++t) {
-            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, p - 1),
+            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, prev_rank),
                                         static_cast<double>(layer(a - 1).output_bytes),
                                         after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)},
                                         /*awaited=*/true));
@@ -299,7 +356,7 @@ class Builder {
   // data axis's gradient all-reduce in buckets, then the update.
   void finish_stage(int p, int t, const std::vector<std::vector<TaskId>>& grads_done, std::vector<TaskId>& ends) {
     const int D = plan_.data, T = plan_.tensor;
-    const int a = first_[static_cast<size_t>(p)], b = last_[static_cast<size_t>(p)];
+    const std::vector<int> mine = layers_of(p);  // its chunks' layers, with interleaving
     std::vector<TaskId> done(static_cast<size_t>(D), -1);
     if (D > 1 && plan_.strategy == "allreduce") {
       // Buckets fill in reverse registration order (bucketed_allreduce.h),
@@ -310,7 +367,8 @@ class Builder {
         int earliest = 0;
       };
       std::vector<Bucket> buckets;
-      for (int l = b; l >= a; --l) {
+      for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
+        const int l = *it;
         for (const GradientReady& g : in_.profile.gradients) {
           if (g.layer != l) continue;
           if (buckets.empty() || buckets.back().bytes >= plan_.bucket_bytes) buckets.push_back({0, l});
@@ -334,7 +392,7 @@ class Builder {
       }
     }
     double update = 0;
-    for (int l = a; l <= b; ++l) update += layer(l).update * share(l);
+    for (int l : mine) update += layer(l).update * share(l);
     for (int d = 0; d < D; ++d) {
       const int r = rank(d, t, p);
       std::vector<TaskId> deps = after(tail_[static_cast<size_t>(r)]);
@@ -344,7 +402,7 @@ class Builder {
     if (plan_.strategy == "local_sgd" && D > 1 && (step_ + 1) % plan_.local_sgd_period == 0) {
       // Averaging the parameters after the step; the next step waits for it.
       double bytes = 0;
-      for (int l = a; l <= b; ++l) bytes += static_cast<double>(layer(l).parameter_bytes) * share(l);
+      for (int l : mine) bytes += static_cast<double>(layer(l).parameter_bytes) * share(l);
       CollectiveArgs args;
       for (int d = 0; d < D; ++d) args.group.push_back(rank(d, t, p));
       args.bytes = bytes;

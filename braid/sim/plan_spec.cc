@@ -13,7 +13,9 @@ std::string PlanSpec::describe() const {
   if (strategy == "ps") s += fmt::format(" {} ({} servers, {} workers)", consistency, servers, workers());
   s += fmt::format(": data {} x tensor {} x pipeline {}", data, tensor, pipeline);
   if (pipeline > 1)
-    s += fmt::format(", {} with {} micro-batches{}", schedule, microbatches, recompute != "none" ? " (recompute " + recompute + ")" : "");
+    s += fmt::format(", {}{} with {} micro-batches{}", schedule,
+                     virtual_stages > 1 ? fmt::format(" of {} chunks per rank", virtual_stages) : "", microbatches,
+                     recompute != "none" ? " (recompute " + recompute + ")" : "");
   else if (microbatches > 1)
     s += fmt::format(", gradients of {} micro-batches accumulated", microbatches);
   if (data > 1 && (strategy == "allreduce" || strategy == "local_sgd")) {
@@ -67,6 +69,7 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
   }
   p.strategy = strategy;
   p.schedule = c.get_string("parallel.schedule");
+  if (p.pipeline > 1) p.virtual_stages = static_cast<int>(c.get_int("parallel.virtual_stages"));
   p.recompute = c.get_string("parallel.recompute");
   if (p.recompute != "none") p.recompute_layers = c.get_int("parallel.recompute_layers");
   p.bucket_bytes = static_cast<double>(c.get_int("parallel.bucket_kb")) * 1024;

@@ -119,7 +119,9 @@ Prediction Predictor::predict(const train::Config& config, const PredictOptions&
         in.tensor_roles.push_back(static_cast<int>(role));
       }
     }
-    if (plan.pipeline > 1) in.stage_of_layer = stage_of_layer(config, *model, in.profile, plan.pipeline);
+    // Interleaved: the cut is into P V virtual stages (chunk c of rank p is c P + p).
+    const int chunks = plan.schedule == "interleaved" ? plan.virtual_stages : 1;
+    if (plan.pipeline > 1) in.stage_of_layer = stage_of_layer(config, *model, in.profile, plan.pipeline * chunks);
     out.stage_of_layer = in.stage_of_layer;
   }
   if (o.calibrate) {

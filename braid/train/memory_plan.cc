@@ -8,6 +8,7 @@
 #include "braid/nn/dropout.h"
 #include "braid/nn/recompute.h"
 #include "braid/nn/sequential.h"
+#include "braid/parallel/pipeline/schedule.h"
 #include "braid/train/config.h"
 
 namespace braid::train {
@@ -170,8 +171,9 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
           break;
         case nn::Recompute::selective:
           l.kept = kept_selective(b) * n;
-          // plus a rematerialised output refilled and its rerun's copy
-          l.backward = (backward_none(b) + 2 * std::max(b.f, b.dq)) * n + weight_grad;
+          // plus a refilled output: the activation's, or the attention
+          // core's and its rerun's (which keeps its graph)
+          l.backward = (backward_none(b) + std::max(b.f, 2 * b.dq)) * n + weight_grad;
           break;
         case nn::Recompute::full:
           l.kept = b.d * n;  // its input
@@ -227,7 +229,17 @@ MemoryShape memory_shape(const Config& c, int stage, int stages) {
   if (stages > 1) {
     const int64_t m = micro * c.get_int("train.accumulate");
     s.rows = (batch + m - 1) / m;
-    s.live_microbatches = c.get_string("parallel.schedule") == "gpipe" ? m : std::min<int64_t>(stages - stage, m);
+    const std::string schedule = c.get_string("parallel.schedule");
+    s.live_microbatches = schedule == "gpipe" ? m : std::min<int64_t>(stages - stage, m);
+    if (schedule == "zero_bubble" || schedule == "interleaved") {
+      // The schedule's own count (pipeline/schedule.h): ZB-H1 holds up to
+      // min(P, M) on every stage; interleaved counts chunks of 1/V of the
+      // stage, rounded up to whole micro-batches.
+      const int v = schedule == "interleaved" ? static_cast<int>(c.get_int("parallel.virtual_stages")) : 1;
+      const int live = parallel::pipeline::max_live(parallel::pipeline::actions(
+          parallel::pipeline::parse_schedule(schedule), stages, stage, static_cast<int>(m), v));
+      s.live_microbatches = (live + v - 1) / v;
+    }
   } else {
     s.rows = (batch + micro - 1) / micro;
   }

@@ -19,6 +19,7 @@ void add_version(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_inspect_checkpoint(CLI::App& inspect);  // inspect_checkpoint.cc, called by add_inspect
 void add_inspect_history(CLI::App& inspect);     // inspect_history.cc (history and trace), called by add_inspect
+void add_inspect_schedule(CLI::App& inspect);    // inspect_schedule.cc, called by add_inspect
 void add_train(CLI::App& app);
 // `braid train` under parallel.strategy = ensemble (train_ensemble.cc; train.cc calls it).
 // dry_run: stop after setup (the config checked, every key read or refused).

@@ -12,6 +12,8 @@
 //       what every rank was doing when a collective failed (inspect_history.cc)
 //   inspect trace DIR [--out FILE]
 //       the ranks' timelines merged into one Chrome trace (inspect_history.cc)
+//   inspect schedule --schedule S --stages P --microbatches M [--chunks V]
+//       a pipeline schedule's per-stage order and timeline (inspect_schedule.cc)
 #include <cstdio>
 
 #include "braid/base/deadline.h"
@@ -119,6 +121,7 @@ void add_inspect(CLI::App& app) {
 
   add_inspect_checkpoint(*cmd);
   add_inspect_history(*cmd);
+  add_inspect_schedule(*cmd);
 }
 
 }  // namespace braid::cli

@@ -38,9 +38,12 @@ std::vector<Candidate> candidates(int world, int64_t batch) {
         schedules.clear();
         for (int m : {p, 2 * p, 4 * p}) {
           if (batch % m != 0) continue;
-          for (const char* s : {"1f1b", "gpipe"}) {
+          for (const char* s : {"1f1b", "gpipe", "zero_bubble"}) {
             schedules.push_back({fmt::format("parallel.microbatches={}", m), fmt::format("parallel.schedule={}", s)});
           }
+          // Two chunks per rank (refused where the model has fewer than 2 P layers).
+          schedules.push_back({fmt::format("parallel.microbatches={}", m), "parallel.schedule=interleaved",
+                               "parallel.virtual_stages=2"});
         }
       }
       std::vector<std::vector<std::string>> syncs{{}};
