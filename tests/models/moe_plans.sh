@@ -11,7 +11,8 @@
 # checkpoint gathers every expert), and the held-out loss after 40 steps
 # within 1e-3. Plans:
 # EP=2 and EP=4 (one expert a rank), each dropless and with token dropping
-# (capacity factor 1), DP=2 x EP=2, and a two-stage pipeline of MoE blocks.
+# (capacity factor 1), DP=2 x EP=2, and a two-stage pipeline of MoE blocks; an EP
+# checkpoint resumed by one process and back.
 # Bad input: 4 experts over 3 ranks, top_k > experts, EP without MoE layers.
 # usage: moe_plans.sh BRAID_BINARY
 set -euo pipefail
@@ -98,6 +99,15 @@ grep -q '"dropped":[1-9]' "$out/ep2_cf1.40/metrics.jsonl" || { echo "FAIL: capac
 grep -q '"event":"moe"' "$out/ep2_cf0.40/metrics.jsonl" || { echo "FAIL: no router statistics in metrics.jsonl"; exit 1; }
 compare dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2
 compare pp2_ep2 one_m4_cf0 4 train.batch_size=2 parallel.pipeline=2 parallel.microbatches=2 parallel.expert=2
+# A checkpoint of an EP run (every expert and its optimizer buffers gathered) continues in one
+# process, whose checkpoint continues under EP again.
+ck=(train.out_dir="$out/ck" train.checkpoint_every=2 train.resume=auto)
+run ck_ep 2 4 "${ck[@]}" train.batch_size=1 parallel.expert=2
+run ck_one 1 6 "${ck[@]}" train.batch_size=2 parallel.microbatches=2
+run ck_ep_again 2 8 "${ck[@]}" train.batch_size=1 parallel.expert=2
+grep -q "resumed from .*(step 4," "$out/ck_one.log" && grep -q "resumed from .*(step 6," "$out/ck_ep_again.log" ||
+  { cat "$out/ck_one.log" "$out/ck_ep_again.log"; echo "FAIL: EP checkpoints do not resume across plans"; exit 1; }
+echo "ok: EP -> one process -> EP checkpoints resume"
 refused() {  # refused NAME PROCESSES PATTERN KEY=VALUE...
   local name=$1 n=$2 pattern=$3; shift 3
   if (run "$name" "$n" 1 "$@") 2>/dev/null; then echo "FAIL: $name was not refused"; exit 1; fi

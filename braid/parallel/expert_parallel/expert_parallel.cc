@@ -44,8 +44,16 @@ std::set<std::string> shard_experts(nn::Module& model, const ExpertGroups& group
   return names;
 }
 
-ExpertDataSync::ExpertDataSync(std::unique_ptr<GradSync> inner, ExpertGroups groups, std::set<std::string> names)
-    : inner_(std::move(inner)), groups_(std::move(groups)), names_(std::move(names)) {}
+ExpertDataSync::ExpertDataSync(std::unique_ptr<GradSync> inner, ExpertGroups groups, std::set<std::string> names,
+                               const nn::Module& model)
+    : inner_(std::move(inner)), groups_(std::move(groups)), names_(std::move(names)) {
+  // Known before setup: a checkpoint's optimizer state may be loaded first.
+  size_t i = 0;
+  for (const auto& [name, t] : model.named_parameters()) {
+    if (names_.count(name)) expert_index_.insert(i);
+    ++i;
+  }
+}
 
 void ExpertDataSync::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
                            const nlohmann::json& description) {
@@ -53,7 +61,6 @@ void ExpertDataSync::setup(const std::vector<NamedParameter>& params, const std:
   dense_index_.assign(params.size(), -1);
   for (size_t i = 0; i < params.size(); ++i) {
     if (names_.count(params[i].name)) {
-      expert_index_.insert(i);
       experts_.push_back(params[i]);
     } else {
       dense_index_[i] = static_cast<int64_t>(dense.size());

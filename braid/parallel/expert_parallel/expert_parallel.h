@@ -41,8 +41,10 @@ std::set<std::string> shard_experts(nn::Module& model, const ExpertGroups& group
 
 class ExpertDataSync final : public GradSync {
  public:
-  // inner: the data axis's sync (bucketed all-reduce), given the non-expert parameters only.
-  ExpertDataSync(std::unique_ptr<GradSync> inner, ExpertGroups groups, std::set<std::string> expert_names);
+  // inner: the data axis's sync (bucketed all-reduce), given the non-expert parameters only;
+  // model: the rank's model after shard_experts (its parameter order numbers the optimizer's buffers).
+  ExpertDataSync(std::unique_ptr<GradSync> inner, ExpertGroups groups, std::set<std::string> expert_names,
+                 const nn::Module& model);
   std::string name() const override { return inner_->name() + " + experts over " + std::to_string(groups_.replicas.size()) + " replicas"; }
   void setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
              const nlohmann::json& description) override;
@@ -68,7 +70,7 @@ class ExpertDataSync final : public GradSync {
   ExpertGroups groups_;
   std::set<std::string> names_;
   std::vector<NamedParameter> experts_;
-  std::set<size_t> expert_index_;      // in the plan's parameter order
+  std::set<size_t> expert_index_;      // in the model's parameter order (the optimizer's)
   std::vector<int64_t> dense_index_;   // plan index -> inner index (-1: an expert)
   bool sync_ = true;
 };
