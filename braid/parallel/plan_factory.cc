@@ -286,17 +286,6 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     expert_parallel::ExpertGroups groups = expert_parallel::split_expert_groups(parts.mesh.group(Axis::data), o.expert);
     std::set<std::string> names = expert_parallel::shard_experts(*out.model, groups);
     parts.grad_sync = std::make_unique<expert_parallel::ExpertDataSync>(std::move(parts.grad_sync), std::move(groups),
-                                                                        std::move(names));
-  }
-  // Expert parallelism: this rank's experts of every MoE layer (of this
-  // stage), their gradients combined over their replicas, the rest as before.
-  if (o.expert > 1) {
-    if (!world.valid() || !parts.grad_sync) {
-      fail<ConfigError>("parallel.expert = {} needs a job whose data axis all-reduces gradients", o.expert);
-    }
-    expert_parallel::ExpertGroups groups = expert_parallel::split_expert_groups(parts.mesh.group(Axis::data), o.expert);
-    std::set<std::string> names = expert_parallel::shard_experts(*out.model, groups);
-    parts.grad_sync = std::make_unique<expert_parallel::ExpertDataSync>(std::move(parts.grad_sync), std::move(groups),
                                                                         std::move(names), *out.model);
   }
   out.plan = std::make_unique<Plan>(std::move(parts));
