@@ -220,7 +220,8 @@ Tensor TransformerBlock::mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind 
     return Tensor();
   };
   if (!selective) return fc2.forward(act(h));
-  Rematerialized a(act, h);  // fc1's output stays (GELU's backward reads it), the activation's goes
+  // fc1's output stays (GELU's backward reads it), the activation's goes.
+  Rematerialized a(act, h, {}, Refill::rerun_twice);
   return a.release_after(fc2.forward(a.output()));
 }
 

@@ -121,47 +121,60 @@ Tensor checkpoint(const TensorFn& fn, const Tensor& x, std::vector<Generator*> g
 struct Rematerialized::State {
   TensorFn fn;
   Replay replay;
+  Refill refill;
   Tensor x;        // fn's input (detached; requires_grad as x did)
   Tensor y;        // the first run's output, whose memory comes and goes
-  Tensor x2, y2;   // the rerun under grad, from the refill to the backward
+  Tensor x2, y2;   // the rerun under grad, for fn's backward
   bool released = false;
   bool releasable = false;  // y's memory is its own (not the input's or the consumer's)
 
-  void rerun() {
+  void rerun_with_graph() {
     if (y2.defined()) return;
     x2 = rerun_input(x);
     y2 = replay.run([&] {
       autograd::EnableGradGuard grad;
       return fn(x2);
     });
-    if (released) {
-      y.storage()->materialize();
-      autograd::NoGradGuard no_grad;
+  }
+  // Before the consumer's backward: y's values again.
+  void refill_output() {
+    if (!released) return;
+    y.storage()->materialize();
+    released = false;
+    autograd::NoGradGuard no_grad;
+    if (refill == Refill::keep_graph) {
+      rerun_with_graph();
       y.copy_from(y2.detach());
-      released = false;
+    } else {
+      y.copy_from(replay.run([&] { return fn(x); }));
     }
+  }
+  // The consumer's backward (newer) has run: nothing reads y's values any
+  // more, though its node keeps the handle until the graph goes (the engine
+  // frees no node before the end of backward).
+  void release_output() {
+    if (releasable && !y.storage()->released()) y.storage()->release();
   }
 };
 
-Rematerialized::Rematerialized(TensorFn fn, const Tensor& x, std::vector<Generator*> generators) {
+Rematerialized::Rematerialized(TensorFn fn, const Tensor& x, std::vector<Generator*> generators, Refill refill) {
   if (!autograd::grad_enabled() || !x.requires_grad()) {
     output_ = fn(x);
     return;
   }
-  s_ = std::make_shared<State>(State{.fn = std::move(fn), .replay = Replay(std::move(generators)), .x = rerun_input(x),
-                                     .y = {}, .x2 = {}, .y2 = {}, .released = false, .releasable = false});
+  s_ = std::make_shared<State>(State{.fn = std::move(fn), .replay = Replay(std::move(generators)), .refill = refill,
+                                     .x = rerun_input(x), .y = {}, .x2 = {}, .y2 = {}, .released = false,
+                                     .releasable = false});
   {
     autograd::NoGradGuard no_grad;
     s_->y = s_->fn(x);
   }
   output_ = fresh_handle(s_->y);
   autograd::record("rematerialized", {x}, output_, [state = s_](const Tensor& g) {
-    state->rerun();  // normally done by the refill already
+    if (state->refill == Refill::rerun_twice) state->release_output();
+    state->rerun_with_graph();
     Tensor gx = backward_through(state->x2, state->y2, g);
-    // The consumer's backward (newer) has run: the refilled values are read
-    // by nothing any more, though its node keeps the handle until the graph
-    // goes (the engine frees no node before the end of backward).
-    if (state->releasable && !state->y.storage()->released()) state->y.storage()->release();
+    state->release_output();
     state->x2 = state->y2 = state->y = Tensor();
     return std::vector<Tensor>{gx};
   });
@@ -181,7 +194,7 @@ Tensor Rematerialized::release_after(const Tensor& consumer_out) {
   if (!consumer_out.requires_grad()) return consumer_out;
   Tensor out = fresh_handle(consumer_out);
   autograd::record("refill_rematerialized", {consumer_out}, out, [state = s_](const Tensor& g) {
-    state->rerun();
+    state->refill_output();
     return std::vector<Tensor>{g};
   });
   return out;
@@ -207,7 +220,8 @@ Tensor checkpoint_module(Module& m, const Tensor& x, const TensorFn& body) {
 }
 
 Tensor rematerialize(Module& producer, const Tensor& x, const TensorFn& consumer) {
-  Rematerialized r([&producer](const Tensor& v) { return producer.forward(v); }, x, dropout_generators(producer));
+  Rematerialized r([&producer](const Tensor& v) { return producer.forward(v); }, x, dropout_generators(producer),
+                   Refill::rerun_twice);
   return r.release_after(consumer(r.output()));
 }
 

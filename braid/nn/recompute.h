@@ -48,13 +48,23 @@ using TensorFn = std::function<Tensor(const Tensor&)>;
 Tensor checkpoint(const TensorFn& fn, const Tensor& x, std::vector<Generator*> generators,
                   bool has_parameters = true);
 
+// How a rematerialised output comes back before its consumer's backward:
+// `keep_graph` reruns fn under grad, copies the values into the output and
+// keeps the rerun's graph for fn's own backward (one rerun; the output is
+// held twice across the consumer's backward), for costly fns such as the
+// attention core; `rerun_twice` refills with a rerun under no grad and reruns
+// under grad again at fn's own backward, once the consumer is done with the
+// output (the output held once), for cheap fns such as norms and activations.
+enum class Refill { keep_graph, rerun_twice };
+
 // y = fn(x) whose memory goes once its consumer has run (see the top).
 //   Rematerialized n(fn, x, gens);
 //   Tensor out = n.release_after(consumer(n.output()));
 // Only the consumer may read output(); its backward sees the refilled values.
 class Rematerialized {
  public:
-  Rematerialized(TensorFn fn, const Tensor& x, std::vector<Generator*> generators = {});
+  Rematerialized(TensorFn fn, const Tensor& x, std::vector<Generator*> generators = {},
+                 Refill refill = Refill::keep_graph);
   const Tensor& output() const { return output_; }
   // Frees output()'s memory and returns `consumer_out` with a node that
   // refills it before the consumer's backward.
@@ -86,7 +96,8 @@ class Recomputable {
 Tensor checkpoint_module(Module& m, const Tensor& x, const TensorFn& body);
 
 // producer(x) rematerialised into consumer: consumer(producer(x)) with
-// producer's output freed once consumer has run.
+// producer's output freed once consumer has run (Refill::rerun_twice: a
+// producer here is a norm or another cheap layer).
 Tensor rematerialize(Module& producer, const Tensor& x, const TensorFn& consumer);
 
 // m(x) under a checkpoint when m draws dropout masks (training, p > 0):
