@@ -7,11 +7,15 @@
 #include "braid/cuda/memory.h"
 #include "braid/tensor/backend.h"
 
+#if defined(BRAID_CUDA_EMULATE)
+#include "braid/cuda/emulated/state.h"
+#else
 // Named by the link options of braid_cuda (CMakeLists.txt): the linker keeps
 // this file, and with it the registrar below.
 extern "C" {
 int braid_cuda_backend_anchor = 0;
 }
+#endif
 
 namespace braid::cuda {
 
@@ -42,6 +46,13 @@ class CudaBackend final : public DeviceBackend {
   }
   void copy_strided(const StridedRef& dst, const StridedRef& src, int index) override {
     use_gpu(index);
+#if defined(BRAID_CUDA_EMULATE)
+    // Bytes read and written, the figure a step's budget of casts and copies counts.
+    auto& c = emulated::state().counters;
+    const int64_t bytes = numel(dst.shape) * static_cast<int64_t>(itemsize(dst.dtype) + itemsize(src.dtype));
+    (dst.dtype == src.dtype ? c.copy_bytes : c.cast_bytes) += bytes;
+    ++(dst.dtype == src.dtype ? c.copies : c.casts);
+#endif
     const Shape* strides[2] = {&dst.strides, &src.strides};
     copy_cast(dst.dtype, dst.data, src.dtype, src.data, make_indexer<2>(dst.shape, strides), numel(dst.shape));
   }
@@ -71,14 +82,19 @@ op::KernelAdder on_input_gpu(const op::KernelAdder& add) {
   };
 }
 
-const bool registered = [] {
+}  // namespace
+
+void install_backend() {
   static CudaBackend backend;
   set_backend(DeviceType::cuda, &backend);
   op::on_registry_ready([](const op::KernelAdder& add) { install_kernels(on_input_gpu(add)); });
-  return true;
-}();
+}
 
+#if !defined(BRAID_CUDA_EMULATE)
+namespace {
+const bool registered = (install_backend(), true);
 }  // namespace
+#endif
 
 void install_kernels(const op::KernelAdder& add) {
   install_tensor_kernels(add);

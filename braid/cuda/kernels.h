@@ -27,6 +27,10 @@ void install_norm_kernels(const op::KernelAdder& add);
 
 // Every family above, in one call (the backend's registrar uses it).
 void install_kernels(const op::KernelAdder& add);
+// Makes this backend the cuda device and adds every family's kernels
+// (backend.cc): at start-up where CUDA is built, on request in emulation
+// (emulated::install).
+void install_backend();
 
 // A CUDA kernel entry for these dtypes of the op's dtype input (empty: any).
 inline op::KernelEntry cuda_kernel(std::vector<DType> dtypes, op::Kernel fn) {

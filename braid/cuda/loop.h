@@ -173,8 +173,15 @@ void for_each(int64_t n, F f, const char* what = "kernel") {
 template <class T>
 __device__ inline void atomic_add(T* p, T v) { atomicAdd(p, v); }
 #else
+namespace emulated {
+// Counts a launch of kernel `what` (emulated.h); false on the null device,
+// where the kernel is not run.
+bool launch(const char* what);
+}  // namespace emulated
+
 template <class F>
-void for_each(int64_t n, F f, const char* = "kernel") {
+void for_each(int64_t n, F f, const char* what = "kernel") {
+  if (n <= 0 || !emulated::launch(what)) return;
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 template <class T>

@@ -149,6 +149,7 @@ void by_block(const LayerNormBackwardRows<T>& k, int64_t rows) {
 // Emulation: each phase's partials over the block's threads, in thread order.
 template <class T>
 void by_block(const LayerNormRows<T>& k, int64_t rows) {
+  if (!emulated::launch("layer_norm")) return;
   for (int64_t row = 0; row < rows; ++row) {
     double s = 0, ss = 0;
     for (int t = 0; t < kReduceThreads; ++t) s += k.partial_sum(row, t, kReduceThreads);
@@ -161,6 +162,7 @@ void by_block(const LayerNormRows<T>& k, int64_t rows) {
 }
 template <class T>
 void by_block(const LayerNormBackwardRows<T>& k, int64_t rows) {
+  if (!emulated::launch("layer_norm_backward")) return;
   for (int64_t row = 0; row < rows; ++row) {
     Sums s{0, 0};
     for (int t = 0; t < kReduceThreads; ++t) s = s + k.partial(row, t, kReduceThreads);

@@ -180,6 +180,7 @@ void reduce(const Job& job, int64_t n_out, int64_t r, ReduceShape shape, void* s
     case ReduceShape::per_thread:
       return for_each(n_out, PerThread<Job>{job, r}, what);
     case ReduceShape::per_block:
+      if (!emulated::launch(what)) return;
       for (int64_t o = 0; o < n_out; ++o) {
         const auto row = job.row(o);
         job.finish(row, emulate_block(job, row, 0, kReduceThreads, r));
@@ -188,6 +189,8 @@ void reduce(const Job& job, int64_t n_out, int64_t r, ReduceShape shape, void* s
     case ReduceShape::two_stage: {
       using Acc = typename Job::Acc;
       static_assert(sizeof(Acc) <= 16);
+      emulated::launch(what);                // stage 1's grid
+      if (!emulated::launch(what)) return;   // and stage 2's
       const int parts = partial_blocks(r);
       auto* partials = static_cast<Acc*>(scratch);
       const auto row = job.row(0);

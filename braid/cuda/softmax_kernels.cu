@@ -134,6 +134,7 @@ void softmax_backward_by_block(const SoftmaxBackwardRows<T>& k, int64_t rows) {
 template <class T>
 void softmax_by_block(const SoftmaxRows<T>& k, int64_t rows) {
   using Acc = typename SoftmaxRows<T>::Acc;
+  if (!emulated::launch("softmax")) return;
   for (int64_t row = 0; row < rows; ++row) {
     Acc m = SoftmaxRows<T>::lowest(), z = 0;
     for (int t = 0; t < kReduceThreads; ++t) m = MaxOp{}(m, k.partial_max(row, t, kReduceThreads));
@@ -144,6 +145,7 @@ void softmax_by_block(const SoftmaxRows<T>& k, int64_t rows) {
 template <class T>
 void softmax_backward_by_block(const SoftmaxBackwardRows<T>& k, int64_t rows) {
   using Acc = typename SoftmaxBackwardRows<T>::Acc;
+  if (!emulated::launch("softmax_backward")) return;
   for (int64_t row = 0; row < rows; ++row) {
     Acc s = 0;
     for (int t = 0; t < kReduceThreads; ++t) s += k.partial_sum(row, t, kReduceThreads);

@@ -35,6 +35,7 @@ void add_tokenize(CLI::App& app);
 void add_generate(CLI::App& app);  // generate.cc: text from a language model (KV cache)
 void add_eval(CLI::App& app);      // eval.cc: loss and perplexity on token ids
 void add_export(CLI::App& app);    // export.cc: a gpt as a Hugging Face folder
+void add_profile(CLI::App& app);   // profile.cc: a step's launches, syncs, allocations on the emulated GPU
 
 // This program's own path (launch.cc): what a command starts more of itself with.
 std::string self_exe();

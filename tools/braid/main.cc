@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   braid::cli::add_generate(app);
   braid::cli::add_eval(app);
   braid::cli::add_export(app);
+  braid::cli::add_profile(app);
   try {
     braid::logging::init();
     app.parse(argc, argv);

@@ -1,0 +1,44 @@
+// The emulated backend's counters, its null device and its installation.
+#include <mutex>
+
+#include "braid/cuda/emulated/state.h"
+#include "braid/cuda/kernels.h"
+
+namespace braid::cuda::emulated {
+
+State& state() {
+  static State* s = new State;  // never destroyed: kernels may run during static destruction
+  return *s;
+}
+
+Counters counters() {
+  const State& s = state();
+  Counters c = s.counters;
+  for (const auto& [name, n] : s.by_kernel) c.by_kernel[name] += n;  // one name may sit at several addresses
+  return c;
+}
+
+void reset_counters() {
+  state().counters = Counters{};
+  state().by_kernel.clear();
+}
+
+void set_null_device(bool on) {
+  if (on && !state().null_device) release_cached_blocks();
+  state().null_device = on;
+}
+bool null_device() { return state().null_device; }
+
+bool launch(const char* what) {
+  State& s = state();
+  ++s.counters.launches;
+  ++s.by_kernel[what];
+  return !s.null_device;
+}
+
+void install() {
+  static std::once_flag once;
+  std::call_once(once, [] { install_backend(); });
+}
+
+}  // namespace braid::cuda::emulated

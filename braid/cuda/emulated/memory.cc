@@ -1,0 +1,83 @@
+// Device memory for the emulated CUDA backend: one "GPU" whose memory is host
+// memory, so the backend's kernels (host loops here) read it directly. Blocks
+// come through the same stream-ordered caching allocator as a real GPU's
+// (memory.cc), so a step's system allocations are the ones a GPU would make;
+// every wait of the host for the device and every byte crossing is counted
+// (emulated.h).
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "braid/base/error.h"
+#include "braid/cuda/emulated.h"
+#include "braid/cuda/emulated/state.h"
+#include "braid/cuda/memory.h"
+#include "braid/tensor/stream_allocator.h"
+
+namespace braid::cuda {
+
+namespace {
+
+// Host memory as a device whose work is always done (kernels run inline).
+class HostMemory final : public DeviceMemory {
+ public:
+  void* malloc(size_t nbytes) override {
+    const size_t padded = (nbytes + 63) / 64 * 64 + 64;
+    void* p = std::aligned_alloc(64, padded);
+    if (p == nullptr) return nullptr;
+    std::memset(p, 0, padded);  // the null device leaves blocks as they came: zeros are finite
+    emulated::Counters& c = emulated::state().counters;
+    ++c.allocations;
+    c.allocated_bytes += static_cast<int64_t>(nbytes);
+    return p;
+  }
+  void free(void* p) override { std::free(p); }
+  Event record(uintptr_t) override { return nullptr; }
+  bool query(Event) override { return true; }
+  void release(Event) override {}
+  void synchronize() override {}
+};
+
+StreamCachingAllocator& allocator() {
+  static HostMemory* memory = new HostMemory;  // never destroyed: tensors may outlive static destruction
+  static StreamCachingAllocator* a = new StreamCachingAllocator(*memory, "cuda:0");
+  return *a;
+}
+
+constexpr uintptr_t kStream = 1;  // the one stream every emulated kernel runs on
+
+}  // namespace
+
+int gpu_count() { return 1; }
+void use_gpu(int) {}
+void* device_allocate(size_t nbytes, int) { return allocator().allocate(nbytes, kStream); }
+void device_free(void* p, int) { allocator().deallocate(p); }
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  if (nbytes == 0) return;
+  emulated::Counters& c = emulated::state().counters;
+  if (dst_device.is_cuda() && !src_device.is_cuda()) c.to_device_bytes += static_cast<int64_t>(nbytes);
+  if (!dst_device.is_cuda()) {
+    c.to_host_bytes += static_cast<int64_t>(nbytes);
+    ++c.syncs;  // the host reads its side at once: a GPU's stream must drain first
+  }
+  if (dst_device.is_cuda() && src_device.is_cuda()) {
+    ++c.launches;  // a device-to-device cudaMemcpyAsync occupies the queue as a kernel does
+    ++emulated::state().by_kernel["memcpy"];
+    c.copy_bytes += 2 * static_cast<int64_t>(nbytes);
+    ++c.copies;
+    if (emulated::null_device()) return;
+  }
+  std::memmove(dst, src, nbytes);
+}
+void synchronize_gpu(int) { ++emulated::state().counters.syncs; }
+
+namespace emulated {
+
+int64_t memory_in_use() { return static_cast<int64_t>(allocator().stats().bytes_in_use); }
+int64_t peak_memory() { return static_cast<int64_t>(allocator().stats().peak_bytes_in_use); }
+void reset_peak_memory() { allocator().reset_peak(); }
+void release_cached_blocks() { allocator().empty_cache(); }
+
+}  // namespace emulated
+
+}  // namespace braid::cuda
