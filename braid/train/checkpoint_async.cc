@@ -1,5 +1,8 @@
 #include "braid/train/checkpoint_async.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -192,6 +195,11 @@ std::vector<SaveOutcome> ShardWriter::finished(bool wait) {
 
 void ShardWriter::run() {
   name_this_thread("ckpt-writer");
+  // Below the training threads: its CRCs and copies into the page cache
+  // otherwise take cores the step needs. On 2 cores training ResNet-18 with
+  // 2 threads, the step after an asynchronous save of 134 MB was 451 ms longer
+  // at the same priority, though the step loop itself stalled 24 ms.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   std::unique_lock lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || job_; });

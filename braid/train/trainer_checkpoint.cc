@@ -243,7 +243,9 @@ std::pair<int64_t, int64_t> Trainer::resume() {
                   e.what());
   }
   step_ = c->step;
-  last_checkpoint_ = checkpoint_stem(checkpoint_dir(), c->step);
+  // A sharded step is one folder for the whole job; a whole one is this shard's.
+  const bool sharded = fs::exists(fs::path(checkpoint_stem(o_.out_dir, c->step)) / "manifest.json");
+  last_checkpoint_ = checkpoint_stem(sharded ? o_.out_dir : checkpoint_dir(), c->step);
   for (auto& cb : callbacks_) {
     cb->on_message(fmt::format("resumed from {} (step {}, epoch {}, batch {})", last_checkpoint_, c->step, c->epoch + 1,
                                c->batch));
