@@ -111,9 +111,12 @@ struct Ring {
   }
 };
 
-// What the backward needs, per query chunk: q, the merged out and lse.
+// What the backward needs, per query chunk: q, the merged out and lse (out
+// as the one output tensor once the chunks are joined: the next layer keeps
+// it anyway, so the chunks are not kept twice).
 struct Saved {
   std::vector<Tensor> q, out, lse;
+  Tensor joined_out;
   Tensor block;  // this rank's k and v as a travelling block
   cpu::AttentionParams params;
 };
@@ -159,7 +162,8 @@ struct Grads {
   Tensor dblock;  // dk, dv laid out as the block
 };
 
-Grads backward_ring(Ring& ring, const Saved& s, const std::vector<Tensor>& dout, bool causal) {
+Grads backward_ring(Ring& ring, const Saved& s, const std::vector<Tensor>& dout, const std::vector<Tensor>& out,
+                    bool causal) {
   const ContextLayout& L = ring.layout;
   const int n = L.size, r = L.rank, per = L.chunks_per_rank();
   Grads g;
@@ -187,7 +191,7 @@ Grads backward_ring(Ring& ring, const Saved& s, const std::vector<Tensor>& dout,
         cpu::AttentionParams p = s.params;
         p.causal = vis == Visible::causal;
         cpu::AttentionGrads d =
-            cpu::attention_backward(dout[i], s.q[i], part(cur, j, 0), part(cur, j, 1), s.out[i], s.lse[i], p);
+            cpu::attention_backward(dout[i], s.q[i], part(cur, j, 0), part(cur, j, 1), out[i], s.lse[i], p);
         add_into(g.dq[i], d.dq);
         add_into(part(partial, j, 0), d.dk);
         add_into(part(partial, j, 1), d.dv);
@@ -250,12 +254,21 @@ Tensor ring_attention(const Tensor& q, const Tensor& k, const Tensor& v, const c
   Tensor out = per == 1 ? s->out[0] : concat(s->out, 1);
   // Saved without the autograd record `out` is about to carry (the node
   // would hold itself through them).
-  for (Tensor& t : s->out) t = t.detach();
+  if (per == 1) {
+    s->out[0] = s->out[0].detach();
+  } else {
+    s->joined_out = out.detach();
+    s->out.clear();
+  }
   autograd::record("ring_attention", {q, k, v}, out, [ring, s, causal = o.causal, per, c](const Tensor& g) {
     std::vector<Tensor> dout;
     const Tensor gd = g.detach();
-    for (int i = 0; i < per; ++i) dout.push_back(contiguous(slice(gd, 1, i * c, (i + 1) * c)));
-    Grads gr = backward_ring(*ring, *s, dout, causal);
+    std::vector<Tensor> out = s->out;
+    for (int i = 0; i < per; ++i) {
+      dout.push_back(contiguous(slice(gd, 1, i * c, (i + 1) * c)));
+      if (per > 1) out.push_back(contiguous(slice(s->joined_out, 1, i * c, (i + 1) * c)));
+    }
+    Grads gr = backward_ring(*ring, *s, dout, out, causal);
     std::vector<Tensor> dk, dv;
     for (int i = 0; i < per; ++i) {
       dk.push_back(part(gr.dblock, i, 0));
