@@ -124,11 +124,12 @@ def new_group(color: int, key: int | None = None, group=None) -> Communicator:
 
 
 class Mesh:
-    """The world's ranks on a data x tensor x pipeline grid, one communicator
-    per axis (collective over the world: every rank builds the same shape)."""
+    """The world's ranks on a data x context x tensor x pipeline grid, one
+    communicator per axis (collective over the world: every rank builds the
+    same shape)."""
 
-    def __init__(self, data: int = 0, tensor: int = 1, pipeline: int = 1, group=None):
-        self._mesh = _c.Mesh.build(_comm(group), data=data, tensor=tensor, pipeline=pipeline)
+    def __init__(self, data: int = 0, tensor: int = 1, pipeline: int = 1, group=None, context: int = 1):
+        self._mesh = _c.Mesh.build(_comm(group), data=data, tensor=tensor, pipeline=pipeline, context=context)
 
     @property
     def rank(self) -> int:
@@ -148,8 +149,8 @@ class Mesh:
         """The communicator of the ranks differing from this one only along axis."""
         return self._mesh.group(Axis.__members__[axis])
 
-    def world_rank(self, data: int, tensor: int, pipeline: int) -> int:
-        return self._mesh.world_rank(data, tensor, pipeline)
+    def world_rank(self, data: int, tensor: int, pipeline: int, context: int = 0) -> int:
+        return self._mesh.world_rank(data, tensor, pipeline, context)
 
     def describe(self) -> str:
         return self._mesh.describe()

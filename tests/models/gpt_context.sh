@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Context parallelism through `braid train` and `braid launch`: the tiny gpt
-# of gpt_plans.sh (16 tokens a sequence, 4 heads, tied head), 6 SGD steps,
+# Context parallelism through `braid train` and `braid launch` (shared memory,
+# and tcp for one run): the tiny gpt of gpt_plans.sh (16 tokens a sequence, 4
+# heads, tied head), 6 SGD steps,
 # compared by the held-out loss after them. The sequence split over 2 ranks
 # (ring and Ulysses), over 4 (ring), and the context axis beside data (with
 # all-reduce and ZeRO-1, 2 and 3), tensor and pipeline (1F1B, GPipe) axes and
@@ -64,6 +65,7 @@ refused() {  # refused NAME EXPECTED PROCESSES KEY=VALUE...
 one=$(loss single 1)
 same cp2_ring "$(loss cp2_ring 2 parallel.context=2)" "$one"
 same cp2_ulysses "$(loss cp2_ulysses 2 parallel.context=2 parallel.context_mode=ulysses)" "$one"
+same cp2_ring_tcp "$(loss cp2_ring_tcp 2 parallel.context=2 parallel.transport=tcp)" "$one"
 same cp4_ring "$(loss cp4_ring 4 parallel.context=4)" "$one"
 same dp2_cp2 "$(loss dp2_cp2 4 train.batch_size=4 parallel.context=2)" "$one"
 same dp2_cp2_zero1 "$(loss dp2_cp2_zero1 4 train.batch_size=4 parallel.context=2 parallel.strategy=zero \
