@@ -93,10 +93,10 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     fail<ConfigError>("parallel.expert = {} splits the data axis of parallel.strategy = allreduce or auto, not {} "
                       "(ZeRO and the averaging strategies do not shard experts)", o.expert, o.strategy);
   }
-  if (o.expert > 1 && (o.mesh.tensor > 1 || o.mesh.context > 1)) {
-    fail<ConfigError>("parallel.expert = {} with parallel.tensor = {} and parallel.context = {}: the tensor- and "
-                      "context-parallel rewrites do not take MoE blocks (both must be 1)", o.expert, o.mesh.tensor,
-                      o.mesh.context);
+  if (o.expert > 1 && o.mesh.context > 1) {
+    fail<ConfigError>("parallel.expert = {} with parallel.context = {}: context parallelism's ranks would each "
+                      "route their share of a sequence through one expert group (use parallel.context = 1)",
+                      o.expert, o.mesh.context);
   }
   PlannedModel out{.model = std::move(model), .loss = std::move(loss), .plan = nullptr};
   PlanParts parts;

@@ -145,14 +145,24 @@ ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& w
   attn_ = register_module("attn", std::make_shared<ParallelAttention>(*whole.attn(), tp));
   ln2_ = register_module("ln2", std::static_pointer_cast<nn::Module>(whole.ln2()));
   mlp_ = whole.block_options().mlp;
-  // SwiGLU's fc1 holds gate and up side by side: each rank takes its slice of both.
-  fc1_ = register_module("fc1", std::make_shared<ColumnParallelLinear>(*whole.fc1(), tp, /*gather_output=*/false,
-                                                                        mlp_ == nn::MlpKind::swiglu ? 2 : 1));
-  fc2_ = register_module("fc2", std::make_shared<RowParallelLinear>(*whole.fc2(), tp));
+  if (whole.moe()) {
+    // The attention's output is whole on every tensor rank, so each runs the same experts on it
+    // (experts split over ranks is expert parallelism's job, on the data axis).
+    moe_ = register_module("moe", whole.moe());
+  } else {
+    // SwiGLU's fc1 holds gate and up side by side: each rank takes its slice of both.
+    fc1_ = register_module("fc1", std::make_shared<ColumnParallelLinear>(*whole.fc1(), tp, /*gather_output=*/false,
+                                                                          mlp_ == nn::MlpKind::swiglu ? 2 : 1));
+    fc2_ = register_module("fc2", std::make_shared<RowParallelLinear>(*whole.fc2(), tp));
+  }
   drop_ = register_module("drop", whole.dropout());
 }
 
 Tensor ParallelTransformerBlock::forward(const Tensor& x) {
+  if (moe_) {  // as nn::TransformerBlock's MoE blocks, recompute leaves them alone
+    Tensor h = add(x, drop_->forward(attn_->forward(ln1_->forward(x))));
+    return add(h, drop_->forward(moe_->forward(ln2_->forward(h))));
+  }
   auto body = [this](const Tensor& v, nn::Recompute mode) {
     return nn::TransformerBlock::residual_body(v, *ln1_, *attn_, *ln2_, *fc1_, *fc2_, *drop_, mlp_, mode);
   };
@@ -169,6 +179,7 @@ void ParallelTransformerBlock::set_recompute(nn::Recompute mode) {
 
 void ParallelTransformerBlock::add_specs(const std::string& prefix, ShardSpecs& specs) const {
   attn_->add_specs(prefix + "attn.", specs);
+  if (moe_) return;  // replicated
   fc1_->add_specs(prefix + "fc1.", specs);
   fc2_->add_specs(prefix + "fc2.", specs);
 }

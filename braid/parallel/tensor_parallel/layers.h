@@ -93,6 +93,7 @@ class ParallelTransformerBlock final : public nn::Module, public nn::Recomputabl
   std::shared_ptr<ParallelAttention> attn_;
   std::shared_ptr<ColumnParallelLinear> fc1_;
   std::shared_ptr<RowParallelLinear> fc2_;
+  std::shared_ptr<nn::MoE> moe_;  // a mixture-of-experts MLP stays whole on every tensor rank (fc1, fc2 null)
   nn::MlpKind mlp_;
   std::shared_ptr<nn::Dropout> drop_;
   nn::Recompute recompute_ = nn::Recompute::none;
