@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Context parallelism across hosts: 2 network namespaces joined by a bridge,
+# each link shaped to 1 Gbit/s (tests/comm/netns_lib.sh), one rank per
+# "host", tcp between them: the tiny gpt of gpt_context.sh with its sequences
+# split over the two hosts (ring, then Ulysses) must give the held-out loss of
+# one process to 4 decimals. Needs root, iproute2 and tc; exits 77 (ctest:
+# skipped) otherwise.
+#
+#   gpt_context_netns.sh path/to/braid
+set -u
+BRAID=$1
+. "$(dirname "$0")/../comm/netns_lib.sh"
+netns_ready || { echo "SKIP: $NETNS_WHY"; exit 77; }
+netns_up 2 1gbit || { echo "FAIL: namespace setup"; exit 1; }
+out=$(mktemp -d /tmp/braid-gpt-context-netns.XXXXXX)
+trap 'netns_down; rm -rf "$out"' EXIT
+files=(/usr/share/games/fortunes/computers /usr/share/games/fortunes/science)
+"$BRAID" tokenize train --vocab-size 300 --out "$out/tok" "${files[@]}" >/dev/null
+"$BRAID" tokenize encode --tokenizer "$out/tok" --out "$out/shards/train" "${files[@]}" >/dev/null
+cat >"$out/tiny.toml" <<TOML
+[train]
+batch_size = 8
+max_steps = 6
+log_every = 3
+eval_every = 6
+eval_steps = 5
+threads = 1
+progress = "lines"
+deterministic = true
+[model]
+name = "gpt"
+n_layers = 2
+n_heads = 4
+d_model = 32
+context = 16
+[optim]
+name = "sgd"
+lr = 0.5
+momentum = 0.0
+[data]
+name = "tokens"
+path = "$out/shards/train-*.tok"
+TOML
+"$BRAID" train "$out/tiny.toml" --set train.out_dir="$out/one" --set parallel.strategy=none >"$out/one.log" 2>&1 ||
+  { cat "$out/one.log"; echo "FAIL: one process"; exit 1; }
+one=$(grep -Eo "final test loss [0-9.]+" "$out/one.log" | head -1 | awk '{print $4}')
+port=29641
+for mode in ring ulysses; do
+  mkdir -p "$out/$mode"
+  netns_launch_all "$port" "$out/$mode" -- "$BRAID" train "$out/tiny.toml" --set parallel.context=2 \
+    --set parallel.context_mode=$mode --set parallel.timeout_s=60 --set train.out_dir="$out/$mode/run" ||
+    { tail -n 20 "$out/$mode"/h*.out; echo "FAIL: $mode across 2 namespaces"; exit 1; }
+  got=$(grep -Eo "final test loss [0-9.]+" "$out/$mode/h0.out" | head -1 | awk '{print $4}')
+  [ "$got" = "$one" ] || { cat "$out/$mode/h0.out"; echo "FAIL: $mode: held-out loss $got, one process $one"; exit 1; }
+  echo "ok: context 2 ($mode) across 2 namespaces over a 1 Gbit/s link: $got (one process $one)"
+  port=$((port + 1))
+done
