@@ -139,6 +139,10 @@ Tensor MoE::forward(const Tensor& x) {
   if (x.ndim() < 1 || x.size(-1) != dim_) {
     fail<ValueError>("MoE: expects [..., {}], got {}", dim_, to_string(x.shape()));
   }
+  if (x.device() == Device::meta) {
+    fail<ValueError>("MoE: routing reads the router's probabilities, which a meta-device trace has not got "
+                     "(graph capture and braid graph do not take mixture-of-experts layers)");
+  }
   const int64_t n = x.numel() / dim_, e = o_.experts, k = o_.top_k;
   const Tensor xf = reshape(x, {n, dim_});
   const Tensor logits = router_->forward(xf);  // [N, E]

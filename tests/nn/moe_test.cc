@@ -120,6 +120,7 @@ TEST(MoE, RefusesBadOptions) {
   MoE moe(4, 8, MlpKind::gelu, {.experts = 4, .top_k = 1}, gen);
   EXPECT_THROW(moe.forward(Tensor::zeros({3, 5})), ValueError);
   EXPECT_THROW(moe.keep_experts(3, 2, nullptr), ValueError);
+  EXPECT_THROW(moe.forward(Tensor::empty({3, 4}, DType::f32, Device::meta)), ValueError);
 }
 
 // A block with an MoE MLP holds "moe.router", "moe.experts.fc1/fc2" in place of fc1/fc2.
