@@ -1,5 +1,7 @@
 #include "braid/cuda/index_kernels.h"
 
+#include "braid/cuda/memory.h"
+
 namespace braid::cuda {
 
 namespace {
@@ -128,7 +130,25 @@ struct BagBackwardPsw {
 template <class T>
 constexpr bool floating = std::is_floating_point_v<compute_t<T>>;
 
+struct RangeCheck {
+  const int64_t* index;
+  int64_t bound, check;
+  CheckRecord* record;
+  BRAID_HD void operator()(int64_t i) const {
+    const int64_t v = index[i];
+    if (v >= 0 && v < bound) return;
+    if (atomic_claim(&record->check, check)) {  // the first failure of any check since the last sync
+      record->position = i;
+      record->value = v;
+    }
+  }
+};
+
 }  // namespace
+
+void range_check(const int64_t* index, int64_t n, int64_t bound, int64_t check, CheckRecord* record) {
+  for_each(n, RangeCheck{index, bound, check, record}, "range_check");
+}
 
 void index_select_rows(size_t elem_bytes, void* out, const void* x, const int64_t* index, const IndexGeometry& s) {
   by_size(elem_bytes, [&](auto z) {

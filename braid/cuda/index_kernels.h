@@ -16,6 +16,11 @@ struct IndexGeometry {
   int64_t A = 1, R = 1, J = 1, B = 1;
 };
 
+// Checks index[i] in [0, bound) for i < n on the device: the first value out
+// of range claims `record` for check `check` (deferred_checks.h).
+struct CheckRecord;
+void range_check(const int64_t* index, int64_t n, int64_t bound, int64_t check, CheckRecord* record);
+
 // out[a, j, b] = x[a, index[j], b] (index [J]); elements of `elem_bytes`.
 void index_select_rows(size_t elem_bytes, void* out, const void* x, const int64_t* index, const IndexGeometry& s);
 // out[a, j, b] = x[a, index[a, j, b], b] (index of out's shape [A, J, B]).

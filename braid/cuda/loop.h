@@ -188,6 +188,20 @@ template <class T>
 inline void atomic_add(T* p, T v) { *p += v; }
 #endif
 
+// Sets *p (a 64-bit integer) to v where it is 0; true for the one thread
+// that did. Host loops run one index at a time, so there a test suffices.
+template <class I>
+BRAID_HD inline bool atomic_claim(I* p, I v) {
+  static_assert(sizeof(I) == 8);
+#if defined(__CUDA_ARCH__)
+  return atomicCAS(reinterpret_cast<unsigned long long*>(p), 0ull, static_cast<unsigned long long>(v)) == 0ull;
+#else
+  if (*p != 0) return false;
+  *p = v;
+  return true;
+#endif
+}
+
 }  // namespace braid::cuda
 
 template <int N>

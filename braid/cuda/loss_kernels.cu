@@ -31,7 +31,11 @@ struct Picked {
   const T* logp;
   const int64_t* targets;
   int64_t c;
-  BRAID_HD compute_t<T> operator()(int64_t i) const { return -load<T>(logp + i * c + targets[i]); }
+  // A target out of range (raised at the next sync: deferred_checks.h) reads nothing.
+  BRAID_HD compute_t<T> operator()(int64_t i) const {
+    const int64_t t = targets[i];
+    return t >= 0 && t < c ? -load<T>(logp + i * c + t) : compute_t<T>(0);
+  }
 };
 
 template <class T>

@@ -14,7 +14,8 @@ inline size_t mean_scratch_bytes(int64_t n) {
   return reduce_shape(1, n, true) == ReduceShape::two_stage ? kReduceScratchBytes : 0;
 }
 
-// out (0-d) = -mean_i logp[i, targets[i]]; logp [n, c], targets i64 [n] in range.
+// out (0-d) = -mean_i logp[i, targets[i]]; logp [n, c], targets i64 [n]
+// (one out of range adds 0: its check raises at the next sync).
 void pick_mean(DType dtype, void* out, const void* logp, const int64_t* targets, int64_t n, int64_t c, void* scratch);
 
 // out (0-d) = mean of max(x, 0) - x y + log(1 + exp(-|x|)) over n elements.

@@ -1,8 +1,10 @@
 // CUDA kernels of the loss family (braid/ops/loss.cc): the CPU kernels'
 // shapes, dtypes and errors, plus f16 and bf16. Target indices are checked
-// on the host, as the CPU kernel checks them (one small copy and a wait per
-// call): an out-of-range target would otherwise read outside the logits.
+// on the device (deferred_checks.h): an out-of-range target raises the CPU
+// kernel's IndexError at the next sync, and the kernels skip it meanwhile;
+// checking on the host cost a copy and a wait per call (two syncs a step).
 #include "braid/base/error.h"
+#include "braid/cuda/deferred_checks.h"
 #include "braid/cuda/kernels.h"
 #include "braid/cuda/loss_kernels.h"
 #include "braid/cuda/softmax_kernels.h"
@@ -26,17 +28,16 @@ void check_class_shapes(const char* name, const Tensor& x, const Tensor& targets
   }
 }
 
-// The targets, contiguous on the device, once every value is checked to lie in [0, C).
+// The targets, contiguous on the device, with a check that every value lies
+// in [0, C) queued behind them (raised at the next sync, in the CPU's words).
 Tensor checked_targets(const char* name, const Tensor& x, const Tensor& targets) {
   check_class_shapes(name, x, targets);
-  const std::vector<int64_t> host = targets.to_vector<int64_t>();
-  for (size_t i = 0; i < host.size(); ++i) {
-    if (host[i] < 0 || host[i] >= x.size(1)) {
-      fail<IndexError>("{}: target {} at position {} out of range for {} classes (input {})", name, host[i], i,
-                       x.size(1), to_string(x.shape()));
-    }
-  }
-  return targets.contiguous();
+  Tensor t = targets.contiguous();
+  check_range_on_device(t, x.size(1), [name, classes = x.size(1), shape = to_string(x.shape())](int64_t i, int64_t v) {
+    return fmt::format("{}: target {} at position {} out of range for {} classes (input {})", name, v, i, classes,
+                       shape);
+  });
+  return t;
 }
 
 // Two inputs of one shape and dtype.

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "braid/base/error.h"
+#include "braid/cuda/deferred_checks.h"
 #include "braid/cuda/runtime.h"
 #include "braid/tensor/stream_allocator.h"
 
@@ -139,13 +140,63 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
   // The host reads its side as soon as this returns. (From pageable host
   // memory the call itself returns only once the source is staged, so a copy
-  // to the device needs no wait.)
-  if (!dst_device.is_cuda()) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  // to the device needs no wait.) A wait is where checks run on the device
+  // report (deferred_checks.h).
+  if (!dst_device.is_cuda()) {
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    raise_failed_checks(gpu_side.index);
+  }
 }
 
 void synchronize_gpu(int index) {
   OnGpu on(index);
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  raise_failed_checks(index);
+}
+
+namespace {
+
+struct Records {
+  std::mutex mu;
+  std::array<CheckRecord*, 128> on_gpu{};  // allocated by the first check on each GPU, kept for the process
+};
+
+Records& records() {
+  static Records* r = new Records;
+  return *r;
+}
+
+}  // namespace
+
+CheckRecord* check_record(int index) {
+  Records& r = records();
+  std::lock_guard lock(r.mu);
+  CheckRecord*& p = r.on_gpu[index];
+  if (p == nullptr) {
+    OnGpu on(index);
+    void* raw = nullptr;
+    check(cudaMalloc(&raw, sizeof(CheckRecord)), "cudaMalloc");
+    // On the stream the checks go to, so it is zero before the first one runs.
+    check(cudaMemsetAsync(raw, 0, sizeof(CheckRecord), current_stream(index)), "cudaMemsetAsync");
+    p = static_cast<CheckRecord*>(raw);
+  }
+  return p;
+}
+
+CheckRecord take_check_record(int index) {
+  CheckRecord* p = nullptr;
+  {
+    Records& r = records();
+    std::lock_guard lock(r.mu);
+    p = r.on_gpu[index];
+  }
+  CheckRecord out;
+  if (p == nullptr) return out;  // no check ever ran there
+  OnGpu on(index);
+  // The caller has waited for the device: these plain copies find the checks done.
+  check(cudaMemcpy(&out, p, sizeof(CheckRecord), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (out.check != 0) check(cudaMemset(p, 0, sizeof(CheckRecord)), "cudaMemset");
+  return out;
 }
 
 }  // namespace braid::cuda

@@ -22,4 +22,15 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 // Waits for every stream of GPU `index`.
 void synchronize_gpu(int index);
 
+// Where checks that run on the device (deferred_checks.h) leave their first
+// failure: check 0 while none failed.
+struct CheckRecord {
+  int64_t check = 0, position = 0, value = 0;
+};
+// GPU `index`'s record in device memory, zeroed when first asked for.
+CheckRecord* check_record(int index);
+// The record, read once the host has waited for the device, and cleared when
+// a check failed; a GPU that never ran a check reads as none failed.
+CheckRecord take_check_record(int index);
+
 }  // namespace braid::cuda

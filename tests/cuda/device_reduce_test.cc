@@ -103,9 +103,34 @@ TEST(DeviceReduce, ErrorsReadAsOnTheCpu) {
   const Tensor bad = Tensor::from_vector<int64_t>({0, 3}, {2});
   const std::string cpu = message([&] { cross_entropy(logits, bad); });
   EXPECT_NE(cpu.find("out of range"), std::string::npos) << cpu;
-  EXPECT_EQ(message([&] { cross_entropy(logits.to(kGpu), bad.to(kGpu)); }), cpu);
+  // The device checks targets on the device and raises at the next sync
+  // (braid/cuda/deferred_checks.h): here the loss's read.
+  EXPECT_EQ(message([&] { cross_entropy(logits.to(kGpu), bad.to(kGpu)).item(); }), cpu);
   const Tensor empty = Tensor::zeros({0, 3});
   EXPECT_EQ(message([&] { max(empty.to(kGpu), 0); }), message([&] { max(empty, 0); }));
+}
+
+// A bad target costs no wait where it is found: the call returns, later
+// device work queues behind it, and the next sync raises the CPU's error once,
+// for the first bad target since the previous sync.
+TEST(DeviceReduce, BadTargetsRaiseAtTheNextSync) {
+  BRAID_REQUIRE_GPU();
+  const Tensor logits = Tensor::zeros({3, 4}).to(kGpu);
+  const Tensor good = Tensor::from_vector<int64_t>({0, 3, 1}, {3}).to(kGpu);
+  const Tensor bad = Tensor::from_vector<int64_t>({0, 1, 4}, {3}).to(kGpu);
+  Tensor loss;
+  ASSERT_NO_THROW(loss = cross_entropy(logits, bad));
+  const Tensor other = cross_entropy(logits, good);  // queued behind the failed check
+  try {
+    (void)other.item();
+    ADD_FAILURE() << "no error at the sync";
+  } catch (const IndexError& e) {
+    EXPECT_STREQ(e.what(), "cross_entropy: target 4 at position 2 out of range for 4 classes (input [3, 4])");
+  }
+  EXPECT_NEAR(cross_entropy(logits, good).item(), std::log(4.0), 1e-6);  // raised once, then cleared
+  const Tensor logp = log_softmax(logits, 1);
+  (void)nll_loss(logp, Tensor::from_vector<int64_t>({-1, 0, 0}, {3}).to(kGpu));
+  EXPECT_THROW(backend(kGpu).synchronize(0), IndexError);
 }
 
 }  // namespace

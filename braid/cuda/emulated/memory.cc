@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "braid/base/error.h"
+#include "braid/cuda/deferred_checks.h"
 #include "braid/cuda/emulated.h"
 #include "braid/cuda/emulated/state.h"
 #include "braid/cuda/memory.h"
@@ -68,8 +69,23 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     if (emulated::null_device()) return;
   }
   std::memmove(dst, src, nbytes);
+  if (!dst_device.is_cuda()) raise_failed_checks(0);  // a wait: checks run on the device report
 }
-void synchronize_gpu(int) { ++emulated::state().counters.syncs; }
+void synchronize_gpu(int) {
+  ++emulated::state().counters.syncs;
+  raise_failed_checks(0);
+}
+
+CheckRecord* check_record(int) {
+  static CheckRecord* record = new CheckRecord;
+  return record;
+}
+CheckRecord take_check_record(int) {
+  CheckRecord* r = check_record(0);
+  const CheckRecord out = *r;
+  *r = CheckRecord{};
+  return out;
+}
 
 namespace emulated {
 
