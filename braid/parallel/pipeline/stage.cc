@@ -115,7 +115,10 @@ void Stage::backward(Micro& m, const Action& a) {
   trace::Span span("step", split ? "backward B" : "backward");
   if (span) span.arg("microbatch", i).arg("chunk", c);
   const auto t0 = Clock::now();
-  if (split) {
+  if (!m.output.requires_grad()) {
+    // The model's first chunk with no parameters (a Flatten): nothing to
+    // differentiate, and no stage before it to send a gradient to.
+  } else if (split) {
     // The gradient the previous stage waits for now; the weights' later (W).
     std::vector<Tensor> now;
     if (m.input.requires_grad()) now.push_back(m.input);
