@@ -120,6 +120,12 @@ Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, d
   return attention(p.q, p.k, p.v, causal, dropout);
 }
 
+bool attend_keeps_scores(const Tensor& qkv) {
+  if (attend_override) return false;
+  // As attention() chooses its path.
+  return !(qkv.device().is_cpu() && (qkv.dtype() == DType::f32 || qkv.dtype() == DType::f64));
+}
+
 MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options)
     : dim_(dim), heads_(heads), kv_heads_(options.kv_heads > 0 ? options.kv_heads : heads), o_(options) {
   if (dim <= 0 || heads <= 0 || dim % heads != 0) {
@@ -143,7 +149,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     fail<ValueError>("MultiHeadAttention: expects [B, T, {}], got {}", dim_, to_string(x.shape()));
   }
   const Tensor qkv = in_proj_->forward(x);
-  if (recompute_ != Recompute::selective) {
+  if (recompute_ != Recompute::selective || !attend_keeps_scores(qkv)) {
     return out_proj_->forward(attend(qkv, heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()));
   }
   // The core's output [B, T, H hd] is freed once out_proj has read it; its

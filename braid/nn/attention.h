@@ -76,6 +76,14 @@ class TokenPositionEmbedding final : public Module {
 // `dropout` is training with p > 0.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Dropout* dropout = nullptr);
 
+// Whether attend() on `qkv` keeps [Tq, Tk] attention weights for backward: the
+// composed path (a GPU, reduced precision) does; the fused CPU kernel and an
+// installed AttendOverride (context parallelism) keep only the output and its
+// log-sum-exp. Selective recompute rematerialises the attention core only
+// where it keeps weights: elsewhere a rerun would cost a whole attention
+// forward to save one [B, T, H hd] tensor.
+bool attend_keeps_scores(const Tensor& qkv);
+
 // The attention of packed projections: qkv [B, T, (H + 2 KV) * hd] holding q,
 // k and v side by side on the last dim -> [B, T, H * hd]; rotary positions
 // (from `offset`) on q and k when rope_theta > 0. (Tensor-parallel attention

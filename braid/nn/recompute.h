@@ -13,8 +13,8 @@
 //    then its memory is given back, and a node on the consumer's output
 //    refills it (rerunning fn under grad) right before the consumer's
 //    backward needs it. The GEMM outputs stay; the cheap, memory-heavy parts
-//    between them (norms, GELU/SwiGLU, the attention core) are recomputed.
-//    That is `selective` recompute.
+//    between them (norms, GELU/SwiGLU, and the attention core where it keeps
+//    its [T, T] weights) are recomputed. That is `selective` recompute.
 //
 // Recompute is applied from outside, after every rewrite of the whole model
 // (tensor parallelism swaps the blocks): apply_recompute() walks an

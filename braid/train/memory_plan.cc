@@ -59,9 +59,11 @@ int64_t kept_none(const BlockShape& b) {
 }
 
 int64_t kept_selective(const BlockShape& b) {
-  // x and h (the norms' inputs), qkv, fc1 out; with dropout the inputs of
-  // the two residual dropouts (their masks are drawn again)
-  return b.d + b.a + b.d + b.f1 + (b.dropout ? 2 * b.d : 0);
+  // x and h (the norms' inputs), qkv, the fused attention's output (its core
+  // is not rerun: nn::attend_keeps_scores), fc1 out; with dropout the inputs
+  // of the two residual dropouts (their masks are drawn again)
+  const int64_t rotated = b.rope ? b.dq + (b.a - b.dq) / 2 : 0;
+  return b.d + b.a + rotated + b.dq + b.d + b.f1 + (b.dropout ? 2 * b.d : 0);
 }
 
 int64_t backward_none(const BlockShape& b) {
@@ -171,9 +173,8 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
           break;
         case nn::Recompute::selective:
           l.kept = kept_selective(b) * n;
-          // plus a refilled output: the activation's, or the attention
-          // core's and its rerun's (which keeps its graph)
-          l.backward = (backward_none(b) + std::max(b.f, 2 * b.dq)) * n + weight_grad;
+          // plus the activation's output refilled
+          l.backward = (backward_none(b) + b.f) * n + weight_grad;
           break;
         case nn::Recompute::full:
           l.kept = b.d * n;  // its input

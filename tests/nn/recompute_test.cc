@@ -122,6 +122,36 @@ TEST(Recompute, CheckpointReplaysDropoutAndReachesParameters) {
   for (bool input_grad : {true, false}) EXPECT_EQ(run(true, input_grad), run(false, input_grad));
 }
 
+// The attention core rematerialised into its output projection (what
+// selective does where the core keeps its weights; the fused CPU kernel does
+// not, so the block leaves it alone): the refill keeps the rerun's graph and
+// redraws the attention dropout.
+TEST(Recompute, RematerializedAttentionCoreEqualsPlain) {
+  Deterministic pin;
+  Generator init(4), drop_gen(8, 3);
+  Linear proj(16, 16, init);
+  Dropout drop(0.3, &drop_gen);
+  EXPECT_FALSE(attend_keeps_scores(random({1, 4, 48}, 1)));  // f32 on the CPU: the fused kernel
+  auto run = [&](bool remat) {
+    proj.weight().zero_grad();
+    drop_gen.set_state({8, 3, 0});
+    Tensor qkv = random({2, 12, 48}, 6);  // 4 heads of 4: q, k, v side by side
+    qkv.set_requires_grad(true);
+    auto core = [&](const Tensor& v) { return attend(v, 4, 4, true, 0, &drop); };
+    Tensor y;
+    if (remat) {
+      Rematerialized r(core, qkv, {&drop_gen});
+      y = r.release_after(proj.forward(r.output()));
+      EXPECT_TRUE(r.output().storage()->released());
+    } else {
+      y = proj.forward(core(qkv));
+    }
+    backward(sum(mul(y, y)));
+    return std::make_pair(qkv.grad().to_vector<float>(), proj.weight().grad().to_vector<float>());
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 TEST(Recompute, NoRecordingRunsThePlainForward) {
   Generator drop(3, 1);
   auto model = blocks(drop, MlpKind::gelu, NormKind::layer, 1);

@@ -121,7 +121,7 @@ Tensor ParallelAttention::forward(const Tensor& x) {
   const Tensor& w = params.at(0).second;
   const Tensor b = params.size() > 1 ? params.at(1).second : Tensor();
   const Tensor qkv = linear(copy_to_tensor_parallel(x, tp_), w, b);
-  if (recompute_ != nn::Recompute::selective) {
+  if (recompute_ != nn::Recompute::selective || !nn::attend_keeps_scores(qkv)) {
     return out_proj_->forward(nn::attend(qkv, local_heads_, local_heads_, causal_, rope_theta_, drop_.get()));
   }
   nn::Rematerialized core(
