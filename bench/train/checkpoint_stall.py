@@ -2,7 +2,7 @@
 """What a checkpoint costs the step loop: `braid train` with and without saves.
 
     /usr/bin/python3 bench/train/checkpoint_stall.py [--steps 40] [--every 5]
-        [--reps 2] [--threads 2] [--braid build/bin/braid]
+        [--reps 2] [--threads 2] [--ranks 1] [--braid build/bin/braid]
 
 One process trains ResNet-18 (small stem, 11.2M parameters) on synthetic
 3x32x32 images with Adam, so a save holds 134 MB (weights and two moments),
@@ -19,7 +19,10 @@ the table gives the median step without a save before it, the median of the
 steps that follow a save (the step plus the save's stall), their difference
 (the stall per save), and the mean step over the run. The sharded modes also
 print the trainer's own figure of the stall (`the step loop stalled X ms`)
-and of the background write. Results go to
+and of the background write. --ranks N > 1 runs N ranks under `braid launch`
+with ZeRO-1 (parallel.strategy = zero): the whole format then gathers the
+optimizer state on data rank 0 and writes it there, the sharded one writes
+each rank's part on each rank. Results go to
 bench/results/checkpoint_stall-<time>.json.
 """
 import argparse
@@ -62,7 +65,7 @@ name = "synthetic"
 shape = "3x32x32"
 classes = 10
 examples = 20000
-"""
+{parallel}"""
 
 MODES = {
     "none": "",
@@ -77,8 +80,12 @@ def run(braid, mode, args, tmp):
     every = args.every if mode != "none" else 10**9
     cfg = os.path.join(tmp, f"{mode}.toml")
     with open(cfg, "w") as f:
-        f.write(CONFIG.format(threads=args.threads, steps=args.steps, every=every, out=out, extra=MODES[mode]))
-    p = subprocess.run([braid, "train", cfg], capture_output=True, text=True)
+        f.write(CONFIG.format(threads=args.threads, steps=args.steps, every=every, out=out, extra=MODES[mode],
+                              parallel='\n[parallel]\nstrategy = "zero"\nzero_stage = 1\n' if args.ranks > 1 else ""))
+    cmd = [braid, "train", cfg]
+    if args.ranks > 1:
+        cmd = [braid, "launch", "-n", str(args.ranks), "--"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"{mode}: braid train failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
     times = {}
@@ -91,7 +98,8 @@ def run(braid, mode, args, tmp):
     gaps = {s: times[s] - times[s - 1] for s in steps if s - 1 in times and s > args.warmup}
     after_save = [g for s, g in gaps.items() if mode != "none" and (s - 1) % args.every == 0]
     plain = [g for s, g in gaps.items() if not (mode != "none" and (s - 1) % args.every == 0)]
-    text = p.stdout + p.stderr
+    # World rank 0's lines (the launcher prefixes "[rank 0] ").
+    text = "\n".join(l for l in (p.stdout + p.stderr).splitlines() if args.ranks == 1 or l.startswith("[rank 0]"))
     stalls = [float(x) for x in re.findall(r"the step loop stalled ([0-9.]+) ms", text)]
     writes = [float(x) for x in re.findall(r"written in ([0-9.]+) ms", text)]
     staged = re.findall(r"staging ([0-9.]+) MB", text)
@@ -111,6 +119,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=6, help="steps left out (the convolution autotuner)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=1, help="ranks under braid launch, ZeRO-1")
     ap.add_argument("--braid", default=os.path.join(ROOT, "build/bin/braid"))
     args = ap.parse_args()
     results = {m: [] for m in MODES}
@@ -126,7 +135,8 @@ def main():
         return statistics.median(vals) if vals else None
 
     fmt = lambda v: "-" if v is None else f"{v:8.1f}"
-    print(f"\nResNet-18, Adam, batch 16, {args.threads} threads, a save every {args.every} steps; medians of {args.reps} runs")
+    print(f"\nResNet-18, Adam, batch 16, {args.ranks} rank(s) x {args.threads} threads, a save every {args.every} steps; "
+          f"medians of {args.reps} runs")
     print(f"{'mode':14s} {'step ms':>8s} {'after save':>10s} {'stall':>8s} {'mean step':>9s} {'trainer stall':>13s} {'write ms':>8s}")
     table = {}
     for mode in MODES:

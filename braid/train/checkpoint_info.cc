@@ -90,6 +90,37 @@ StepSummary describe_step(const std::string& dir, int64_t step, bool sharded) {
   return s;
 }
 
+// A step of train.checkpoint_format = sharded: every piece of the whole model
+// and optimizer read and CRC-checked (load_sharded_whole), one summary per rank.
+StepSummary describe_rank_step(const std::string& dir, int64_t step) {
+  StepSummary s{.step = step, .sharded = true};
+  try {
+    const Manifest m = read_manifest(dir, step);
+    const Checkpoint whole = load_sharded_whole(dir, step);
+    s.epoch = m.epoch, s.batch = m.batch;
+    s.optimizer = m.optimizer.value("name", std::string());
+    s.optimizer_steps = m.optimizer.value("steps", int64_t{0});
+    s.run_id = m.extra.value("run_id", std::string());
+    s.zero_stage = m.extra.value("zero", nlohmann::json::object()).value("stage", 0);
+    s.mesh = m.layout.substr(0, m.layout.find(';'));
+    s.data_world = data_world(whole, s.mesh);
+    for (const auto& [name, t] : whole.model) s.model_elements += t.numel();
+    for (const RankIndex& r : m.ranks) {
+      ShardSummary& out = s.shards.emplace_back();
+      out = {.name = rank_data_file(r.rank).substr(0, rank_data_file(r.rank).find('.')),
+             .file = (fs::path(checkpoint_stem(dir, step)) / rank_data_file(r.rank)).string(),
+             .mesh = r.shard.empty() ? "" : "shard " + r.shard + ", data rank " + std::to_string(r.data_rank)};
+      for (const Piece& p : r.pieces) {
+        if (p.tensor.starts_with("model/")) out.elements += p.end - p.begin, out.model_bytes += p.bytes;
+        if (p.tensor.starts_with("optim/")) out.optimizer_bytes += p.bytes;
+      }
+    }
+  } catch (const IoError& e) {
+    s = {.step = step, .sharded = true, .problem = e.what()};
+  }
+  return s;
+}
+
 }  // namespace
 
 CheckpointInfo describe_checkpoints(const std::string& dir, std::optional<int64_t> step) {
@@ -130,13 +161,16 @@ CheckpointInfo describe_checkpoints(const std::string& dir, std::optional<int64_
     }
   }
   const auto has = [](const std::vector<int64_t>& v, int64_t k) { return std::binary_search(v.begin(), v.end(), k); };
+  info.rank_steps = sharded_steps(dir);
   std::set<int64_t> all(info.whole_steps.begin(), info.whole_steps.end());
   all.insert(info.shard_steps.begin(), info.shard_steps.end());
+  all.insert(info.rank_steps.begin(), info.rank_steps.end());
   if (step && !all.count(*step)) fail<IoError>("{} holds no complete checkpoint of step {}", dir, *step);
   for (int64_t k : all) {
     if (step && k != *step) continue;
     if (has(info.whole_steps, k)) info.steps.push_back(describe_step(dir, k, false));
     if (has(info.shard_steps, k)) info.steps.push_back(describe_step(dir, k, true));
+    if (has(info.rank_steps, k)) info.steps.push_back(describe_rank_step(dir, k));
   }
   return info;
 }
@@ -163,7 +197,8 @@ nlohmann::json to_json(const CheckpointInfo& info) {
   nlohmann::json incomplete = nlohmann::json::object();
   for (const auto& [k, lacking] : info.incomplete) incomplete[std::to_string(k)] = lacking;
   return {{"dir", info.dir}, {"shard_folders", info.shard_folders}, {"whole_steps", info.whole_steps},
-          {"shard_steps", info.shard_steps}, {"incomplete", incomplete}, {"steps", steps}};
+          {"shard_steps", info.shard_steps}, {"rank_steps", info.rank_steps}, {"incomplete", incomplete},
+          {"steps", steps}};
 }
 
 Checkpoint load_whole_checkpoint(const std::string& dir, std::optional<int64_t> step) {

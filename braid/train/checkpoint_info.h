@@ -51,6 +51,9 @@ struct CheckpointInfo {
   std::vector<int64_t> whole_steps{};                        // whole-model checkpoints in `dir`, ascending
   std::vector<int64_t> shard_steps{};                        // steps a whole grid of shard folders has (shards_of_step)
   std::map<int64_t, std::vector<std::string>> incomplete{};  // a step some shards have -> the folders of its grid lacking it
+  // Steps written with train.checkpoint_format = sharded that have a manifest
+  // (checkpoint_manifest.h), ascending; described with one ShardSummary per rank.
+  std::vector<int64_t> rank_steps{};
   // The described steps, ascending; a step's whole-model checkpoint before its shards.
   std::vector<StepSummary> steps{};
 };

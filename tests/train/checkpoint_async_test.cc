@@ -23,6 +23,7 @@
 #include "braid/tensor/cpu/autotune.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/checkpoint_async.h"
+#include "braid/train/checkpoint_info.h"
 #include "braid/train/checkpoint_manifest.h"
 #include "braid/train/checkpoint_sharded.h"
 #include "braid/train/trainer.h"
@@ -188,6 +189,31 @@ TEST(AsyncCheckpoint, AnAlteredManifestIsRefused) {
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("does not match its own crc32"), std::string::npos) << e.what();
   }
+}
+
+TEST(AsyncCheckpoint, InspectDescribesASavedStepAndItsDamage) {
+  test::TempDir dir;
+  make_run(dir.str(), sharded(false, 5, 5)).trainer->fit();
+  CheckpointInfo info = describe_checkpoints(dir.str());
+  EXPECT_EQ(info.rank_steps, std::vector<int64_t>{5});
+  ASSERT_EQ(info.steps.size(), 1u);
+  const StepSummary& s = info.steps[0];
+  EXPECT_EQ(s.problem, "");
+  EXPECT_TRUE(s.sharded);
+  EXPECT_EQ(s.model_elements, 4 * 8 + 8 + 8 * 3 + 3);
+  EXPECT_EQ(s.optimizer, "adam");
+  ASSERT_EQ(s.shards.size(), 1u);
+  EXPECT_EQ(s.shards[0].name, "rank-00000");
+  EXPECT_EQ(s.shards[0].model_bytes, 4 * 67);
+  EXPECT_EQ(s.shards[0].optimizer_bytes, 2 * 4 * 67);  // Adam's two moments
+  {
+    std::fstream f(data_file(dir.str(), 5), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x11');
+  }
+  info = describe_checkpoints(dir.str(), 5);
+  ASSERT_EQ(info.steps.size(), 1u);
+  EXPECT_NE(info.steps[0].problem.find("is damaged"), std::string::npos) << info.steps[0].problem;
 }
 
 }  // namespace

@@ -65,6 +65,9 @@ void print_table(const train::CheckpointInfo& info) {
     std::printf("  shard folders:     %s\n", fmt::format("{}", fmt::join(info.shard_folders, " ")).c_str());
     std::printf("  sharded steps:     %s\n", steps_text(info.shard_steps).c_str());
   }
+  if (!info.rank_steps.empty()) {
+    std::printf("  per-rank steps:    %s (train.checkpoint_format = sharded)\n", steps_text(info.rank_steps).c_str());
+  }
   for (const auto& [step, lacking] : info.incomplete) {
     std::printf("  step %lld is incomplete, missing from %s\n", static_cast<long long>(step),
                 fmt::format("{}", fmt::join(lacking, " ")).c_str());
