@@ -66,6 +66,10 @@ one=$(loss single 1)
 same cp2_ring "$(loss cp2_ring 2 parallel.context=2)" "$one"
 same cp2_ulysses "$(loss cp2_ulysses 2 parallel.context=2 parallel.context_mode=ulysses)" "$one"
 same cp2_ring_tcp "$(loss cp2_ring_tcp 2 parallel.context=2 parallel.transport=tcp)" "$one"
+# Stopped after 3 of the 6 steps and resumed from the checkpoint (written by context rank 0): the same run.
+loss cp2_halves 2 parallel.context=2 train.max_steps=3 train.checkpoint_every=3 >/dev/null
+same cp2_resumed "$(loss cp2_halves 2 parallel.context=2 train.resume=always)" "$one"
+grep -q "resumed from .*(step 3," "$out/cp2_halves.log" || { cat "$out/cp2_halves.log"; echo "FAIL: not resumed"; exit 1; }
 same cp4_ring "$(loss cp4_ring 4 parallel.context=4)" "$one"
 same dp2_cp2 "$(loss dp2_cp2 4 train.batch_size=4 parallel.context=2)" "$one"
 same dp2_cp2_zero1 "$(loss dp2_cp2_zero1 4 train.batch_size=4 parallel.context=2 parallel.strategy=zero \
