@@ -1,6 +1,7 @@
 #include "braid/train/flops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -22,6 +23,16 @@ TokenFlops model_token_flops(const Config& c, const nn::Module& model, int64_t c
   if (name == "char_transformer" || name == "gpt") {
     f.layers = c.get_int("model.n_layers");
     f.width = c.get_int("model.d_model");
+  }
+  // A token passes through top_k of an MoE layer's experts: only their weights count (docs/moe.md).
+  if (name == "gpt" && c.get_int("model.moe.experts") > 0) {
+    const double idle = 1.0 - static_cast<double>(c.get_int("model.moe.top_k")) /
+                                  static_cast<double>(c.get_int("model.moe.experts"));
+    int64_t experts = 0;
+    for (const auto& [pname, t] : model.named_parameters()) {
+      if (pname.find("moe.experts.") != std::string::npos) experts += t.numel();
+    }
+    f.parameters -= static_cast<int64_t>(std::llround(idle * static_cast<double>(experts)));
   }
   return f;
 }
