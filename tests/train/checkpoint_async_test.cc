@@ -191,6 +191,23 @@ TEST(AsyncCheckpoint, AnAlteredManifestIsRefused) {
   }
 }
 
+// A save that cannot be written (here its folder's name is taken by a file,
+// as a full disk fails a write) is reported naming the step and the last
+// complete checkpoint; training goes on, and later saves complete.
+TEST(AsyncCheckpoint, AFailedSaveIsReportedAndTrainingGoesOn) {
+  test::TempDir dir;
+  std::ofstream(checkpoint_stem(dir.str(), 10)) << "in the way";
+  SavingRun run = make_run(dir.str(), sharded(true, 15, 5));
+  const TrainSummary s = run.trainer->fit();
+  EXPECT_EQ(s.steps, 15);
+  const std::string& text = run.messages->text;
+  EXPECT_NE(text.find("checkpoint of step 10 failed, training goes on (the last complete one is " +
+                      checkpoint_stem(dir.str(), 5) + "): cannot create checkpoint folder"), std::string::npos)
+      << text;
+  EXPECT_EQ(sharded_steps(dir.str()), (std::vector<int64_t>{5, 15}));
+  EXPECT_EQ(s.last_checkpoint, checkpoint_stem(dir.str(), 15));
+}
+
 TEST(AsyncCheckpoint, InspectDescribesASavedStepAndItsDamage) {
   test::TempDir dir;
   make_run(dir.str(), sharded(false, 5, 5)).trainer->fit();
