@@ -25,8 +25,8 @@ struct SelectRows {
   const int64_t* index;
   IndexGeometry s;
   BRAID_HD void operator()(int64_t i) const {  // i over out [A, J, B]
-    const int64_t b = i % s.B, row = i / s.B, j = row % s.J, a = row / s.J;
-    out[i] = x[(a * s.R + index[j]) * s.B + b];
+    const int64_t b = i % s.B, row = i / s.B, j = row % s.J, a = row / s.J, r = index[j];
+    out[i] = r >= 0 && r < s.R ? x[(a * s.R + r) * s.B + b] : U{0};  // out of range: raised at the next sync
   }
 };
 
@@ -37,8 +37,8 @@ struct GatherElements {
   const int64_t* index;
   IndexGeometry s;
   BRAID_HD void operator()(int64_t i) const {  // i over out = index [A, J, B]
-    const int64_t b = i % s.B, a = i / s.B / s.J;
-    out[i] = x[(a * s.R + index[i]) * s.B + b];
+    const int64_t b = i % s.B, a = i / s.B / s.J, r = index[i];
+    out[i] = r >= 0 && r < s.R ? x[(a * s.R + r) * s.B + b] : U{0};
   }
 };
 
@@ -54,6 +54,7 @@ struct AddAt {
   BRAID_HD void operator()(int64_t i) const {
     const int64_t b = i % s.B, row = i / s.B, a = row / s.J;
     const int64_t r = index[per_element ? i : row % s.J];
+    if (r < 0 || r >= s.R) return;  // raised at the next sync
     atomic_add(acc + (a * s.R + r) * s.B + b, load<T>(src + i));
   }
 };

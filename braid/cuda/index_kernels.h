@@ -1,8 +1,9 @@
 // Device kernels of the index family: gathers (index_select, gather,
 // embedding_bag) and their adjoints, which scatter with atomic adds. Every
 // tensor here is contiguous and viewed as [A, R, B] around the indexed dim
-// (R rows of B elements, A times); indices are i64 and already checked to lie
-// in range on the host. The selections move raw elements of any dtype; the
+// (R rows of B elements, A times); indices are i64, checked on the device
+// (range_check; deferred_checks.h), and one out of range is skipped: a
+// selection reads 0 for it, a scatter adds nothing. The selections move raw elements of any dtype; the
 // accumulations add f32/f64 values, or f16/bf16 values into an f32 buffer
 // (atomics on 16-bit floats would round at every add).
 #pragma once

@@ -1,10 +1,12 @@
 // CUDA kernels of the index family (braid/ops/index.cc, braid/tensor/cpu/
 // index.cc) but embedding_bag (embedding_bag_ops.cc): the CPU kernels'
-// shapes, dtypes and errors, plus f16 and bf16 for the accumulating ops. Index and offset values are
-// checked on the host, as the CPU kernels check them (one small copy and a
-// wait per call): an index out of range would otherwise read or write
-// outside the tensor, and the error must name the bad value.
+// shapes, dtypes and errors, plus f16 and bf16 for the accumulating ops. Index values are
+// checked on the device (deferred_checks.h): one out of range raises the CPU
+// kernel's IndexError at the next sync and is skipped by the kernels
+// meanwhile; checking on the host cost a copy and a wait per call (an
+// embedding's forward and backward: two syncs a step).
 #include "braid/base/error.h"
+#include "braid/cuda/deferred_checks.h"
 #include "braid/cuda/index_kernels.h"
 #include "braid/cuda/kernels.h"
 
@@ -23,21 +25,21 @@ IndexGeometry split_at(const Shape& shape, int64_t d, int64_t J) {
   return s;
 }
 
-// The index, contiguous on the device, once every value is checked to lie in
-// [0, bound); `x` is the indexed tensor's shape, for the message.
+// The index, contiguous on the device, with a check that every value lies in
+// [0, bound) queued behind it (raised at the next sync); `x` is the indexed
+// tensor's shape, for the message.
 Tensor checked_index(const Tensor& index, int64_t bound, const char* name, const Shape& x, int64_t dim) {
   if (index.dtype() != DType::i64) {
     fail<ValueError>("{}: index must be i64, got {} {} (input {})", name, braid::name(index.dtype()),
                      to_string(index.shape()), to_string(x));
   }
-  const std::vector<int64_t> host = index.to_vector<int64_t>();
-  for (int64_t v : host) {
-    if (v < 0 || v >= bound) {
-      fail<IndexError>("{}: index {} out of range for dim {} of size {} (input {}, index {})", name, v, dim, bound,
-                       to_string(x), to_string(index.shape()));
-    }
-  }
-  return index.contiguous();
+  Tensor t = index.contiguous();
+  check_range_on_device(t, bound, [name, dim, bound, x = to_string(x), shape = to_string(index.shape())](int64_t,
+                                                                                                           int64_t v) {
+    return fmt::format("{}: index {} out of range for dim {} of size {} (input {}, index {})", name, v, dim, bound, x,
+                       shape);
+  });
+  return t;
 }
 
 const int64_t* index_data(const Tensor& t) { return static_cast<const int64_t*>(t.raw_data()); }

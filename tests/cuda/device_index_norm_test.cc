@@ -30,10 +30,15 @@ std::string error_of(const std::function<void()>& fn) {
 }
 
 // Runs fn on CPU inputs and on their device copies; both must throw alike.
+// Index values are checked on the device and raise at the next sync
+// (braid/cuda/deferred_checks.h): the device run ends with one.
 void expect_same_error(const std::vector<Tensor>& in, const std::function<void(const std::vector<Tensor>&)>& fn) {
   std::vector<Tensor> on_gpu;
   for (const Tensor& t : in) on_gpu.push_back(t.defined() ? t.to(kGpu) : t);
-  const std::string cpu = error_of([&] { fn(in); }), gpu = error_of([&] { fn(on_gpu); });
+  const std::string cpu = error_of([&] { fn(in); }), gpu = error_of([&] {
+    fn(on_gpu);
+    backend(kGpu).synchronize(kGpu.index);
+  });
   EXPECT_NE(cpu, "");
   EXPECT_EQ(gpu, cpu);
 }
