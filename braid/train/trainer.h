@@ -201,6 +201,9 @@ class Trainer {
   std::string checkpoint_dir() const;
   // A save in the sharded format (options.sharded_checkpoints).
   std::string save_sharded(int64_t epoch, int64_t batch_in_epoch);
+  // ConfigError when the sharded format is asked of a plan whose replicas
+  // train apart.
+  void check_sharded_plan() const;
   // Reports the sharded saves finished since the last call (`wait`: the one
   // in flight too): on_checkpoint for each written one, a message for each
   // that failed (training goes on from the previous complete checkpoint).

@@ -52,15 +52,18 @@ std::string Trainer::save(int64_t epoch, int64_t batch_in_epoch) {
   return last_checkpoint_;
 }
 
+void Trainer::check_sharded_plan() const {
+  if (!o_.sharded_checkpoints || !plan_->aggregation()) return;
+  // Replicas that train apart hold different models: no replica's share is
+  // the others'.
+  fail<ConfigError>("train.checkpoint_format = sharded needs data replicas that stay equal (allreduce or ZeRO, with "
+                    "tensor and pipeline axes); this plan ({}) trains them apart: use train.checkpoint_format = whole",
+                    plan_->describe());
+}
+
 std::string Trainer::save_sharded(int64_t epoch, int64_t batch_in_epoch) {
   report_saves(false);
-  if (plan_->aggregation()) {
-    // Replicas that train apart hold different models: no replica's share is
-    // the others'.
-    fail<ConfigError>("train.checkpoint_format = sharded needs data replicas that stay equal (allreduce or ZeRO, with "
-                      "tensor and pipeline axes); this plan ({}) trains them apart: use train.checkpoint_format = whole",
-                      plan_->describe());
-  }
+  check_sharded_plan();
   if (save_session_.empty()) {
     std::byte nonce[8];
     random_bytes(nonce);
@@ -172,6 +175,7 @@ std::string some_of(const std::vector<std::string>& names, size_t max = 4) {
 }  // namespace
 
 std::pair<int64_t, int64_t> Trainer::resume() {
+  if (o_.checkpoints) check_sharded_plan();  // before the first step, not at the first save
   if (o_.resume == Resume::never) {
     // A run that writes checkpoints would replace these step by step.
     if (const auto files = o_.checkpoints ? checkpoint_files(o_.out_dir) : std::vector<std::string>{};

@@ -20,6 +20,7 @@
 #include "braid/nn/loss.h"
 #include "braid/nn/sequential.h"
 #include "braid/optim/adam.h"
+#include "braid/parallel/plan_factory.h"
 #include "braid/tensor/cpu/autotune.h"
 #include "braid/train/checkpoint.h"
 #include "braid/train/checkpoint_async.h"
@@ -27,6 +28,7 @@
 #include "braid/train/checkpoint_manifest.h"
 #include "braid/train/checkpoint_sharded.h"
 #include "braid/train/trainer.h"
+#include "tests/parallel/inproc_ranks.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/train/blobs.h"
 
@@ -49,10 +51,12 @@ struct SavingRun {
 };
 
 // 300 blobs, batch 32 (10 steps an epoch), Adam (buffers besides the weights).
-SavingRun make_run(const std::string& out_dir, TrainerOptions o) {
+// `model_out`: receives the model (to build a plan around it).
+SavingRun make_run(const std::string& out_dir, TrainerOptions o, std::shared_ptr<nn::Module>* model_out = nullptr) {
   Generator gen(11);
   auto model = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
       std::make_shared<nn::Linear>(4, 8, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3, gen)});
+  if (model_out) *model_out = model;
   auto train = std::make_shared<data::Loader>(std::make_shared<testing::Blobs>(300, 1),
                                               std::make_shared<data::ShuffledSampler>(300, 5),
                                               data::LoaderOptions{.batch_size = 32, .workers = 0});
@@ -206,6 +210,25 @@ TEST(AsyncCheckpoint, AFailedSaveIsReportedAndTrainingGoesOn) {
       << text;
   EXPECT_EQ(sharded_steps(dir.str()), (std::vector<int64_t>{5, 15}));
   EXPECT_EQ(s.last_checkpoint, checkpoint_stem(dir.str(), 15));
+}
+
+// Replicas that train apart (local SGD) hold different models: the sharded
+// format is refused before the first step, naming the plan.
+TEST(AsyncCheckpoint, APlanWhoseReplicasTrainApartIsRefused) {
+  test::TempDir dir;
+  parallel::testing::on_ranks(1, [&](int, comm::Communicator comm) {
+    std::shared_ptr<nn::Module> model;
+    SavingRun run = make_run(dir.str(), sharded(true, 4, 2), &model);
+    parallel::PlannedModel pm = parallel::make_plan({.strategy = "local_sgd"}, comm, nullptr, model, nn::cross_entropy_loss);
+    run.trainer->set_plan(std::shared_ptr<parallel::Plan>(std::move(pm.plan)));
+    try {
+      run.trainer->fit();
+      FAIL() << "local SGD was given sharded checkpoints";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("aggregation local_sgd) trains them apart"), std::string::npos) << e.what();
+    }
+  });
+  EXPECT_TRUE(sharded_folders(dir.str()).empty());
 }
 
 TEST(AsyncCheckpoint, InspectDescribesASavedStepAndItsDamage) {
