@@ -9,9 +9,10 @@
 #   bench/gpu/window.sh [--dry-run] [--out DIR] [--bin DIR] [--rounds N] [--steps N] [--small] [--budget-s 480]
 #   bench/gpu/window.sh --prepare [--bin DIR]   # on a build machine with nvcc: sm_90 binaries, stripped
 #
-# --bin DIR holds the binaries it runs (braid_cuda_test, gpt2_bench,
-# gpu_gemm_bench, gpu_step_overhead where CUPTI was found): made by --prepare
-# here, carried to the device, so no device time goes to compiling. --dry-run
+# --bin DIR (or DIR.tar.xz) holds the binaries it runs (braid_cuda_test,
+# gpt2_bench, gpu_gemm_bench, gpu_step_overhead where CUPTI was found) and the
+# shared libraries the device image lacks: made by --prepare here, carried to
+# the device as the tarball, so no device time goes to compiling. --dry-run
 # runs nowhere near a GPU: every step is skipped with its reason and the whole
 # output layout is written (tests/cuda/window_dry_run.sh checks it in CI).
 #
@@ -69,10 +70,17 @@ if [ $prepare = 1 ]; then
       while read -r lib; do cp -Lu "$lib" "$bin/lib/"; done
   done
   strip "$bin"/lib/*.so* 2>/dev/null
-  du -sh "$bin"; ls -l "$bin" "$bin/lib"
+  # One compressed file for the device call's carry (64 MiB at most: the
+  # libraries alone are ~85 MiB, OpenBLAS and oneDNN most of it).
+  tar cJf "$bin.tar.xz" -C "$(dirname "$bin")" "$(basename "$bin")" || exit 1
+  du -sh "$bin" "$bin.tar.xz"; ls -l "$bin" "$bin/lib"
   exit 0
 fi
 
+# --bin may name the tarball --prepare made: unpacked beside the output.
+if [ "${bin%.tar.xz}" != "$bin" ] && [ -f "$bin" ]; then
+  mkdir -p "$out.ship" && tar xJf "$bin" -C "$out.ship" && bin=$out.ship/$(basename "${bin%.tar.xz}")
+fi
 # The libraries --prepare bundled, then the device's CUDA libraries: its
 # toolkit's and those PyTorch's wheels bring (cuDNN, NCCL).
 cuda_libs=$("$python" -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(os.path.dirname(nvidia.__path__[0] + "/x"), "*", "lib")))))' 2>/dev/null)
