@@ -112,6 +112,24 @@ void fill_runs(PieceReader& reader, const std::string& name, std::vector<const P
   }
 }
 
+// Before allocating a slice whose shape a file gave: its pieces must hold
+// that many elements, so a manifest cannot make a reader allocate more than
+// the bytes written.
+void check_covers(const std::string& name, std::vector<const Piece*> pieces, const Shape& slice) {
+  int64_t numel = 1;
+  for (int64_t d : slice) numel *= d;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece* a, const Piece* b) { return a->begin < b->begin; });
+  int64_t covered = 0, at = 0;
+  for (const Piece* p : pieces) {
+    const int64_t from = std::max(at, p->begin);
+    if (p->end > from) covered += p->end - from, at = p->end;
+  }
+  if (covered < numel) {
+    fail<IoError>("checkpoint {}: the pieces of '{}' hold {} of the {} elements of its slice {}", pieces.front()->file,
+                  name, covered, numel, to_string(slice));
+  }
+}
+
 // The tensor `name` as a rank holds it: shape `shape`, cut by `spec` (null:
 // whole), with only `runs` read when its pieces have this very cut (null:
 // every element), the rest zeros.
@@ -129,6 +147,7 @@ Tensor read_tensor(PieceReader& reader, const std::string& name, const std::vect
   }
   for (const auto& [key, group] : cuts) {
     if (!same_cut(*group.front(), shape, spec)) continue;
+    if (!runs) check_covers(name, group, shape);
     Tensor out = Tensor::zeros(shape, dtype);
     fill_runs(reader, name, group, out, runs ? *runs : std::vector<Run>{{0, out.numel()}});
     return out;
@@ -138,6 +157,7 @@ Tensor read_tensor(PieceReader& reader, const std::string& name, const std::vect
   std::vector<TensorSlice> slices;
   for (const auto& [key, group] : cuts) {
     const Piece& p = *group.front();
+    check_covers(name, group, p.slice_shape);
     Tensor t = Tensor::zeros(p.slice_shape, dtype);
     fill_runs(reader, name, group, t, {{0, t.numel()}});
     if (p.spec.dim < 0) {

@@ -231,6 +231,22 @@ TEST(AsyncCheckpoint, APlanWhoseReplicasTrainApartIsRefused) {
   EXPECT_TRUE(sharded_folders(dir.str()).empty());
 }
 
+// A manifest (with a valid CRC) that claims a slice far larger than its
+// pieces is refused before anything of that size is allocated.
+TEST(AsyncCheckpoint, AManifestCannotMakeAReaderAllocateWhatWasNotWritten) {
+  test::TempDir dir;
+  make_run(dir.str(), sharded(false, 5, 5)).trainer->fit();
+  Manifest m = read_manifest(dir.str(), 5);
+  m.ranks[0].pieces[0].slice_shape = {int64_t{1} << 39};
+  write_manifest(dir.str(), m);
+  try {
+    load_sharded_whole(dir.str(), 5);
+    FAIL() << "a 2 TiB slice was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("of the 549755813888 elements"), std::string::npos) << e.what();
+  }
+}
+
 TEST(AsyncCheckpoint, InspectDescribesASavedStepAndItsDamage) {
   test::TempDir dir;
   make_run(dir.str(), sharded(false, 5, 5)).trainer->fit();
