@@ -226,7 +226,8 @@ MemoryShape memory_shape(const Config& c, int stage, int stages) {
   const int64_t batch = c.get_int("train.batch_size");
   const int64_t micro = std::max<int64_t>(c.get_int("parallel.microbatches"), 1);
   const bool gpt = c.get_string("model.name") == "gpt" || c.get_string("model.name") == "char_transformer";
-  s.context = gpt ? c.get_int("model.context") : 1;
+  // Context parallelism: each rank holds 1 / C of every sequence.
+  s.context = gpt ? c.get_int("model.context") / std::max<int64_t>(c.get_int("parallel.context"), 1) : 1;
   if (stages > 1) {
     const int64_t m = micro * c.get_int("train.accumulate");
     s.rows = (batch + m - 1) / m;

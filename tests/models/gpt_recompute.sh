@@ -2,7 +2,8 @@
 # Activation recompute under every plan, through `braid train` and `braid
 # launch` (docs/memory.md): a tiny GPT-2-layout model with dropout 0.1 trains
 # 4 steps with parallel.recompute = none, full and selective under one
-# process, DP=2, ZeRO-3, TP=2 and PP=2; every step's training loss (full
+# process, DP=2, ZeRO-3, TP=2, PP=2 and CP=2 (ring; without dropout, which
+# context parallelism refuses); every step's training loss (full
 # precision, metrics.jsonl) must equal the same plan's without recompute, so
 # the gradients were equal (train.deterministic pins the kernels). Rank 0's
 # measured peak activation memory must fall none > selective > full under
@@ -77,6 +78,7 @@ plans=(
   "zero3 2 train.batch_size=4 parallel.strategy=zero parallel.zero_stage=3"
   "tp2 2 parallel.tensor=2"
   "pp2 2 model.tie_embeddings=false parallel.pipeline=2 parallel.microbatches=2"
+  "cp2 2 parallel.context=2 model.dropout=0"
 )
 declare -A measured
 for p in "${plans[@]}"; do
@@ -90,7 +92,9 @@ for p in "${plans[@]}"; do
     # Rank 0's measured peak (the last step's) against its plan.
     m=$(peak "${a[0]}_$mode")
     p=$(planned "${a[0]}_$mode" "${a[@]:1}" parallel.recompute=$mode)
-    within "${a[0]} $mode" "$m" "$p"
+    # The plan leaves out context parallelism's ring buffers and whole-sequence
+    # embedding lookup (docs/memory.md): its figure is not held to 10%.
+    [ "${a[0]}" = cp2 ] || within "${a[0]} $mode" "$m" "$p"
     measured[${a[0]}_$mode]=$m
     echo "ok: ${a[0]} $mode: peak activations of rank 0 measured $m bytes, planned $p"
   done
