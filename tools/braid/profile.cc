@@ -26,7 +26,7 @@ struct ProfileArgs {
   std::vector<std::string> sets;
   std::string device = "cuda";
   bool emulate = false, json = false, run_kernels = false;
-  int64_t warmup = 3, steps = 3;
+  int64_t warmup = 5, steps = 3;
 };
 
 #if defined(BRAID_EMULATED_CUDA)
@@ -90,7 +90,7 @@ void add_profile(CLI::App& app) {
   cmd->add_flag("--run-kernels", a->run_kernels,
                 "run the emulated kernels (reference loops: slow) instead of the null device; host time then "
                 "includes them");
-  cmd->add_option("--warmup", a->warmup, "steps run before counting (default 3)");
+  cmd->add_option("--warmup", a->warmup, "steps run before counting (default 5)");
   cmd->add_option("--steps", a->steps, "steps counted (default 3)");
   cmd->callback([a] {
     if (a->device != "cuda" && a->device.rfind("cuda:", 0) != 0) {
