@@ -57,6 +57,21 @@ bool null_device();
 // run the kernel (false on the null device).
 bool launch(const char* what);
 
+// CUDA graph capture as the emulated device enforces it: while a Capture is
+// alive, what a captured stream may not do throws ValueError naming it — a
+// wait of the host for the device, device memory from the system (the cache
+// may serve it), a copy to the device from pageable host memory larger than
+// the pinned staging ring's 64 KiB slot (memory.cc). So CI shows whether a
+// step could be captured before any GPU is lent.
+class Capture {
+ public:
+  Capture();
+  ~Capture();
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+};
+bool capturing();
+
 // Bytes of device memory held by tensors: now and the most since the last
 // reset_peak_memory() (the caching allocator's figures).
 int64_t memory_in_use();

@@ -1,6 +1,7 @@
 // The emulated backend's counters, its null device and its installation.
 #include <mutex>
 
+#include "braid/base/error.h"
 #include "braid/cuda/emulated/state.h"
 #include "braid/cuda/kernels.h"
 
@@ -34,6 +35,17 @@ bool launch(const char* what) {
   ++s.counters.launches;
   ++s.by_kernel[what];
   return !s.null_device;
+}
+
+Capture::Capture() {
+  if (state().capturing) fail<ValueError>("CUDA graph capture: a capture is already under way");
+  state().capturing = true;
+}
+Capture::~Capture() { state().capturing = false; }
+bool capturing() { return state().capturing; }
+
+void refuse_in_capture(const char* what) {
+  if (state().capturing) fail<ValueError>("CUDA graph capture: {} is not allowed on a capturing stream", what);
 }
 
 void install() {

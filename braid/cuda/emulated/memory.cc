@@ -23,6 +23,7 @@ namespace {
 class HostMemory final : public DeviceMemory {
  public:
   void* malloc(size_t nbytes) override {
+    emulated::refuse_in_capture("device memory from the system (cudaMalloc)");
     const size_t padded = (nbytes + 63) / 64 * 64 + 64;
     void* p = std::aligned_alloc(64, padded);
     if (p == nullptr) return nullptr;
@@ -46,6 +47,7 @@ StreamCachingAllocator& allocator() {
 }
 
 constexpr uintptr_t kStream = 1;  // the one stream every emulated kernel runs on
+constexpr size_t kPinnedSlot = 64 * 1024;  // memory.cc's PinnedRing::kSlot
 
 }  // namespace
 
@@ -56,8 +58,13 @@ void device_free(void* p, int) { allocator().deallocate(p); }
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;
   emulated::Counters& c = emulated::state().counters;
-  if (dst_device.is_cuda() && !src_device.is_cuda()) c.to_device_bytes += static_cast<int64_t>(nbytes);
+  if (dst_device.is_cuda() && !src_device.is_cuda()) {
+    c.to_device_bytes += static_cast<int64_t>(nbytes);
+    // The real backend stages up to one ring slot through pinned memory.
+    if (nbytes > kPinnedSlot) emulated::refuse_in_capture("a copy to the device from pageable host memory");
+  }
   if (!dst_device.is_cuda()) {
+    emulated::refuse_in_capture("a copy to the host (the host waits for the device)");
     c.to_host_bytes += static_cast<int64_t>(nbytes);
     ++c.syncs;  // the host reads its side at once: a GPU's stream must drain first
   }
@@ -72,6 +79,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   if (!dst_device.is_cuda()) raise_failed_checks(0);  // a wait: checks run on the device report
 }
 void synchronize_gpu(int) {
+  emulated::refuse_in_capture("synchronize");
   ++emulated::state().counters.syncs;
   raise_failed_checks(0);
 }

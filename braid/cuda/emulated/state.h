@@ -15,7 +15,11 @@ struct State {
   // measured there stays the framework's own.
   std::unordered_map<const char*, int64_t> by_kernel;
   bool null_device = false;
+  bool capturing = false;
 };
+
+// ValueError "CUDA graph capture: `what` ..." while a Capture is alive.
+void refuse_in_capture(const char* what);
 
 State& state();
 
