@@ -114,6 +114,7 @@ TEST_F(LanguageModelRecipe, MeasuredPeakNeverPutsMfuAboveOne) {
   const double again = measured_peak_flops(Device::cpu, DType::f32, /*refresh=*/true);
   EXPECT_GE(again, first);  // refreshing keeps the better figure
   EXPECT_EQ(measured_peak_flops(Device::cpu, DType::f32), again);
+  EXPECT_GT(measured_peak_flops(Device::cpu, DType::bf16), 0.0);  // the CPU's bf16 products go through autocast
 
   test::TempDir out;
   Config c = config(out.str(), {"train.max_steps=4", "train.log_every=1"});
