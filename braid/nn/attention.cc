@@ -6,6 +6,7 @@
 #include "braid/nn/init.h"
 #include "braid/ops/activation.h"
 #include "braid/ops/attention.h"
+#include "braid/ops/autocast.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/matmul.h"
@@ -225,7 +226,9 @@ Tensor TransformerBlock::mlp(const Tensor& x, Module& fc1, Module& fc2, MlpKind 
     }
     return Tensor();
   };
-  if (!selective) return fc2.forward(act(h));
+  // Under autocast fc2 keeps a 16-bit copy of its input and nothing keeps
+  // the f32 activation: there is nothing to rematerialise.
+  if (!selective || autocast_dtype() != DType::f32) return fc2.forward(act(h));
   // fc1's output stays (GELU's backward reads it), the activation's goes.
   Rematerialized a(act, h, {}, Refill::rerun_twice);
   return a.release_after(fc2.forward(a.output()));
@@ -237,12 +240,16 @@ Tensor TransformerBlock::residual_body(const Tensor& x, Module& ln1, Module& att
     Tensor h = add(x, drop.forward(attn.forward(ln1.forward(x))));
     return add(h, drop.forward(mlp(ln2.forward(h), fc1, fc2, kind)));
   }
-  // The norms' outputs are freed once the GEMMs after them have read them;
-  // the residual dropouts keep no mask (drawn again in backward).
-  const Tensor a = rematerialize(ln1, x, [&](const Tensor& n) { return attn.forward(n); });
-  Tensor h = add(x, checkpoint_dropout(drop, a));
-  const Tensor m = rematerialize(ln2, h, [&](const Tensor& n) { return mlp(n, fc1, fc2, kind, true); });
-  return add(h, checkpoint_dropout(drop, m));
+  // The norms' outputs are freed once the GEMMs after them have read them
+  // (under autocast the GEMMs keep 16-bit copies and the f32 outputs go
+  // anyway). The residual dropouts keep their masks: a checkpoint would keep
+  // their inputs instead, as large (masks are f32).
+  const bool copies = autocast_dtype() != DType::f32;
+  const auto norm_into = [&](Module& norm, const Tensor& v, const TensorFn& consumer) {
+    return copies ? consumer(norm.forward(v)) : rematerialize(norm, v, consumer);
+  };
+  Tensor h = add(x, drop.forward(norm_into(ln1, x, [&](const Tensor& n) { return attn.forward(n); })));
+  return add(h, drop.forward(norm_into(ln2, h, [&](const Tensor& n) { return mlp(n, fc1, fc2, kind, true); })));
 }
 
 void TransformerBlock::set_recompute(Recompute mode) {

@@ -157,8 +157,9 @@ std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps);
 // x + drop(attn(ln1(x))), then + drop(mlp(ln2(x))): mlp = fc2(act(fc1(x)))
 // with act GELU, or fc2(silu(gate) * up) with fc1 = (gate, up). [B, T, D] -> [B, T, D].
 // Recompute (recompute.h): full checkpoints the whole block; selective keeps
-// the GEMM outputs and rematerialises the norms' outputs, the activation and
-// the attention core, and redraws the residual dropout masks.
+// the GEMM outputs and rematerialises the norms' and the activation's outputs
+// (in f32; under autocast the GEMMs keep 16-bit copies of their inputs) and
+// the attention core where it keeps T x T weights.
 class TransformerBlock final : public Module, public Recomputable {
  public:
   TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionOptions attention = {},

@@ -225,13 +225,6 @@ Tensor rematerialize(Module& producer, const Tensor& x, const TensorFn& consumer
   return r.release_after(consumer(r.output()));
 }
 
-Tensor checkpoint_dropout(Module& dropout, const Tensor& x) {
-  const auto* d = dynamic_cast<const Dropout*>(&dropout);
-  if (!d || !dropout.is_training() || d->p() == 0) return dropout.forward(x);
-  return checkpoint([&dropout](const Tensor& v) { return dropout.forward(v); }, x, dropout_generators(dropout),
-                    /*has_parameters=*/false);
-}
-
 int64_t apply_recompute(Sequential& model, const RecomputeOptions& o) {
   int64_t seen = 0, set = 0;
   for (size_t i = 0; i < model.size(); ++i) {

@@ -100,10 +100,6 @@ Tensor checkpoint_module(Module& m, const Tensor& x, const TensorFn& body);
 // producer here is a norm or another cheap layer).
 Tensor rematerialize(Module& producer, const Tensor& x, const TensorFn& consumer);
 
-// m(x) under a checkpoint when m draws dropout masks (training, p > 0):
-// the mask is drawn again in backward instead of kept. Else m(x).
-Tensor checkpoint_dropout(Module& dropout, const Tensor& x);
-
 struct RecomputeOptions {
   Recompute mode = Recompute::none;
   int64_t layers = 0;  // the first N Recomputable layers; 0: all

@@ -60,8 +60,8 @@ int64_t kept_none(const BlockShape& b) {
 
 int64_t kept_selective(const BlockShape& b) {
   // x and h (the norms' inputs), qkv, the fused attention's output (its core
-  // is not rerun: nn::attend_keeps_scores), fc1 out; with dropout the inputs
-  // of the two residual dropouts (their masks are drawn again)
+  // is not rerun: nn::attend_keeps_scores), fc1 out; with dropout the two
+  // residual dropouts' masks
   const int64_t rotated = b.rope ? b.dq + (b.a - b.dq) / 2 : 0;
   return b.d + b.a + rotated + b.dq + b.d + b.f1 + (b.dropout ? 2 * b.d : 0);
 }

@@ -73,7 +73,7 @@ void add_parallel_keys(Schema& s) {
   s.add({.name = "parallel.recompute", .type = T::String, .default_value = std::string("none"),
          .help = "activation recompute of the transformer blocks under any plan: full = a block keeps only its "
                  "input and reruns its forward in backward; selective = keep the GEMM outputs, recompute norms, "
-                 "activations, dropout masks and the attention core where it keeps T x T weights (docs/memory.md)",
+                 "activations and the attention core where it keeps T x T weights (docs/memory.md)",
          .choices = {"none", "full", "selective"}});
   s.add({.name = "parallel.recompute_layers", .type = T::Int, .default_value = int64_t{0},
          .help = "recompute only the first N transformer blocks (0 = all)", .min = 0.0});
