@@ -155,8 +155,9 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   }
   // The core's output [B, T, H hd] is freed once out_proj has read it; its
   // dropout masks are drawn again from the same generator state.
-  Rematerialized core([this](const Tensor& v) { return attend(v, heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()); },
-                      qkv, dropout_generators(*drop_));
+  Rematerialized core(
+      [this](const Tensor& v) { return attend(v, heads_, kv_heads_, o_.causal, o_.rope_theta, drop_.get()); }, qkv,
+      dropout_generators(*drop_));
   return core.release_after(out_proj_->forward(core.output()));
 }
 
@@ -265,7 +266,9 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   auto body = [this](const Tensor& v, Recompute mode) {
     return residual_body(v, *ln1_, *attn_, *ln2_, *fc1_, *fc2_, *drop_, b_.mlp, mode);
   };
-  if (recompute_ == Recompute::full) return checkpoint_module(*this, x, [body](const Tensor& v) { return body(v, Recompute::none); });
+  if (recompute_ == Recompute::full) {
+    return checkpoint_module(*this, x, [body](const Tensor& v) { return body(v, Recompute::none); });
+  }
   return body(x, recompute_);
 }
 

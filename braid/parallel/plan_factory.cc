@@ -105,7 +105,9 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   auto recompute = [&] {
     if (o.recompute.mode == nn::Recompute::none) return;
     auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
-    if (!seq) fail<ConfigError>("parallel.recompute = {} needs a model built as an nn::Sequential", nn::name(o.recompute.mode));
+    if (!seq) {
+      fail<ConfigError>("parallel.recompute = {} needs a model built as an nn::Sequential", nn::name(o.recompute.mode));
+    }
     nn::apply_recompute(*seq, o.recompute);
   };
   // Whole replicas on one rank each, with no mesh among them.

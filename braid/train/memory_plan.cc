@@ -98,7 +98,8 @@ std::string MemoryPlan::table() const {
   s += fmt::format("  optimizer state   {}\n", mib(optimizer_state));
   s += fmt::format("  communication     {}\n", mib(communication));
   s += fmt::format("  activations peak  {}  ({} bytes: kept {} x {} micro-batch{} + largest backward)\n",
-                   mib(peak_activations()), peak_activations(), activations_kept() / std::max<int64_t>(live_microbatches, 1),
+                   mib(peak_activations()), peak_activations(),
+                   activations_kept() / std::max<int64_t>(live_microbatches, 1),
                    live_microbatches, live_microbatches == 1 ? "" : "es");
   s += fmt::format("  total             {}\n", mib(total()));
   s += fmt::format("  activations by layer ({} tokens a micro-batch): kept / backward\n", tokens);

@@ -60,7 +60,9 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  const char* schedule = c.schedule == Schedule::gpipe ? "gpipe" : c.schedule == Schedule::zero_bubble ? "zero_bubble" : "1f1b";
+  const char* schedule = c.schedule == Schedule::gpipe         ? "gpipe"
+                         : c.schedule == Schedule::zero_bubble ? "zero_bubble"
+                                                               : "1f1b";
   return fmt::format("P{}_M{}_{}_{}{}", c.stages, c.microbatches, schedule,
                      c.tokens ? "transformer" : "mlp", c.recompute ? "_recompute" : "");
 }
