@@ -298,8 +298,10 @@ class Builder {
     // The stage's gradients are final after its last backward (or W).
     const bool finishing = (op.weight || (!op.forward && !split())) &&
                            m == (schedule() == "gpipe" ? 0 : plan_.microbatches - 1);
+    // Layer by layer over every replica at once: an MoE layer's all-to-all
+    // under expert parallelism joins the data ranks of an expert group.
+    std::vector<std::vector<TaskId>> prevs(static_cast<size_t>(plan_.data), std::vector<TaskId>(static_cast<size_t>(T)));
     for (int d = 0; d < plan_.data; ++d) {
-      std::vector<TaskId> prev(static_cast<size_t>(T), -1);
       for (int t = 0; t < T; ++t) {
         // After what the rank's training thread last waited for: its previous
         // op's compute or collective (the previous step's, and anything that
@@ -311,44 +313,121 @@ class Builder {
         if (!op.weight && !op.forward && v < last) {
           deps.push_back(bwd_sent[static_cast<size_t>(v + 1)][static_cast<size_t>(m)][static_cast<size_t>(d * T + t)]);
         }
-        prev[static_cast<size_t>(t)] = deps.empty() ? -1 : sim_.join(deps);
+        prevs[static_cast<size_t>(d)][static_cast<size_t>(t)] = deps.empty() ? -1 : sim_.join(deps);
       }
-      if (op.weight) {
-        for (int l = b; l >= a; --l) {
-          layer_pass(l, false, m, d, p, prev, /*weight=*/true);
-          if (finishing) {
-            for (int t = 0; t < T; ++t)
-              grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
-          }
-        }
-      } else if (op.forward) {
-        for (int l = a; l <= b; ++l) layer_pass(l, true, m, d, p, prev);
-        if (v < last) {
-          auto& out = fwd_sent[static_cast<size_t>(v)][static_cast<size_t>(m)];
-          for (int t = 0; t < T; ++t) {
-            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, next_rank), static_cast<double>(layer(b).output_bytes),
-                                        after(prev[static_cast<size_t>(t)]),
-                                        {"net", fmt::format("activation m{}", m)}, /*awaited=*/true));
-          }
-        }
+    }
+    auto pass = [&](int l, bool forward, bool weight) {
+      if (exchanged(l) && !weight) {
+        moe_pass(l, forward, m, p, prevs);
       } else {
-        for (int l = b; l >= a; --l) {
-          layer_pass(l, false, m, d, p, prev);
-          if (finishing) {
-            for (int t = 0; t < T; ++t)
-              grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] = prev[static_cast<size_t>(t)];
-          }
-        }
-        if (v > 0) {
-          auto& out = bwd_sent[static_cast<size_t>(v)][static_cast<size_t>(m)];
-          for (int t = 0; t < T; ++t) {
-            out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, prev_rank),
-                                        static_cast<double>(layer(a - 1).output_bytes),
-                                        after(prev[static_cast<size_t>(t)]), {"net", fmt::format("gradient m{}", m)},
-                                        /*awaited=*/true));
-          }
+        for (int d = 0; d < plan_.data; ++d) layer_pass(l, forward, m, d, p, prevs[static_cast<size_t>(d)], weight);
+      }
+      if (forward || !finishing) return;
+      for (int d = 0; d < plan_.data; ++d) {
+        for (int t = 0; t < T; ++t)
+          grads_done[static_cast<size_t>(l)][static_cast<size_t>(d * T + t)] =
+              prevs[static_cast<size_t>(d)][static_cast<size_t>(t)];
+      }
+    };
+    if (op.weight) {
+      for (int l = b; l >= a; --l) pass(l, false, /*weight=*/true);
+    } else if (op.forward) {
+      for (int l = a; l <= b; ++l) pass(l, true, false);
+      for (int d = 0; d < plan_.data && v < last; ++d) {
+        auto& out = fwd_sent[static_cast<size_t>(v)][static_cast<size_t>(m)];
+        for (int t = 0; t < T; ++t) {
+          out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, next_rank), static_cast<double>(layer(b).output_bytes),
+                                      after(prevs[static_cast<size_t>(d)][static_cast<size_t>(t)]),
+                                      {"net", fmt::format("activation m{}", m)}, /*awaited=*/true));
         }
       }
+    } else {
+      for (int l = b; l >= a; --l) pass(l, false, false);
+      for (int d = 0; d < plan_.data && v > 0; ++d) {
+        auto& out = bwd_sent[static_cast<size_t>(v)][static_cast<size_t>(m)];
+        for (int t = 0; t < T; ++t) {
+          out.push_back(sim_.transfer(rank(d, t, p), rank(d, t, prev_rank),
+                                      static_cast<double>(layer(a - 1).output_bytes),
+                                      after(prevs[static_cast<size_t>(d)][static_cast<size_t>(t)]),
+                                      {"net", fmt::format("gradient m{}", m)}, /*awaited=*/true));
+        }
+      }
+    }
+  }
+
+  // Whether layer l is an MoE layer whose experts are shared out over expert groups.
+  bool exchanged(int l) const { return plan_.expert > 1 && layer(l).experts > 0; }
+
+  // The all-to-all of each expert group of every tensor rank (docs/moe.md:
+  // groups of X neighbouring data ranks), each rank sending `bytes` in all
+  // (its own block included), after prevs; prevs and tails become its end.
+  void expert_alltoall(int p, double bytes, const std::string& what, std::vector<std::vector<TaskId>>& prevs) {
+    const int X = plan_.expert;
+    for (int t = 0; t < plan_.tensor; ++t) {
+      for (int g = 0; g < plan_.data / X; ++g) {
+        CollectiveArgs args;
+        for (int q = 0; q < X; ++q) {
+          const int d = g * X + q;
+          args.group.push_back(rank(d, t, p));
+          const TaskId at = prevs[static_cast<size_t>(d)][static_cast<size_t>(t)];
+          args.ready.push_back(at >= 0 ? at : sim_.join({}));
+        }
+        args.bytes = bytes;
+        args.name = fmt::format("ep {} s{}", what, step_);
+        const std::vector<TaskId> out = alltoall(sim_, args);
+        for (int q = 0; q < X; ++q) {
+          const int d = g * X + q;
+          prevs[static_cast<size_t>(d)][static_cast<size_t>(t)] = out[static_cast<size_t>(q)];
+          tail_[static_cast<size_t>(rank(d, t, p))] = out[static_cast<size_t>(q)];
+        }
+      }
+    }
+  }
+
+  // An MoE layer under expert parallelism, on every rank of stage p. Forward:
+  // the attention and router, the counts' all-to-all (E int64), the rows'
+  // dispatch, the local experts over the rows routed to them (under balanced
+  // routing as many as the rank routed: N top_k, whatever X), the outputs'
+  // combine. Backward: the same exchanges in reverse, the experts' backward
+  // between them. The MoE MLP is whole on every tensor rank; the rest of the
+  // block is the tensor-parallel share.
+  void moe_pass(int l, bool forward, int m, int p, std::vector<std::vector<TaskId>>& prevs) {
+    const LayerProfile& lp = layer(l);
+    const int D = plan_.data, T = plan_.tensor;
+    const double part = forward || !split() ? 1.0 : input_share(l);
+    const double experts = forward ? lp.expert_forward : lp.expert_backward * part;
+    const double rest = forward ? lp.forward - lp.expert_forward
+                                : lp.backward * part - experts + (recomputed(l) ? lp.forward - lp.expert_forward : 0);
+    const double rows = static_cast<double>(lp.dispatch_bytes);
+    auto run = [&](double seconds, const char* category, const std::string& name) {
+      for (int d = 0; d < D; ++d) {
+        for (int t = 0; t < T; ++t) {
+          TaskId& at = prevs[static_cast<size_t>(d)][static_cast<size_t>(t)];
+          at = compute(rank(d, t, p), seconds, after(at), category, name);
+        }
+      }
+    };
+    auto attention_reduce = [&](const char* what) {
+      if (T == 1 || role(l) != LayerRole::block) return;
+      for (int d = 0; d < D; ++d) {
+        auto& prev = prevs[static_cast<size_t>(d)];
+        prev = tensor_allreduce(d, p, static_cast<double>(lp.output_bytes), prev, what);
+        for (int t = 0; t < T; ++t) tail_[static_cast<size_t>(rank(d, t, p))] = prev[static_cast<size_t>(t)];
+      }
+    };
+    if (forward) {
+      run(rest * share(l), "forward", fmt::format("{} F{}", lp.name, m));
+      attention_reduce("attention");
+      expert_alltoall(p, 8.0 * static_cast<double>(lp.experts), fmt::format("counts m{}", m), prevs);
+      expert_alltoall(p, rows, fmt::format("dispatch m{}", m), prevs);
+      run(experts, "forward", fmt::format("{} experts F{}", lp.name, m));
+      expert_alltoall(p, rows, fmt::format("combine m{}", m), prevs);
+    } else {
+      expert_alltoall(p, rows, fmt::format("combine grad m{}", m), prevs);
+      run(experts, "backward", fmt::format("{} experts B{}", lp.name, m));
+      expert_alltoall(p, rows, fmt::format("dispatch grad m{}", m), prevs);
+      run(rest * share(l), "backward", fmt::format("{} B{}", lp.name, m));
+      attention_reduce("attention grad");
     }
   }
 
@@ -370,7 +449,7 @@ class Builder {
       for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
         const int l = *it;
         for (const GradientReady& g : in_.profile.gradients) {
-          if (g.layer != l) continue;
+          if (g.layer != l || (g.expert && plan_.expert > 1)) continue;
           if (buckets.empty() || buckets.back().bytes >= plan_.bucket_bytes) buckets.push_back({0, l});
           buckets.back().bytes += static_cast<double>(g.bytes) * share(l);
           buckets.back().earliest = l;
@@ -390,9 +469,15 @@ class Builder {
         }
         done = bucket_allreduce(args, ready, buckets[k].bytes, k);
       }
+      if (plan_.expert > 1) done = expert_allreduce(p, t, mine, grads_done, done);
     }
     double update = 0;
-    for (int l : mine) update += layer(l).update * share(l);
+    for (int l : mine) {
+      // Under expert parallelism a rank updates E / X of each MoE layer's experts.
+      const LayerProfile& lp = layer(l);
+      update += exchanged(l) ? (lp.update - lp.expert_update) * share(l) + lp.expert_update / plan_.expert
+                             : lp.update * share(l);
+    }
     for (int d = 0; d < D; ++d) {
       const int r = rank(d, t, p);
       std::vector<TaskId> deps = after(tail_[static_cast<size_t>(r)]);
@@ -414,6 +499,39 @@ class Builder {
         ends[static_cast<size_t>(r - plan_.servers)] = tail_[static_cast<size_t>(r)] = avg[static_cast<size_t>(d)];
       }
     }
+  }
+
+  // Expert-data parallelism: each rank's E / X experts' gradients averaged
+  // over their replicas (the data / X ranks at the same place in their expert
+  // groups), after the non-expert buckets, from when the earliest MoE layer's
+  // backward is done. None with one expert group.
+  std::vector<TaskId> expert_allreduce(int p, int t, const std::vector<int>& mine,
+                                       const std::vector<std::vector<TaskId>>& grads_done, std::vector<TaskId> done) {
+    const int D = plan_.data, T = plan_.tensor, X = plan_.expert;
+    double bytes = 0;
+    int earliest = -1;
+    for (const GradientReady& g : in_.profile.gradients) {
+      if (!g.expert || std::find(mine.begin(), mine.end(), g.layer) == mine.end()) continue;
+      bytes += static_cast<double>(g.bytes) / X;
+      earliest = earliest < 0 ? g.layer : std::min(earliest, g.layer);
+    }
+    if (D / X == 1 || earliest < 0) return done;
+    for (int q = 0; q < X; ++q) {
+      CollectiveArgs args;
+      for (int d = q; d < D; d += X) {
+        const int r = rank(d, t, p);
+        args.group.push_back(r);
+        std::vector<TaskId> deps{plan_.overlap ? grads_done[static_cast<size_t>(earliest)][static_cast<size_t>(d * T + t)]
+                                               : tail_[static_cast<size_t>(r)]};
+        if (done[static_cast<size_t>(d)] >= 0) deps.push_back(done[static_cast<size_t>(d)]);
+        args.ready.push_back(sim_.join(deps));
+      }
+      args.bytes = bytes;
+      args.name = fmt::format("expert grads s{}", step_);
+      const std::vector<TaskId> out = allreduce(sim_, args, algorithm(args.group, bytes));
+      for (int j = 0, d = q; d < D; d += X, ++j) done[static_cast<size_t>(d)] = out[static_cast<size_t>(j)];
+    }
+    return done;
   }
 
   // One bucket's average on the data axis, through the codec if there is one.

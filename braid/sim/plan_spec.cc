@@ -12,6 +12,7 @@ std::string PlanSpec::describe() const {
   std::string s = strategy;
   if (strategy == "ps") s += fmt::format(" {} ({} servers, {} workers)", consistency, servers, workers());
   s += fmt::format(": data {} x tensor {} x pipeline {}", data, tensor, pipeline);
+  if (expert > 1) s += fmt::format(" (expert groups of {})", expert);
   if (pipeline > 1)
     s += fmt::format(", {}{} with {} micro-batches{}", schedule,
                      virtual_stages > 1 ? fmt::format(" of {} chunks per rank", virtual_stages) : "", microbatches,
@@ -68,6 +69,22 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
         strategy);
   }
   p.strategy = strategy;
+  p.expert = static_cast<int>(c.get_int("parallel.expert"));
+  if (p.expert > 1) {
+    // As the trainer refuses them (docs/moe.md), each naming the keys.
+    const int64_t experts = c.get_string("model.name") == "gpt" ? c.get_int("model.moe.experts") : 0;
+    if (experts <= 0) fail<ConfigError>("braid sim: parallel.expert = {} needs MoE layers (model.moe.experts)", p.expert);
+    if (experts % p.expert != 0) {
+      fail<ConfigError>("braid sim: model.moe.experts = {} is not divisible by parallel.expert = {}", experts, p.expert);
+    }
+    if (p.data % p.expert != 0) {
+      fail<ConfigError>("braid sim: parallel.expert = {} does not divide the data degree {}", p.expert, p.data);
+    }
+    if (strategy != "allreduce") {
+      fail<ConfigError>("braid sim: parallel.expert > 1 needs parallel.strategy = allreduce (the config says {})",
+                        strategy);
+    }
+  }
   p.schedule = c.get_string("parallel.schedule");
   if (p.pipeline > 1) p.virtual_stages = static_cast<int>(c.get_int("parallel.virtual_stages"));
   p.recompute = c.get_string("parallel.recompute");

@@ -17,6 +17,9 @@ struct PlanSpec {
   int world = 1;     // every rank of the job, servers included
   int servers = 0;   // parameter servers: world ranks 0..servers-1 (the transport's first ranks)
   int data = 1, tensor = 1, pipeline = 1;  // the workers' mesh: data * tensor * pipeline = world - servers
+  // parallel.expert: groups of `expert` neighbouring data ranks share out each
+  // MoE layer's experts (it divides data and model.moe.experts; docs/moe.md).
+  int expert = 1;
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zero_bubble (with pipeline > 1)
   int virtual_stages = 1;         // interleaved: chunks per pipeline rank
   int microbatches = 1;

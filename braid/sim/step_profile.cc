@@ -15,6 +15,7 @@
 #include "braid/nn/init.h"
 #include "braid/nn/sequential.h"
 #include "braid/ops/autocast.h"
+#include "braid/sim/moe_cost.h"
 #include "braid/tensor/cpu/autotune.h"
 #include "braid/train/config_data.h"
 #include "braid/train/trainer_setup.h"
@@ -211,6 +212,7 @@ std::map<std::string, GradientReady> describe_layers(const Layered& l, const std
 }  // namespace
 
 StepProfile profile_step(const train::Config& config, OpTable& table, int64_t batch, int threads) {
+  if (has_moe(config)) return profile_moe_step(config, table, batch, threads);
   train::ModelAndBatch m = train::model_and_batch(config);
   if (batch <= 0) batch = m.batch;
   const Layered l = layered(m.model);
@@ -262,6 +264,9 @@ void scale_to(StepProfile& p, double step, int microbatches) {
     l.forward *= f;
     l.backward *= f;
     l.update *= f;
+    l.expert_forward *= f;
+    l.expert_backward *= f;
+    l.expert_update *= f;
   }
   for (GradientReady& g : p.gradients) g.ready *= f;
   p.forward *= f;

@@ -26,6 +26,14 @@ struct LayerProfile {
   int64_t parameter_bytes = 0;
   int64_t output_bytes = 0;  // the layer's output for one (micro-)batch: what a pipeline stage boundary sends
   int64_t nodes = 0;
+  // An MoE layer (moe_cost.h; experts 0 otherwise): the part of forward,
+  // backward and update that is its experts' (all E of them, on one rank),
+  // their weights' bytes, and the bytes one rank dispatches per (micro-)batch,
+  // its N top_k routed rows of d_model (its own share included).
+  int64_t experts = 0;
+  double expert_forward = 0, expert_backward = 0, expert_update = 0;
+  int64_t expert_parameter_bytes = 0;
+  int64_t dispatch_bytes = 0;
 };
 
 struct GradientReady {
@@ -33,6 +41,7 @@ struct GradientReady {
   int layer = 0;
   int64_t bytes = 0;
   double ready = 0;       // seconds after backward starts when the gradient is final
+  bool expert = false;    // an MoE layer's experts (reduced over expert replicas under parallel.expert)
 };
 
 struct StepProfile {
