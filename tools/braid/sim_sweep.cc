@@ -1,5 +1,6 @@
 // `braid sim --sweep`: the same model on the same ranks under other plans —
-// mesh degrees (data x tensor x pipeline), pipeline schedules and
+// mesh degrees (data x tensor x pipeline), expert parallelism for a model
+// with MoE layers, pipeline schedules and
 // micro-batches, bucket sizes and overlap, codecs, parameter servers, local
 // SGD — each predicted, ranked by samples/s of the whole job. Plans whose
 // updates differ from synchronous SGD's (local SGD, asynchronous servers) are
@@ -23,7 +24,8 @@ struct Candidate {
   int servers = 0;
 };
 
-std::vector<Candidate> candidates(int world, int64_t batch) {
+// experts: model.moe.experts (0: no MoE layers, no expert-parallel plans).
+std::vector<Candidate> candidates(int world, int64_t batch, int64_t experts) {
   std::vector<Candidate> out;
   const std::vector<int> degrees{1, 2, 4, 8};
   for (int t : degrees) {
@@ -66,6 +68,20 @@ std::vector<Candidate> candidates(int world, int64_t batch) {
           out.push_back(std::move(c));
         }
       }
+      // Expert parallelism: groups of x data ranks sharing out the experts (x
+      // dividing the data degree and the experts), with the default buckets.
+      for (int x : degrees) {
+        if (x == 1 || experts <= 0 || d % x != 0 || experts % x != 0) continue;
+        for (const auto& s : schedules) {
+          Candidate c;
+          c.sets = mesh;
+          c.sets.push_back(fmt::format("parallel.expert={}", x));
+          c.sets.insert(c.sets.end(), s.begin(), s.end());
+          c.label = fmt::format("data {} x tensor {} x pipeline {} expert {}", d, t, p, x);
+          for (const auto& y : s) c.label += " " + y.substr(y.find('.') + 1);
+          out.push_back(std::move(c));
+        }
+      }
     }
   }
   if (world > 1) {
@@ -99,7 +115,8 @@ std::vector<std::string> sim_sweep(sim::Predictor& predictor, const SimArgs& arg
   std::vector<Row> rows;
   int refused = 0;
   std::string first_refusal;
-  for (Candidate& c : candidates(args.predict.cluster.ranks, base.get_int("train.batch_size"))) {
+  const int64_t experts = base.get_string("model.name") == "gpt" ? base.get_int("model.moe.experts") : 0;
+  for (Candidate& c : candidates(args.predict.cluster.ranks, base.get_int("train.batch_size"), experts)) {
     try {
       sim::PredictOptions o = args.predict;
       o.servers = c.servers;
