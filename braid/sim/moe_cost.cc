@@ -25,11 +25,11 @@ double expert_forward_seconds(OpTable& table, int64_t rows, int64_t dim, int64_t
                               int threads) {
   if (rows <= 0) return 0;
   const op::OpDef& matmul = op::find("matmul");
-  const op::Attrs attrs{{"transpose_b", int64_t{1}}};
+  const op::Attrs attrs{};
   const std::vector<op::TensorMeta> fc1{{.shape = {rows, dim}, .dtype = DType::f32},
-                                        {.shape = {fc1_rows, dim}, .dtype = DType::f32}};
+                                        {.shape = {dim, fc1_rows}, .dtype = DType::f32}};
   const std::vector<op::TensorMeta> fc2{{.shape = {rows, hidden}, .dtype = DType::f32},
-                                        {.shape = {dim, hidden}, .dtype = DType::f32}};
+                                        {.shape = {hidden, dim}, .dtype = DType::f32}};
   return table.seconds(matmul, attrs, fc1, threads) + table.seconds(matmul, attrs, fc2, threads);
 }
 
