@@ -13,55 +13,9 @@ set -euo pipefail
 braid=$1
 out=$(mktemp -d /tmp/braid-gpt-context.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-files=(/usr/share/games/fortunes/computers /usr/share/games/fortunes/science)
-"$braid" tokenize train --vocab-size 300 --out "$out/tok" "${files[@]}" >/dev/null
-"$braid" tokenize encode --tokenizer "$out/tok" --out "$out/shards/train" "${files[@]}" >/dev/null
-cat >"$out/tiny.toml" <<TOML
-[train]
-batch_size = 8
-max_steps = 6
-log_every = 3
-eval_every = 6
-eval_steps = 5
-threads = 1
-progress = "lines"
-deterministic = true
-[model]
-name = "gpt"
-n_layers = 2
-n_heads = 4
-d_model = 32
-context = 16
-[optim]
-name = "sgd"
-lr = 0.5
-momentum = 0.0
-[data]
-name = "tokens"
-path = "$out/shards/train-*.tok"
-TOML
-run() {  # run NAME PROCESSES KEY=VALUE...: the run's output in $out/NAME.log; its status
-  local name=$1 n=$2; shift 2
-  local sets=() cmd
-  for kv in "$@"; do sets+=(--set "$kv"); done
-  cmd=("$braid" train "$out/tiny.toml" --set train.out_dir="$out/$name" "${sets[@]}")
-  if [ "$n" -gt 1 ]; then cmd=("$braid" launch -n "$n" -- "${cmd[@]}"); fi
-  timeout 300 "${cmd[@]}" >"$out/$name.log" 2>&1
-}
-loss() {  # loss NAME PROCESSES KEY=VALUE...: prints rank 0's final held-out loss
-  run "$@" || { cat "$out/$1.log" >&2; echo "FAIL: $1" >&2; exit 1; }
-  grep -Eo "final test loss [0-9.]+" "$out/$1.log" | head -1 | awk '{print $4}'
-}
-same() {  # same NAME GOT WANT
-  if [ "$2" != "$3" ]; then echo "FAIL: $1: held-out loss $2, one process $3"; exit 1; fi
-  echo "ok: $1: $2 (one process $3)"
-}
-refused() {  # refused NAME EXPECTED PROCESSES KEY=VALUE...
-  local name=$1 expected=$2; shift 2
-  if run "$name" "$@"; then echo "FAIL: $name ran"; exit 1; fi
-  grep -qF "$expected" "$out/$name.log" || { cat "$out/$name.log"; echo "FAIL: $name: no '$expected'"; exit 1; }
-  echo "ok: $name refused: $(grep -oF "$expected" "$out/$name.log" | head -1)"
-}
+. "$(dirname "$0")/tiny_gpt_lib.sh"
+tiny_gpt_shards
+tiny_gpt_toml 2
 one=$(loss single 1)
 same cp2_ring "$(loss cp2_ring 2 parallel.context=2)" "$one"
 same cp2_ulysses "$(loss cp2_ulysses 2 parallel.context=2 parallel.context_mode=ulysses)" "$one"

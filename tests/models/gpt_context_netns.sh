@@ -14,33 +14,10 @@ netns_ready || { echo "SKIP: $NETNS_WHY"; exit 77; }
 netns_up 2 1gbit || { echo "FAIL: namespace setup"; exit 1; }
 out=$(mktemp -d /tmp/braid-gpt-context-netns.XXXXXX)
 trap 'netns_down; rm -rf "$out"' EXIT
-files=(/usr/share/games/fortunes/computers /usr/share/games/fortunes/science)
-"$BRAID" tokenize train --vocab-size 300 --out "$out/tok" "${files[@]}" >/dev/null
-"$BRAID" tokenize encode --tokenizer "$out/tok" --out "$out/shards/train" "${files[@]}" >/dev/null
-cat >"$out/tiny.toml" <<TOML
-[train]
-batch_size = 8
-max_steps = 6
-log_every = 3
-eval_every = 6
-eval_steps = 5
-threads = 1
-progress = "lines"
-deterministic = true
-[model]
-name = "gpt"
-n_layers = 2
-n_heads = 4
-d_model = 32
-context = 16
-[optim]
-name = "sgd"
-lr = 0.5
-momentum = 0.0
-[data]
-name = "tokens"
-path = "$out/shards/train-*.tok"
-TOML
+braid=$BRAID
+. "$(dirname "$0")/tiny_gpt_lib.sh"
+tiny_gpt_shards
+tiny_gpt_toml 2
 "$BRAID" train "$out/tiny.toml" --set train.out_dir="$out/one" --set parallel.strategy=none >"$out/one.log" 2>&1 ||
   { cat "$out/one.log"; echo "FAIL: one process"; exit 1; }
 one=$(grep -Eo "final test loss [0-9.]+" "$out/one.log" | head -1 | awk '{print $4}')

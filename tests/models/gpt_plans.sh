@@ -16,46 +16,9 @@ set -euo pipefail
 braid=$1
 out=$(mktemp -d /tmp/braid-gpt-plans.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-files=(/usr/share/games/fortunes/computers /usr/share/games/fortunes/science)
-"$braid" tokenize train --vocab-size 300 --out "$out/tok" "${files[@]}" >/dev/null
-"$braid" tokenize encode --tokenizer "$out/tok" --out "$out/shards/train" "${files[@]}" >/dev/null
-cat >"$out/tiny.toml" <<TOML
-[train]
-batch_size = 8
-max_steps = 6
-log_every = 3
-eval_every = 6
-eval_steps = 5
-threads = 1
-progress = "lines"
-deterministic = true
-[model]
-name = "gpt"
-n_layers = 2
-n_heads = 4
-d_model = 32
-context = 16
-[optim]
-name = "sgd"
-lr = 0.5
-momentum = 0.0
-[data]
-name = "tokens"
-path = "$out/shards/train-*.tok"
-TOML
-loss() {  # loss NAME PROCESSES KEY=VALUE...: prints rank 0's final held-out loss
-  local name=$1 n=$2; shift 2
-  local sets=() cmd
-  for kv in "$@"; do sets+=(--set "$kv"); done
-  cmd=("$braid" train "$out/tiny.toml" --set train.out_dir="$out/$name" "${sets[@]}")
-  if [ "$n" -gt 1 ]; then cmd=("$braid" launch -n "$n" -- "${cmd[@]}"); fi
-  timeout 300 "${cmd[@]}" >"$out/$name.log" 2>&1 || { cat "$out/$name.log" >&2; echo "FAIL: $name" >&2; exit 1; }
-  grep -Eo "final test loss [0-9.]+" "$out/$name.log" | head -1 | awk '{print $4}'
-}
-same() {  # same NAME GOT WANT
-  if [ "$2" != "$3" ]; then echo "FAIL: $1: held-out loss $2, one process $3"; exit 1; fi
-  echo "ok: $1: $2 (one process $3)"
-}
+. "$(dirname "$0")/tiny_gpt_lib.sh"
+tiny_gpt_shards
+tiny_gpt_toml 2
 near() {  # near NAME GOT WANT
   /usr/bin/python3 -c "import sys; g, w = $2, $3; sys.exit(0 if g < 5.70 and abs(g - w) < 0.1 else 1)" ||
     { echo "FAIL: $1: held-out loss $2, one process $3"; exit 1; }

@@ -13,9 +13,8 @@ set -euo pipefail
 braid=$1
 out=$(mktemp -d /tmp/braid-gpt-recompute.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-files=(/usr/share/games/fortunes/computers /usr/share/games/fortunes/science)
-"$braid" tokenize train --vocab-size 300 --out "$out/tok" "${files[@]}" >/dev/null
-"$braid" tokenize encode --tokenizer "$out/tok" --out "$out/shards/train" "${files[@]}" >/dev/null
+. "$(dirname "$0")/tiny_gpt_lib.sh"
+tiny_gpt_shards
 cat >"$out/tiny.toml" <<TOML
 [train]
 batch_size = 8
