@@ -30,17 +30,7 @@ detail::ApplyOnly::~ApplyOnly() { t_only = previous_; }
 
 DeferredWeightGrads backward_deferring_weights(const Tensor& root, const Tensor& grad_output,
                                                std::span<const Tensor> now) {
-  if (!root.requires_grad()) fail<ValueError>("backward: the tensor does not require gradients");
-  Tensor seed = grad_output;
-  if (!seed.defined()) {
-    if (root.numel() != 1) {
-      fail<ValueError>("backward: a root of shape {} needs an explicit grad_output", to_string(root.shape()));
-    }
-    seed = Tensor::ones(root.shape(), root.dtype(), root.device());
-  } else if (seed.shape() != root.shape()) {
-    fail<ValueError>("backward: grad_output shape {} does not match root shape {}", to_string(seed.shape()),
-                     to_string(root.shape()));
-  }
+  const Tensor seed = detail::root_seed(root, grad_output);
   NoGradGuard no_grad;
   DeferredWeightGrads out;
   if (root.is_leaf()) {

@@ -90,7 +90,7 @@ struct NewerFirst {
 
 }  // namespace
 
-void backward(const Tensor& root, const Tensor& grad_output) {
+Tensor detail::root_seed(const Tensor& root, const Tensor& grad_output) {
   if (!root.requires_grad()) fail<ValueError>("backward: the tensor does not require gradients");
   Tensor seed = grad_output;
   if (!seed.defined()) {
@@ -102,6 +102,11 @@ void backward(const Tensor& root, const Tensor& grad_output) {
     fail<ValueError>("backward: grad_output shape {} does not match root shape {}", to_string(seed.shape()),
                      to_string(root.shape()));
   }
+  return seed;
+}
+
+void backward(const Tensor& root, const Tensor& grad_output) {
+  const Tensor seed = detail::root_seed(root, grad_output);
   NoGradGuard no_grad;
   detail::ApplyOnly whole(nullptr);  // a nested backward applies its graph whole
   if (root.is_leaf()) {

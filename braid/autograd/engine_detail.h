@@ -9,6 +9,11 @@
 
 namespace braid::autograd::detail {
 
+// The gradient a backward from `root` starts with: grad_output, or ones for
+// a one-element root; refuses a root that needs no gradient and a
+// grad_output of another shape.
+Tensor root_seed(const Tensor& root, const Tensor& grad_output);
+
 // sum += g, cloning `sum` before the first in-place add (`owned` tracks it),
 // so a gradient one node handed over is never modified under another.
 void add_grad(Tensor& sum, bool& owned, Tensor g);
