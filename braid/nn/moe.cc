@@ -31,9 +31,12 @@ Tensor carry_aux_loss(const Tensor& y, const Tensor& aux, double scale) {
   return out;
 }
 
-// The top_k experts per row of probs [N, E] (ties to the lower index), row-major [N, k].
-std::vector<int64_t> top_k(const Tensor& probs, int64_t k) {
-  const Tensor p = probs.detach().to(DType::f64).contiguous();
+// The top_k experts per row of probs [N, E] plus bias [E] (when defined; ties
+// to the lower index), row-major [N, k].
+std::vector<int64_t> top_k(const Tensor& probs, const Tensor& bias, int64_t k) {
+  Tensor p = probs.detach().to(DType::f64);
+  if (bias.defined()) p = add(p, unsqueeze(bias.to(DType::f64), 0));
+  p = p.contiguous();
   const int64_t n = p.size(0), e = p.size(1);
   const double* v = p.data<double>();
   std::vector<int64_t> out(static_cast<size_t>(n * k));
@@ -115,6 +118,32 @@ MoE::MoE(int64_t dim, int64_t hidden, MlpKind mlp, const MoeOptions& options, Ge
     shared_fc2_ = register_module("shared_fc2", std::make_shared<Linear>(h, dim, gen, LinearOptions{.bias = false}));
   }
   stats_.tokens.assign(static_cast<size_t>(o_.experts), 0);
+  if (o_.balance == MoeBalance::bias) {
+    if (!(o_.bias_rate > 0)) fail<ValueError>("MoE: bias_rate must be positive, got {}", o_.bias_rate);
+    bias_ = register_buffer("balance_bias", Tensor::zeros({o_.experts}));
+    step_load_.assign(static_cast<size_t>(o_.experts), 0);
+  }
+}
+
+std::vector<int64_t> MoE::take_step_load() {
+  std::vector<int64_t> load = step_load_;
+  std::fill(step_load_.begin(), step_load_.end(), 0);
+  return load;
+}
+
+void MoE::update_balance_bias(const std::vector<int64_t>& load) {
+  if (!bias_.defined()) fail<ValueError>("MoE: update_balance_bias needs balance = bias");
+  if (static_cast<int64_t>(load.size()) != o_.experts) {
+    fail<ValueError>("MoE: update_balance_bias got {} loads for {} experts", load.size(), o_.experts);
+  }
+  const double total = static_cast<double>(std::accumulate(load.begin(), load.end(), int64_t{0}));
+  const double mean = total / static_cast<double>(o_.experts);
+  // Exact in f32 steps of the rate: the same on every rank given the same loads.
+  float* b = bias_.data<float>();
+  for (size_t e = 0; e < load.size(); ++e) {
+    const double d = mean - static_cast<double>(load[e]);
+    b[e] += static_cast<float>(o_.bias_rate * static_cast<double>((d > 0) - (d < 0)));
+  }
 }
 
 void MoE::keep_experts(int64_t first, int64_t count, std::shared_ptr<ExpertExchange> exchange) {
@@ -147,7 +176,7 @@ Tensor MoE::forward(const Tensor& x) {
   const Tensor xf = reshape(x, {n, dim_});
   const Tensor logits = router_->forward(xf);  // [N, E]
   const Tensor probs = softmax(logits, 1);
-  const std::vector<int64_t> choice = top_k(probs, k);  // [N, k]
+  const std::vector<int64_t> choice = top_k(probs, bias_, k);  // [N, k]; the bias chooses, p gates
   Tensor gates = gather(probs, 1, Tensor::from_vector(choice, {n, k}));
   if (k > 1) gates = div(gates, sum(gates, {1}, true));
 
@@ -197,7 +226,8 @@ Tensor MoE::forward(const Tensor& x) {
                              static_cast<double>(e));
   const Tensor lse = sub(slice(logits, 1, 0, 1), slice(log_softmax(logits, 1), 1, 0, 1));
   const Tensor z = mean(mul(lse, lse));
-  y = carry_aux_loss(y, add(mul(balance, o_.aux_loss), mul(z, o_.z_loss)), loss_scale_);
+  const double aux_coef = o_.balance == MoeBalance::bias ? 0.0 : o_.aux_loss;
+  y = carry_aux_loss(y, add(mul(balance, aux_coef), mul(z, o_.z_loss)), loss_scale_);
 
   if (is_training()) {
     RouterStats s;
@@ -208,6 +238,7 @@ Tensor MoE::forward(const Tensor& x) {
     s.z_loss = z.item();
     s.calls = 1;
     stats_.add(s);
+    for (size_t i = 0; i < step_load_.size(); ++i) step_load_[i] += routed[i];
   }
   Shape shape = x.shape();
   return reshape(y, shape);

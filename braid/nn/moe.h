@@ -23,6 +23,13 @@
 //            mean router probability of e; router z-loss (ST-MoE):
 //            mean_n logsumexp(logits_n)^2. Their weighted sum joins the
 //            training loss's gradient through the layer's output (below).
+//   balance  aux_loss: the load-balance loss above. bias: DeepSeek-V3's
+//            auxiliary-loss-free balancing: a per-expert bias b [E] (a buffer,
+//            "balance_bias") is added to p for the top_k choice only (gates
+//            stay p), and after each optimizer step b_e += bias_rate
+//            sign(mean load - load_e), load counted over the step's tokens of
+//            every data rank (the trainer sums them, so every rank routes
+//            alike); the balance loss is then reported, not trained
 //
 // The auxiliary losses are not returned: the layer's output carries them. Its
 // autograd node passes the output's gradient through unchanged and gives the
@@ -45,6 +52,8 @@ namespace braid::nn {
 
 enum class MlpKind;  // attention.h
 
+enum class MoeBalance { aux_loss, bias };
+
 struct MoeOptions {
   int64_t experts = 0;          // E; 0: a dense MLP instead
   int64_t top_k = 2;
@@ -53,6 +62,8 @@ struct MoeOptions {
   int64_t shared_experts = 0;
   double aux_loss = 0.01;       // coefficient of the load-balancing loss
   double z_loss = 0.001;        // coefficient of the router z-loss
+  MoeBalance balance = MoeBalance::aux_loss;
+  double bias_rate = 0.001;     // balance = bias: the bias's step per optimizer step
 };
 
 // Router figures summed over the training-mode calls since the last take.
@@ -117,6 +128,12 @@ class MoE final : public Module {
   void keep_experts(int64_t first, int64_t count, std::shared_ptr<ExpertExchange> exchange);
   void set_loss_scale(double s) { loss_scale_ = s; }
   RouterStats take_stats();
+  // balance = bias: assignments routed to each expert by the training
+  // forwards since the last take [E]; then the step's load summed over every
+  // data rank moves the bias (b_e += bias_rate sign(mean - load_e)).
+  std::vector<int64_t> take_step_load();
+  void update_balance_bias(const std::vector<int64_t>& load);
+  const Tensor& balance_bias() const { return bias_; }  // [E] f32; undefined for balance = aux_loss
 
   const MoeOptions& options() const { return o_; }
   int64_t first_expert() const { return first_; }
@@ -135,6 +152,8 @@ class MoE final : public Module {
   std::shared_ptr<Experts> experts_;
   std::shared_ptr<ExpertExchange> exchange_;
   RouterStats stats_;
+  Tensor bias_;
+  std::vector<int64_t> step_load_;
 };
 
 // The MLP activation of `kind` on fc1's output (SwiGLU: (gate, up) side by side).
