@@ -53,6 +53,13 @@ class GradSync {
   // True when those slices split the data axis's work: a whole-model figure
   // (the gradient norm) is then summed over the data axis.
   virtual bool splits_optimizer() const { return false; }
+  // Parameters held split over data ranks otherwise than by
+  // optimizer_parameters()' slices (expert parallelism: each rank of an
+  // expert group holds some of every MoE layer's experts): a whole-model
+  // figure sums such a parameter's part over those ranks with sum_split
+  // (in place, collective over the data axis), the others' once.
+  virtual bool holds_split(const std::string& /*name*/) const { return false; }
+  virtual void sum_split(std::vector<double>& /*values*/) const {}
   // The optimizer that will update optimizer_parameters(), after setup().
   virtual void attach(optim::Optimizer& /*optimizer*/) {}
   // True when forward itself is collective over the data axis (ZeRO-3

@@ -158,17 +158,24 @@ double Plan::sum_squares(const std::vector<Tensor>& like_gradients) const {
   // across the tensor axis counts on tensor rank 0; pipeline stages hold
   // disjoint parameters. Data-axis replicas hold the same (combined)
   // gradients, so the data axis takes part only when ZeRO splits them.
+  // Parameters the grad sync holds split across data ranks (experts) count
+  // their part on each of those ranks, summed over them.
   const bool first_tensor_rank = p_.mesh.coord(Axis::tensor) == 0;
-  std::vector<Tensor> counted;
+  std::vector<Tensor> counted, split;
   for (size_t i = 0; i < holders.size(); ++i) {
     const Tensor& t = like_gradients[i];
     if (!t.defined()) continue;
     const auto it = p_.shards.find(holders[i].name);
     if (!(it != p_.shards.end() && it->second.dim >= 0) && !first_tensor_rank) continue;
     if (t.dtype() != DType::f32 || !t.is_contiguous()) fail<ValueError>("Plan::sum_squares: tensors must be contiguous f32");
-    counted.push_back(t);
+    (p_.grad_sync && p_.grad_sync->holds_split(holders[i].name) ? split : counted).push_back(t);
   }
   std::vector<double> sq{optim::sum_squares(counted)};  // on the tensors' device
+  if (p_.grad_sync) {
+    std::vector<double> part{split.empty() ? 0.0 : optim::sum_squares(split)};
+    p_.grad_sync->sum_split(part);
+    sq[0] += part[0];
+  }
   const Duration timeout = timeout_of(p_.mesh);
   sum_over(p_.mesh, Axis::tensor, sq, timeout);
   sum_over(p_.mesh, Axis::pipeline, sq, timeout);
@@ -181,7 +188,9 @@ double Plan::grad_norm() const { return std::sqrt(sum_squares(gradients())); }
 double Plan::clip_grad_norm(double max_norm) const {
   std::vector<Tensor> all;
   for (const auto& p : gradient_holders()) all.push_back(p.tensor);
-  if (p_.mesh.degree(Axis::tensor) == 1 && p_.mesh.degree(Axis::pipeline) == 1 && slices_.empty()) {
+  bool split = false;
+  for (const auto& p : gradient_holders()) split = split || (p_.grad_sync && p_.grad_sync->holds_split(p.name));
+  if (p_.mesh.degree(Axis::tensor) == 1 && p_.mesh.degree(Axis::pipeline) == 1 && slices_.empty() && !split) {
     return optim::clip_grad_norm(all, max_norm);
   }
   const double norm = grad_norm();

@@ -89,9 +89,13 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
                       o.codec.name, o.strategy);
   }
   o.codec.validate();
-  if (o.expert > 1 && o.strategy != "allreduce" && o.strategy != "auto") {
-    fail<ConfigError>("parallel.expert = {} splits the data axis of parallel.strategy = allreduce or auto, not {} "
-                      "(ZeRO and the averaging strategies do not shard experts)", o.expert, o.strategy);
+  if (o.expert > 1 && o.strategy != "allreduce" && o.strategy != "auto" && o.strategy != "zero") {
+    fail<ConfigError>("parallel.expert = {} splits the data axis of parallel.strategy = allreduce, auto or zero, not "
+                      "{} (the averaging strategies do not shard experts)", o.expert, o.strategy);
+  }
+  if (o.expert > 1 && o.strategy == "zero" && o.zero.stage == 3) {
+    fail<ConfigError>("parallel.expert = {} with parallel.zero_stage = 3: stage 3 gathers whole layers over the data "
+                      "axis, and an MoE layer's experts live on their replicas only (use zero_stage 1 or 2)", o.expert);
   }
   if (o.expert > 1 && o.mesh.context > 1) {
     fail<ConfigError>("parallel.expert = {} with parallel.context = {}: context parallelism's ranks would each "
@@ -243,7 +247,8 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   const bool sync = o.strategy == "allreduce" || (o.strategy == "auto" && replicas.size() > 1);
   if (o.strategy == "zero") {
     if (!world.valid()) fail<ConfigError>("parallel.strategy = zero needs a job's communicator");
-    parts.grad_sync = std::make_unique<zero::ZeroSync>(replicas, o.zero, out.model);
+    // With experts, after they are split (below): one layout per parameter group.
+    if (o.expert <= 1) parts.grad_sync = std::make_unique<zero::ZeroSync>(replicas, o.zero, out.model);
   } else if (o.strategy == "skeleton") {
     // Each pipeline stage's replicas combine among themselves: they hold the same shapes.
     parts.aggregation = std::make_unique<skeleton::SkeletonPartition>(parts.mesh.group(Axis::data), o.skeleton);
@@ -282,13 +287,21 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
   // Expert parallelism: this rank's experts of every MoE layer (of this
   // stage), their gradients combined over their replicas, the rest as before.
   if (o.expert > 1) {
-    if (!world.valid() || !parts.grad_sync) {
+    if (!world.valid() || (!parts.grad_sync && o.strategy != "zero")) {
       fail<ConfigError>("parallel.expert = {} needs a job whose data axis all-reduces gradients", o.expert);
     }
     expert_parallel::ExpertGroups groups = expert_parallel::split_expert_groups(parts.mesh.group(Axis::data), o.expert);
     std::set<std::string> names = expert_parallel::shard_experts(*out.model, groups);
-    parts.grad_sync = std::make_unique<expert_parallel::ExpertDataSync>(std::move(parts.grad_sync), std::move(groups),
-                                                                        std::move(names), *out.model);
+    std::unique_ptr<zero::ZeroSync> expert_zero;
+    if (o.strategy == "zero") {
+      // The rest split over the data axis, each expert over its replicas.
+      parts.grad_sync = std::make_unique<zero::ZeroSync>(replicas, o.zero, out.model,
+                                                         [&names](const std::string& n) { return !names.count(n); });
+      expert_zero = std::make_unique<zero::ZeroSync>(groups.replicas, o.zero, out.model,
+                                                     [&names](const std::string& n) { return names.count(n) > 0; });
+    }
+    parts.grad_sync = std::make_unique<expert_parallel::ExpertDataSync>(
+        std::move(parts.grad_sync), std::move(groups), std::move(names), *out.model, std::move(expert_zero));
   }
   out.plan = std::make_unique<Plan>(std::move(parts));
   return out;

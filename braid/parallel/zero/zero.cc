@@ -42,12 +42,15 @@ std::vector<std::string> names_of_rank0(comm::Communicator& comm, const std::set
 
 }  // namespace
 
-ZeroSync::ZeroSync(comm::Communicator data, ZeroOptions options, std::shared_ptr<nn::Module> model)
+ZeroSync::ZeroSync(comm::Communicator data, ZeroOptions options, std::shared_ptr<nn::Module> model,
+                   std::function<bool(const std::string&)> takes)
     : comm_(std::move(data)), o_(options), model_(std::move(model)) {
   if (!comm_.valid()) fail<ValueError>("zero: needs the data axis's communicator");
   if (o_.stage < 1 || o_.stage > 3) fail<ConfigError>("parallel.zero_stage = {} (known: 1, 2, 3)", o_.stage);
+  if (takes && o_.stage == 3) fail<ValueError>("zero: stage 3 gathers whole layers; it takes every parameter");
   std::vector<int64_t> numels;
   for (auto& [name, t] : model_->named_parameters()) {
+    if (takes && !takes(name)) continue;
     if (t.dtype() != DType::f32 || !t.is_contiguous()) fail<ValueError>("zero: parameter {} must be contiguous f32", name);
     params_.push_back({name, t});
     numels.push_back(t.numel());
@@ -359,7 +362,10 @@ void ZeroSync::load_model_state(nn::Module& model, const nn::NamedTensors& state
 }
 
 optim::OptimizerState ZeroSync::optimizer_state(const optim::Optimizer& optimizer) {
-  const optim::OptimizerState local = optimizer.state_dict();
+  return gather_optimizer_state(optimizer.state_dict());
+}
+
+optim::OptimizerState ZeroSync::gather_optimizer_state(const optim::OptimizerState& local) {
   std::map<std::string, Tensor> by_key(local.tensors.begin(), local.tensors.end());
   std::set<std::string> names;
   for (const auto& [key, t] : local.tensors) names.insert(key.substr(key.find('.') + 1));
@@ -393,6 +399,10 @@ optim::OptimizerState ZeroSync::optimizer_state(const optim::Optimizer& optimize
 }
 
 void ZeroSync::load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state) {
+  optimizer.load_state_dict(slice_optimizer_state(state));
+}
+
+optim::OptimizerState ZeroSync::slice_optimizer_state(const optim::OptimizerState& state) const {
   const size_t n = state.scalars.value("num_params", size_t{0});
   if (n != params_.size()) fail<ValueError>("optimizer state has {} parameters, this model has {}", n, params_.size());
   // Whole buffers by parameter, then each slice's run of them.
@@ -417,7 +427,7 @@ void ZeroSync::load_optimizer_state(optim::Optimizer& optimizer, const optim::Op
       mine.tensors.emplace_back(fmt::format("{}.{}", j, name), flat_view(whole, owned_[j].begin, owned_[j].numel()));
     }
   }
-  optimizer.load_state_dict(mine);
+  return mine;
 }
 
 }  // namespace braid::parallel::zero

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 
 #include "braid/comm/communicator.h"
@@ -43,7 +44,11 @@ class ZeroSync final : public GradSync {
   // pipeline sharding); stage 3 needs an nn::Sequential (one layer is one
   // gathered unit) and runs its layers from now on. Parameters move into
   // ZeRO's buffers here: build the optimizer over optimizer_parameters().
-  ZeroSync(comm::Communicator data, ZeroOptions options, std::shared_ptr<nn::Module> model);
+  // `takes`, when given: the parameters this sync holds (a parameter group
+  // with its own layout on its own ranks: expert parallelism's experts over
+  // their replicas, the rest over the data axis); setup() then gets those only.
+  ZeroSync(comm::Communicator data, ZeroOptions options, std::shared_ptr<nn::Module> model,
+           std::function<bool(const std::string&)> takes = {});
   ~ZeroSync() override;
 
   std::string name() const override;
@@ -70,6 +75,14 @@ class ZeroSync final : public GradSync {
   void load_model_state(nn::Module& model, const nn::NamedTensors& state) override;
   optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) override;
   void load_optimizer_state(optim::Optimizer& optimizer, const optim::OptimizerState& state) override;
+
+  // The two halves of optimizer_state / load_optimizer_state on a state
+  // numbered by this sync's slices (one group's part of a shared optimizer):
+  // the whole buffers numbered by this sync's parameters (complete on data
+  // rank 0; collective), and back to this rank's slices.
+  optim::OptimizerState gather_optimizer_state(const optim::OptimizerState& local);
+  optim::OptimizerState slice_optimizer_state(const optim::OptimizerState& whole) const;
+  const std::vector<NamedParameter>& parameters() const { return params_; }
 
   const Layout& layout() const { return *layout_; }
   int stage() const { return o_.stage; }
