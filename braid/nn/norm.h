@@ -39,6 +39,8 @@ class LayerNorm final : public Module {
  public:
   explicit LayerNorm(Shape shape, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) override;
+  const Shape& normalized_shape() const { return shape_; }
+  double eps() const { return eps_; }
 
  private:
   Shape shape_;

@@ -206,7 +206,8 @@ PlannedModel make_plan(const PlanOptions& o, const comm::Communicator& world,
     auto seq = std::dynamic_pointer_cast<nn::Sequential>(out.model);
     if (!seq) fail<ConfigError>("parallel.tensor = {} needs a model built as an nn::Sequential", o.mesh.tensor);
     tensor_parallel::Sharded sharded =
-        tensor_parallel::shard_tensor_parallel(*seq, parts.mesh.group(Axis::tensor), out.loss);
+        tensor_parallel::shard_tensor_parallel(*seq, parts.mesh.group(Axis::tensor), out.loss,
+                                               {.sequence_parallel = o.sequence_parallel, .overlap = o.tp_overlap});
     out.loss = sharded.loss;
     parts.full_output = sharded.full_output;
     parts.shards = std::move(sharded.specs);

@@ -37,6 +37,11 @@ struct PlanOptions {
   // context axis: "ring" (zig-zag chunks, k and v around the ring) or
   // "ulysses" (all-to-all to whole sequences of H / C heads).
   std::string context_mode = "ring";
+  // With mesh.tensor > 1: norms, dropout and residuals on sequence segments
+  // (tensor_parallel/sequence_parallel.h), and the tensor-parallel products
+  // overlapped with their collectives (tensor_parallel/overlap.h).
+  bool sequence_parallel = false;
+  bool tp_overlap = true;
   // Expert parallelism: groups of this many data ranks share out each MoE
   // layer's experts (expert_parallel/expert_parallel.h); 1: every rank holds all.
   int expert = 1;

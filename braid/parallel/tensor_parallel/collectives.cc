@@ -87,4 +87,102 @@ Tensor gather_last_dim(const Tensor& x, const comm::Communicator& tp, const std:
   return y;
 }
 
+namespace {
+
+int64_t segment_of(const Tensor& full, int t, const char* what) {
+  if (full.ndim() < 2 || full.size(1) % t != 0) {
+    fail<ValueError>("{}: a sequence of {} tokens ({}) does not split into parallel.tensor = {} equal segments "
+                     "(parallel.sequence_parallel)", what, full.ndim() < 2 ? 0 : full.size(1), to_string(full.shape()), t);
+  }
+  return full.size(1) / t;
+}
+
+comm::BufferRef ref(const Tensor& t) { return {t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()}; }
+
+// [t, B, c, ...] -> [B, t c, ...] with each segment whole: the gathered sequence.
+Tensor whole_sequence(const Tensor& parts) {
+  const int64_t t = parts.size(0);
+  Shape shape(parts.shape().begin() + 1, parts.shape().end());
+  shape[1] *= t;
+  Tensor full = Tensor::empty(shape, parts.dtype());
+  place_segment_rows(full, parts, 0, parts.size(2));
+  return full;
+}
+
+Tensor allgather_sequence(const Tensor& x, const comm::Communicator& tp) {
+  const int t = tp.size();
+  const Tensor in = x.detach().contiguous();
+  Shape shape = in.shape();
+  shape.insert(shape.begin(), t);
+  Tensor parts = Tensor::empty(shape, in.dtype());
+  if (t == 1) {
+    parts.copy_from(reshape(in, shape));
+  } else {
+    finish(start_allgather(in, parts, tp), tp, "sequence all-gather");
+  }
+  return whole_sequence(parts);
+}
+
+Tensor reduce_scatter_along_sequence(const Tensor& x, const comm::Communicator& tp) {
+  const int t = tp.size();
+  const int64_t seg = segment_of(x, t, "reduce_scatter_sequence");
+  if (t == 1) return x.detach().contiguous().clone();
+  const Tensor parts = segment_rows(x.detach(), t, 0, seg);
+  Shape shape(parts.shape().begin() + 1, parts.shape().end());
+  Tensor out = Tensor::empty(shape, x.dtype());
+  finish(start_reduce_scatter(parts, out, tp), tp, "sequence reduce-scatter");
+  return out;
+}
+
+}  // namespace
+
+Tensor segment_rows(const Tensor& full, int t, int64_t b, int64_t e) {
+  const int64_t seg = segment_of(full, t, "segment_rows");
+  std::vector<Tensor> parts;
+  for (int r = 0; r < t; ++r) parts.push_back(slice(full, 1, r * seg + b, r * seg + e));
+  return stack(parts, 0).contiguous();
+}
+
+void place_segment_rows(const Tensor& full, const Tensor& parts, int64_t b, int64_t e) {
+  const int t = static_cast<int>(parts.size(0));
+  const int64_t seg = segment_of(full, t, "place_segment_rows");
+  for (int r = 0; r < t; ++r) slice(full, 1, r * seg + b, r * seg + e).copy_from(squeeze(slice(parts, 0, r, r + 1), 0));
+}
+
+comm::Work start_allgather(const Tensor& in, const Tensor& out, const comm::Communicator& tp) {
+  return comm::Communicator(tp).allgather(ref(in), ref(out), {.timeout = tp.options().timeout});
+}
+
+comm::Work start_reduce_scatter(const Tensor& in, const Tensor& out, const comm::Communicator& tp) {
+  return comm::Communicator(tp).reduce_scatter(ref(in), ref(out), {.op = comm::Op::sum, .timeout = tp.options().timeout});
+}
+
+comm::Work start_allreduce(const Tensor& t, const comm::Communicator& tp) {
+  return comm::Communicator(tp).allreduce(ref(t), {.op = comm::Op::sum, .timeout = tp.options().timeout});
+}
+
+void finish(const comm::Work& w, const comm::Communicator& tp, const char* what) {
+  try {
+    w.wait(Deadline::after(comm::collective_backstop(tp.options().timeout)));
+  } catch (const TimeoutError& e) {
+    fail<TimeoutError>("tensor parallel {} (tensor rank {} of {}): {}", what, tp.rank(), tp.size(), e.what());
+  }
+}
+
+Tensor gather_sequence(const Tensor& x, const comm::Communicator& tp) {
+  Tensor y = allgather_sequence(x, tp);
+  autograd::record("gather_sequence", {x}, y, [tp](const Tensor& g) {
+    return Grads{reduce_scatter_along_sequence(g, tp)};
+  });
+  return y;
+}
+
+Tensor reduce_scatter_sequence(const Tensor& x, const comm::Communicator& tp) {
+  Tensor y = reduce_scatter_along_sequence(x, tp);
+  autograd::record("reduce_scatter_sequence", {x}, y, [tp](const Tensor& g) {
+    return Grads{allgather_sequence(g, tp)};
+  });
+  return y;
+}
+
 }  // namespace braid::parallel::tensor_parallel

@@ -36,8 +36,8 @@ std::vector<int64_t> widths_of(int64_t n, int parts) {
 }  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, comm::Communicator tp, bool gather_output,
-                                           int blocks)
-    : tp_(std::move(tp)), gather_(gather_output), blocks_(blocks) {
+                                           int blocks, TpOptions o)
+    : tp_(std::move(tp)), o_(std::move(o)), gather_(gather_output), blocks_(blocks) {
   out_ = whole.weight().size(0), in_ = whole.weight().size(1);
   const int64_t block = out_ / blocks_;
   if (block < tp_.size()) fail<ConfigError>("tensor parallel: {} outputs cannot be split {} ways", block, tp_.size());
@@ -56,7 +56,8 @@ ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& whole, comm::Commun
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
-  Tensor y = linear(copy_to_tensor_parallel(x, tp_), weight_, bias_);
+  Tensor y = column_product(x, weight_, tp_, o_);
+  if (bias_.defined()) y = add(y, bias_);  // the whole sequence's rows: no sum over ranks
   return gather_ ? gather_last_dim(y, tp_, widths_) : y;
 }
 
@@ -65,7 +66,8 @@ void ColumnParallelLinear::add_specs(const std::string& prefix, ShardSpecs& spec
   if (bias_.defined()) specs[prefix + "bias"] = {.dim = 0, .full_shape = {out_}, .offset = offset_, .blocks = blocks_};
 }
 
-RowParallelLinear::RowParallelLinear(const nn::Linear& whole, comm::Communicator tp) : tp_(std::move(tp)) {
+RowParallelLinear::RowParallelLinear(const nn::Linear& whole, comm::Communicator tp, TpOptions o)
+    : tp_(std::move(tp)), o_(std::move(o)) {
   out_ = whole.weight().size(0), in_ = whole.weight().size(1);
   if (in_ < tp_.size()) fail<ConfigError>("tensor parallel: {} inputs cannot be split {} ways", in_, tp_.size());
   const auto [b, e] = shard_range(in_, tp_.size(), tp_.rank());
@@ -75,16 +77,18 @@ RowParallelLinear::RowParallelLinear(const nn::Linear& whole, comm::Communicator
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
-  Tensor y = reduce_from_tensor_parallel(linear(x, weight_), tp_);
-  return bias_.defined() ? add(y, bias_) : y;
+  Tensor y = row_product(x, weight_, tp_, o_);
+  if (!bias_.defined()) return y;
+  // On a segment the bias sees this rank's tokens only: its gradient is summed over the ranks.
+  return add(y, o_.sequence_parallel ? copy_to_tensor_parallel(bias_, tp_) : bias_);
 }
 
 void RowParallelLinear::add_specs(const std::string& prefix, ShardSpecs& specs) const {
   specs[prefix + "weight"] = {.dim = 1, .full_shape = {out_, in_}, .offset = offset_};
 }
 
-ParallelAttention::ParallelAttention(const nn::MultiHeadAttention& whole, comm::Communicator tp)
-    : tp_(std::move(tp)), dim_(whole.dim()), heads_(whole.heads()), causal_(whole.options().causal),
+ParallelAttention::ParallelAttention(const nn::MultiHeadAttention& whole, comm::Communicator tp, TpOptions o)
+    : tp_(std::move(tp)), o_(std::move(o)), dim_(whole.dim()), heads_(whole.heads()), causal_(whole.options().causal),
       rope_theta_(whole.options().rope_theta) {
   const int t = tp_.size();
   if (whole.kv_heads() != heads_) {
@@ -107,7 +111,7 @@ ParallelAttention::ParallelAttention(const nn::MultiHeadAttention& whole, comm::
   in->add("weight", concat(w, 0));
   if (!bias.empty()) in->add("bias", concat(bias, 0));
   in_proj_ = register_module("in_proj", in);
-  out_proj_ = register_module("out_proj", std::make_shared<RowParallelLinear>(*whole.out_proj(), tp_));
+  out_proj_ = register_module("out_proj", std::make_shared<RowParallelLinear>(*whole.out_proj(), tp_, o_));
   const Generator* base = whole.dropout()->generator();
   drop_gen_ = std::make_unique<Generator>(base ? base->state().seed : 0, 1000 + static_cast<uint64_t>(tp_.rank()));
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout()->p(), drop_gen_.get()));
@@ -120,7 +124,9 @@ Tensor ParallelAttention::forward(const Tensor& x) {
   const auto params = in_proj_->named_parameters();
   const Tensor& w = params.at(0).second;
   const Tensor b = params.size() > 1 ? params.at(1).second : Tensor();
-  const Tensor qkv = linear(copy_to_tensor_parallel(x, tp_), w, b);
+  // Under sequence parallelism x is this rank's segment and qkv covers the whole sequence.
+  Tensor qkv = column_product(x, w, tp_, o_);
+  if (b.defined()) qkv = add(qkv, b);
   if (recompute_ != nn::Recompute::selective || !nn::attend_keeps_scores(qkv)) {
     return out_proj_->forward(nn::attend(qkv, local_heads_, local_heads_, causal_, rope_theta_, drop_.get()));
   }
@@ -140,11 +146,20 @@ void ParallelAttention::add_specs(const std::string& prefix, ShardSpecs& specs) 
   std::static_pointer_cast<RowParallelLinear>(out_proj_)->add_specs(prefix + "out_proj.", specs);
 }
 
-ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& whole, comm::Communicator tp) {
-  ln1_ = register_module("ln1", std::static_pointer_cast<nn::Module>(whole.ln1()));
-  attn_ = register_module("attn", std::make_shared<ParallelAttention>(*whole.attn(), tp));
-  ln2_ = register_module("ln2", std::static_pointer_cast<nn::Module>(whole.ln2()));
+ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& whole, comm::Communicator tp,
+                                                   TpOptions o) {
+  const bool sp = o.sequence_parallel;
+  auto norm = [&](const std::shared_ptr<nn::Module>& n) {
+    return sp ? std::shared_ptr<nn::Module>(std::make_shared<SequenceParallelNorm>(n, tp)) : n;
+  };
+  ln1_ = register_module("ln1", norm(whole.ln1()));
+  attn_ = register_module("attn", std::make_shared<ParallelAttention>(*whole.attn(), tp, o));
+  ln2_ = register_module("ln2", norm(whole.ln2()));
   mlp_ = whole.block_options().mlp;
+  if (whole.moe() && sp) {
+    fail<ConfigError>("parallel.sequence_parallel with a mixture-of-experts layer (model.moe.experts > 0) is not "
+                      "built: the experts run on whole sequences (set parallel.sequence_parallel = false)");
+  }
   if (whole.moe()) {
     // The attention's output is whole on every tensor rank, so each runs the same experts on it
     // (experts split over ranks is expert parallelism's job, on the data axis).
@@ -152,10 +167,17 @@ ParallelTransformerBlock::ParallelTransformerBlock(const nn::TransformerBlock& w
   } else {
     // SwiGLU's fc1 holds gate and up side by side: each rank takes its slice of both.
     fc1_ = register_module("fc1", std::make_shared<ColumnParallelLinear>(*whole.fc1(), tp, /*gather_output=*/false,
-                                                                          mlp_ == nn::MlpKind::swiglu ? 2 : 1));
-    fc2_ = register_module("fc2", std::make_shared<RowParallelLinear>(*whole.fc2(), tp));
+                                                                          mlp_ == nn::MlpKind::swiglu ? 2 : 1, o));
+    fc2_ = register_module("fc2", std::make_shared<RowParallelLinear>(*whole.fc2(), tp, o));
   }
-  drop_ = register_module("drop", whole.dropout());
+  if (sp) {
+    // Each rank drops elements of its own tokens: a stream of this tensor rank's own.
+    const Generator* base = whole.dropout()->generator();
+    drop_gen_ = std::make_unique<Generator>(base ? base->state().seed : 0, 2000 + static_cast<uint64_t>(tp.rank()));
+    drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout()->p(), drop_gen_.get()));
+  } else {
+    drop_ = register_module("drop", whole.dropout());
+  }
 }
 
 Tensor ParallelTransformerBlock::forward(const Tensor& x) {
@@ -185,8 +207,8 @@ void ParallelTransformerBlock::add_specs(const std::string& prefix, ShardSpecs& 
 }
 
 ParallelTokenPositionEmbedding::ParallelTokenPositionEmbedding(const nn::TokenPositionEmbedding& whole,
-                                                               comm::Communicator tp)
-    : tp_(std::move(tp)) {
+                                                               comm::Communicator tp, TpOptions o)
+    : tp_(std::move(tp)), o_(std::move(o)) {
   const Tensor& table = whole.tok()->weight();
   vocab_ = table.size(0);
   if (vocab_ < tp_.size()) fail<ConfigError>("tensor parallel: a vocabulary of {} cannot be split {} ways", vocab_, tp_.size());
@@ -195,7 +217,12 @@ ParallelTokenPositionEmbedding::ParallelTokenPositionEmbedding(const nn::TokenPo
   tok_weight_ = tok->add("weight", rows(table, 0, begin_, end_));
   tok_ = register_module("tok", std::static_pointer_cast<nn::Module>(tok));
   if (whole.pos().defined()) pos_ = register_parameter("pos", whole.pos());
-  drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout(), whole.dropout_generator()));
+  Generator* gen = whole.dropout_generator();
+  if (o_.sequence_parallel) {  // each rank drops elements of its own tokens
+    drop_gen_ = std::make_unique<Generator>(gen ? gen->state().seed : 0, 3000 + static_cast<uint64_t>(tp_.rank()));
+    gen = drop_gen_.get();
+  }
+  drop_ = register_module("drop", std::make_shared<nn::Dropout>(whole.dropout(), gen));
 }
 
 Tensor ParallelTokenPositionEmbedding::forward(const Tensor& tokens) {
@@ -219,8 +246,18 @@ Tensor ParallelTokenPositionEmbedding::forward(const Tensor& tokens) {
     m[i] = mine ? 1.0f : 0.0f;
   }
   const Tensor rows_here = mul(embedding(tok_weight_, local), mask);
-  Tensor x = reduce_from_tensor_parallel(rows_here, tp_);
-  if (pos_.defined()) x = add(x, slice(pos_, 0, 0, tokens.size(1)));
+  if (!o_.sequence_parallel) {
+    Tensor x = reduce_from_tensor_parallel(rows_here, tp_);
+    if (pos_.defined()) x = add(x, slice(pos_, 0, 0, tokens.size(1)));
+    return drop_->forward(x);
+  }
+  // This rank's segment of the summed rows, its positions (the table's
+  // gradient summed over the ranks: each adds its segment's rows).
+  Tensor x = reduce_scatter_sequence(rows_here, tp_);
+  if (pos_.defined()) {
+    const int64_t seg = x.size(1), begin = seg * tp_.rank();
+    x = add(x, slice(copy_to_tensor_parallel(pos_, tp_), 0, begin, begin + seg));
+  }
   return drop_->forward(x);
 }
 
@@ -228,9 +265,11 @@ void ParallelTokenPositionEmbedding::add_specs(const std::string& prefix, ShardS
   specs[prefix + "tok.weight"] = {.dim = 0, .full_shape = {vocab_, tok_weight_.size(1)}, .offset = begin_};
 }
 
-ParallelTiedHead::ParallelTiedHead(std::shared_ptr<ParallelTokenPositionEmbedding> embedding, comm::Communicator tp)
-    : embedding_(std::move(embedding)), tp_(std::move(tp)), widths_(widths_of(embedding_->vocab(), tp_.size())) {}
+ParallelTiedHead::ParallelTiedHead(std::shared_ptr<ParallelTokenPositionEmbedding> embedding, comm::Communicator tp,
+                                   TpOptions o)
+    : embedding_(std::move(embedding)), tp_(std::move(tp)), o_(std::move(o)),
+      widths_(widths_of(embedding_->vocab(), tp_.size())) {}
 
-Tensor ParallelTiedHead::forward(const Tensor& x) { return linear(copy_to_tensor_parallel(x, tp_), embedding_->table()); }
+Tensor ParallelTiedHead::forward(const Tensor& x) { return column_product(x, embedding_->table(), tp_, o_); }
 
 }  // namespace braid::parallel::tensor_parallel

@@ -57,9 +57,34 @@ std::vector<LayerRole> tensor_parallel_roles(const nn::Sequential& model) {
   return roles;
 }
 
-Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss) {
+namespace {
+
+// Sequence parallelism covers a language model from its embedding to its head.
+void check_sequence_parallel(const nn::Sequential& model, const std::vector<LayerRole>& roles) {
+  if (roles.empty() || roles.front() != LayerRole::embedding || roles.back() != LayerRole::head) {
+    fail<ConfigError>("parallel.sequence_parallel splits the sequences of a language model (a token embedding first, "
+                      "a head last: model.name = gpt); this model's first layer is {} and its last {}",
+                      roles.empty() ? "none" : model.name_of(0), roles.empty() ? "none" : model.name_of(model.size() - 1));
+  }
+  for (size_t i = 0; i < model.size(); ++i) {
+    const bool ok = roles[i] == LayerRole::embedding || roles[i] == LayerRole::block || roles[i] == LayerRole::head ||
+                    (roles[i] == LayerRole::replicated &&
+                     (model[i].num_parameters() == 0 || SequenceParallelNorm::wraps(model[i])));
+    if (!ok) {
+      fail<ConfigError>("parallel.sequence_parallel: layer {} is neither a transformer block, a norm nor free of "
+                        "parameters, so it cannot run on sequence segments (set parallel.sequence_parallel = false)",
+                        model.name_of(i));
+    }
+  }
+}
+
+}  // namespace
+
+Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss, TpOptions o) {
   Sharded out{.loss = loss, .full_output = [](const Tensor& y) { return y; }, .specs = {}, .replicated = {}};
   const std::vector<LayerRole> roles = tensor_parallel_roles(model);
+  if (o.sequence_parallel) check_sequence_parallel(model, roles);
+  if (o.overlap && !o.overlap_options.thread) o.overlap_options.thread = std::make_shared<CommThread>();
   std::shared_ptr<ParallelTokenPositionEmbedding> table;  // the sharded embedding a tied head reads
   const nn::Embedding* table_source = nullptr;             // its table before sharding
   for (size_t i = 0; i < model.size(); ++i) {
@@ -67,7 +92,7 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
     switch (roles[i]) {
       case LayerRole::embedding: {
         auto p = std::make_shared<ParallelTokenPositionEmbedding>(
-            dynamic_cast<const nn::TokenPositionEmbedding&>(model[i]), tp);
+            dynamic_cast<const nn::TokenPositionEmbedding&>(model[i]), tp, o);
         p->add_specs(prefix, out.specs);
         table_source = dynamic_cast<const nn::TokenPositionEmbedding&>(model[i]).tok().get();
         model.replace(i, p);
@@ -75,19 +100,19 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
         break;
       }
       case LayerRole::block: {
-        auto p = std::make_shared<ParallelTransformerBlock>(dynamic_cast<const nn::TransformerBlock&>(model[i]), tp);
+        auto p = std::make_shared<ParallelTransformerBlock>(dynamic_cast<const nn::TransformerBlock&>(model[i]), tp, o);
         p->add_specs(prefix, out.specs);
         model.replace(i, p);
         break;
       }
       case LayerRole::column: {
-        auto col = std::make_shared<ColumnParallelLinear>(*as_linear(model, i), tp, /*gather_output=*/false);
+        auto col = std::make_shared<ColumnParallelLinear>(*as_linear(model, i), tp, /*gather_output=*/false, 1, o);
         col->add_specs(prefix, out.specs);
         model.replace(i, col);
         break;
       }
       case LayerRole::row: {
-        auto row = std::make_shared<RowParallelLinear>(*as_linear(model, i), tp);
+        auto row = std::make_shared<RowParallelLinear>(*as_linear(model, i), tp, o);
         row->add_specs(prefix, out.specs);
         model.replace(i, row);
         break;
@@ -98,7 +123,7 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
             fail<ConfigError>("tensor parallel: the tied head at layer {} reads a table that is not this model's "
                               "embedding", model.name_of(i));
           }
-          auto head = std::make_shared<ParallelTiedHead>(table, tp);
+          auto head = std::make_shared<ParallelTiedHead>(table, tp, o);
           const int64_t begin = table->begin(), classes = table->vocab();
           const std::vector<int64_t> widths = head->widths();
           out.loss = [tp, begin, classes](const Tensor& logits, const Tensor& targets) {
@@ -110,7 +135,7 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
         }
         // The head: split over the classes; the loss works on the slices.
         const nn::Linear& l = *as_linear(model, i);
-        auto head = std::make_shared<ColumnParallelLinear>(l, tp, /*gather_output=*/false);
+        auto head = std::make_shared<ColumnParallelLinear>(l, tp, /*gather_output=*/false, 1, o);
         head->add_specs(prefix, out.specs);
         const int64_t begin = head->offset(), classes = l.weight().size(0);
         const std::vector<int64_t> widths = head->widths();
@@ -125,6 +150,9 @@ Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& t
         break;
       case LayerRole::replicated:
         if (model[i].num_parameters() > 0) out.replicated.push_back(model.name_of(i));
+        if (o.sequence_parallel && SequenceParallelNorm::wraps(model[i])) {  // the final norm, on segments
+          model.replace(i, std::make_shared<SequenceParallelNorm>(model.layer(i), tp));
+        }
         break;
     }
   }

@@ -23,6 +23,7 @@
 #include "braid/nn/loss.h"
 #include "braid/nn/sequential.h"
 #include "braid/parallel/shard_spec.h"
+#include "braid/parallel/tensor_parallel/sequence_parallel.h"
 
 namespace braid::parallel::tensor_parallel {
 
@@ -53,6 +54,15 @@ std::vector<LayerRole> tensor_parallel_roles(const nn::Sequential& model);
 // vocabulary-parallel cross-entropy (classification heads; `loss` is kept
 // otherwise). ConfigError for attention heads that the degree does not divide
 // or layers narrower than the degree.
-Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss);
+//
+// o.sequence_parallel: the model must be a language model (a token embedding,
+// transformer blocks, norms, a head); the embedding's output is scattered
+// along the sequence, blocks and norms run on segments, and the head gathers
+// the sequence before its product (its logits are the whole sequence's, so
+// the loss is the vocabulary-parallel cross-entropy as without). ConfigError
+// for any other layer with parameters. o.overlap: the products beside the
+// collectives are chunked and overlapped with them (overlap.h); a
+// communication thread is made when o has none.
+Sharded shard_tensor_parallel(nn::Sequential& model, const comm::Communicator& tp, nn::LossFn loss, TpOptions o = {});
 
 }  // namespace braid::parallel::tensor_parallel
