@@ -109,6 +109,7 @@ void install_kernels(const op::KernelAdder& add) {
   install_dropout_kernels(add);
   install_update_kernels(add);
   install_norm_kernels(add);
+  install_attention_kernels(add);
 }
 
 }  // namespace braid::cuda

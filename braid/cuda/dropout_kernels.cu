@@ -4,33 +4,6 @@ namespace braid::cuda {
 
 namespace {
 
-// rng.cc's constants: the Philox-4x32 multipliers and Weyl key increments.
-constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-
-struct Words {
-  uint32_t w[4];
-};
-
-// braid::philox (rng.cc) as a host/device function: 4 words for (key, counter).
-BRAID_HD inline Words philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
-  uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
-  uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0, p1 = static_cast<uint64_t>(kMul1) * c2;
-    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return {{c0, c1, c2, c3}};
-}
-
 // A thread per Philox block: its 4 words serve up to 4 consecutive elements
 // (fewer at the ends, where the call's words start or stop mid-block).
 template <class T>

@@ -24,6 +24,7 @@ void install_embedding_bag_kernels(const op::KernelAdder& add);  // and its two 
 void install_dropout_kernels(const op::KernelAdder& add);
 void install_update_kernels(const op::KernelAdder& add);  // the optimizer updates
 void install_norm_kernels(const op::KernelAdder& add);
+void install_attention_kernels(const op::KernelAdder& add);  // fused attention, f32 and f64
 
 // Every family above, in one call (the backend's registrar uses it).
 void install_kernels(const op::KernelAdder& add);

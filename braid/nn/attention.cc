@@ -47,6 +47,11 @@ Tensor heads_first(const Tensor& x, int64_t repeat) {
   return reshape(contiguous(p), {b * g * repeat, t, hd});
 }
 
+// Whether attention() takes the fused op for inputs like t.
+bool fused_attention(const Tensor& t) {
+  return (t.device().is_cpu() || t.device().is_cuda()) && (t.dtype() == DType::f32 || t.dtype() == DType::f64);
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Dropout* dropout) {
@@ -57,14 +62,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
   }
   const int64_t b = q.size(0), tq = q.size(1), h = q.size(2), hd = q.size(3), tk = k.size(1);
   const bool drop = dropout && dropout->is_training() && dropout->p() > 0;
-  // The fused op where it has a kernel: no [Tq, Tk] scores, q/k/v read in place.
-  if (q.device().is_cpu() && (q.dtype() == DType::f32 || q.dtype() == DType::f64)) {
+  // The fused op where it has a kernel (CPU and CUDA, f32 and f64): no
+  // [Tq, Tk] scores, q/k/v read in place.
+  if (fused_attention(q)) {
     const Tensor o = scaled_dot_product_attention(
         q, k, v,
         {.causal = causal, .dropout = drop ? dropout->p() : 0.0, .generator = drop ? dropout->generator() : nullptr});
     return reshape(o, {b, tq, h * hd});
   }
-  // Elsewhere (a GPU, reduced precision): matmul, mask, softmax, matmul.
+  // Elsewhere (f16 and bf16 inputs): matmul, mask, softmax, matmul.
   const int64_t repeat = h / k.size(2);
   const Tensor qh = heads_first(q, 1), kh = heads_first(k, repeat), vh = heads_first(v, repeat);
   Tensor scores = mul(matmul(qh, transpose(kh, 1, 2)), 1 / std::sqrt(static_cast<double>(hd)));  // [B*H, Tq, Tk]
@@ -123,8 +129,7 @@ Tensor attend(const Tensor& qkv, int64_t heads, int64_t kv_heads, bool causal, d
 
 bool attend_keeps_scores(const Tensor& qkv) {
   if (attend_override) return false;
-  // As attention() chooses its path.
-  return !(qkv.device().is_cpu() && (qkv.dtype() == DType::f32 || qkv.dtype() == DType::f64));
+  return !fused_attention(qkv);
 }
 
 MultiHeadAttention::MultiHeadAttention(int64_t dim, int64_t heads, Generator& gen, AttentionOptions options)

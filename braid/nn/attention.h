@@ -77,9 +77,9 @@ class TokenPositionEmbedding final : public Module {
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, Dropout* dropout = nullptr);
 
 // Whether attend() on `qkv` keeps [Tq, Tk] attention weights for backward: the
-// composed path (a GPU, reduced precision) does; the fused CPU kernel and an
-// installed AttendOverride (context parallelism) keep only the output and its
-// log-sum-exp. Selective recompute rematerialises the attention core only
+// composed path (f16 and bf16 inputs) does; the fused kernel (f32 and f64, on
+// the CPU and on CUDA devices) and an installed AttendOverride (context
+// parallelism) keep only the output and its log-sum-exp. Selective recompute rematerialises the attention core only
 // where it keeps weights: elsewhere a rerun would cost a whole attention
 // forward to save one [B, T, H hd] tensor.
 bool attend_keeps_scores(const Tensor& qkv);

@@ -140,10 +140,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!(options.dropout >= 0 && options.dropout <= 1)) {
     fail<ValueError>("{}: dropout must be in [0, 1], got {} (q {})", op, options.dropout, to_string(q.shape()));
   }
-  if (!q.is_meta() && !q.device().is_cpu()) {
-    fail<ValueError>("{}: there is a CPU kernel only, and q {} is on {}; compose matmul, softmax and matmul there", op,
-                     to_string(q.shape()), name(q.device()));
-  }
   cpu::check_attention(q.shape(), k.shape(), v.shape(), q.dtype(), k.dtype(), v.dtype(), options.causal, op);
   const double scale = options.scale != 0 ? options.scale : 1 / std::sqrt(static_cast<double>(q.size(3)));
   return op::call1(BRAID_OP("scaled_dot_product_attention"), {q, k, v},

@@ -1,8 +1,8 @@
 // Fused scaled-dot-product attention: softmax(scale q k^T + mask) v with
 // optional dropout on the weights, in one op whose forward and backward never
 // hold a [Tq, Tk] score matrix (braid/tensor/cpu/attention.h: the
-// flash-attention algorithm). f32 and f64, CPU only: on another device the
-// call is refused, and callers compose matmul, softmax and matmul there.
+// flash-attention algorithm). f32 and f64, on the CPU and on CUDA devices
+// (braid/cuda/attention_kernels.h: the same algorithm, a thread per row).
 //
 // Layout "BTHD" (as flash-attention): q [B, Tq, Hq, D], k and v [B, Tk, Hkv,
 // D] -> [B, Tq, Hq, D] contiguous. Hq % Hkv == 0 (grouped-query attention:
