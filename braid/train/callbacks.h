@@ -90,6 +90,9 @@ class Callback {
   virtual void on_message(const std::string& /*text*/) {}
   // A rank persistently slower than the others (world rank 0 of the job reports).
   virtual void on_straggler(const StragglerReport& /*r*/) {}
+  // The data replicas' membership changed (parallel.fault_tolerance =
+  // replica): {"epoch", "step", "members", "left", "joined", "seconds", ...}.
+  virtual void on_membership(const nlohmann::json& /*change*/) {}
   virtual void on_train_end(const TrainSummary& /*s*/) {}
 };
 

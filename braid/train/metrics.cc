@@ -88,6 +88,14 @@ void MetricsLogger::on_straggler(const StragglerReport& r) {
   jsonl_->write(j);
 }
 
+void MetricsLogger::on_membership(const nlohmann::json& change) {
+  if (!jsonl_) return;
+  nlohmann::json j = change;
+  j["event"] = "membership";
+  j["time"] = unix_seconds();
+  jsonl_->write(j);
+}
+
 void MetricsLogger::on_train_end(const TrainSummary& s) {
   if (jsonl_) {
     nlohmann::json r = {{"event", "end"}, {"time", unix_seconds()}, {"steps", s.steps}, {"epochs", s.epochs},

@@ -59,6 +59,7 @@ class MetricsLogger final : public Callback {
   void on_eval(const EvalMetrics& m) override;
   void on_train_end(const TrainSummary& s) override;
   void on_straggler(const StragglerReport& r) override;
+  void on_membership(const nlohmann::json& change) override;
 
   const JsonlWriter* jsonl() const { return jsonl_.get(); }
   const TensorBoardWriter* tensorboard() const { return tb_.get(); }

@@ -122,6 +122,7 @@ Schema braid_schema() {
   add_pbt_keys(s);
   add_ensemble_keys(s);
   add_gossip_keys(s);
+  add_fault_tolerance_keys(s);
   return s;
 }
 

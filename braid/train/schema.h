@@ -65,6 +65,7 @@ void add_averaging_keys(Schema& s);
 void add_pbt_keys(Schema& s);
 void add_ensemble_keys(Schema& s);  // [ensemble] and [distill]
 void add_gossip_keys(Schema& s);
+void add_fault_tolerance_keys(Schema& s);  // parallel.fault_tolerance
 
 // Every section: the schema `braid train` and `braid inspect config` use.
 Schema braid_schema();

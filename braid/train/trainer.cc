@@ -13,6 +13,7 @@
 #include "braid/ops/autocast.h"
 #include "braid/ops/elementwise.h"
 #include "braid/optim/clip.h"
+#include "braid/parallel/fault_tolerance/replica_group.h"
 #include "braid/tensor/allocator.h"
 #include "braid/train/flops.h"
 #include "braid/train/timeline.h"
@@ -110,6 +111,8 @@ double Trainer::train_step(std::span<const data::Batch> micro) {
     const auto t_sync = Clock::now();
     trace::Span span("step", "gradient sync");
     plan_->finish_gradients();
+    // A member ahead sent its state (this step applied there): nothing to update.
+    if (replicas_ && !average_over_replicas()) return value;
     last_sync_s_ = seconds_since(t_sync);
   }
   if (device_.is_cpu()) {
@@ -250,7 +253,8 @@ TrainSummary Trainer::fit() {
   Timeline timeline(o_.trace ? o_.out_dir : "", plan_->world_rank());
   StragglerWatch stragglers(o_.straggler);
   run_id_ = plan_->agree_on_run_id(run_id_);
-  auto [start_epoch, start_batch] = resume();
+  // A replacement replica takes the members' state from one of them, not from disk.
+  auto [start_epoch, start_batch] = replicas_ && replicas_->needs_join() ? join_replicas() : resume();
   setup_plan();
   set_epoch_batch(start_epoch);
   int64_t per_epoch = train_->batches_per_epoch();
@@ -360,6 +364,7 @@ TrainSummary Trainer::fit() {
         loss = train_step(micro);
       }
       batch += static_cast<int64_t>(micro.size());
+      if (replicas_) at_replica_boundary(epoch, batch);
       int64_t rows = 0;
       for (const data::Batch& b : micro) rows += b.size();
       const double dt = seconds_since(t_batch);

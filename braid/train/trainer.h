@@ -30,6 +30,10 @@
 #include "braid/train/checkpoint_async.h"
 #include "braid/train/straggler.h"
 
+namespace braid::parallel::fault_tolerance {
+class ReplicaGroup;
+}
+
 namespace braid::train {
 
 // Whether a run continues from the checkpoints in its out_dir
@@ -140,6 +144,11 @@ class Trainer {
     if (whole_loss) eval_loss_ = std::move(whole_loss);
   }
   parallel::Plan& plan() { return *plan_; }
+  // In-job recovery of data replicas (parallel.fault_tolerance = replica,
+  // trainer_replicas.cc): the plan is one process's, and each step's
+  // gradient is averaged over the group's current members; a replacement
+  // (the group is joining) takes its state from a member instead of resuming.
+  void set_replicas(std::shared_ptr<parallel::fault_tolerance::ReplicaGroup> group);
 
   // Runs the whole schedule (resuming first, as options.resume says). Throws
   // NumericError naming the step when the loss or gradient is not finite;
@@ -251,6 +260,18 @@ class Trainer {
   // After a step of `step_s` seconds: feeds the straggler watch and, when its
   // window closes, shares the figures and reports the ranks it names.
   void watch_stragglers(StragglerWatch& watch, double step_s);
+  // parallel.fault_tolerance = replica (trainer_replicas.cc): the gradient's
+  // average over the members (false: a member ahead sent its state, which
+  // was loaded, so this step is applied already); the state a member sends
+  // and loads; the step boundary, where replacements are admitted.
+  std::shared_ptr<parallel::fault_tolerance::ReplicaGroup> replicas_;
+  bool average_over_replicas();
+  std::vector<std::byte> replica_state() const;
+  void load_replica_state(std::span<const std::byte> bytes);
+  void at_replica_boundary(int64_t epoch, int64_t batch);
+  // A replacement's start: admitted, the state loaded; returns (epoch, batch).
+  std::pair<int64_t, int64_t> join_replicas();
+  std::vector<float> replica_grad_;  // the flat gradient, reused
   std::vector<Tensor> params_;
   Device device_ = Device::cpu;
   double peak_flops_ = 0;  // one device's, for MFU: options.peak_flops or measured in fit()

@@ -21,6 +21,7 @@
 #include "braid/train/models.h"
 #include "braid/train/moe_run.h"
 #include "braid/train/pretrained.h"
+#include "braid/train/replica_run.h"
 
 namespace braid::train {
 
@@ -270,7 +271,16 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   // its replica (the data shard it reads) and its part of the model.
   std::string strategy = c.get_string("parallel.strategy");
   Duration timeout = parallel::ProcessGroupOptions{}.timeout;  // nothing waits without a group
-  if (strategy != "none") {
+  // parallel.fault_tolerance = replica: no fixed group; each replica trains a
+  // one-process plan and averages its gradient over the replica group.
+  const bool replicas = c.get_string("parallel.fault_tolerance") == "replica" && strategy != "none";
+  ReplicaJoin rj;
+  if (replicas) {
+    timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
+    check_replica_plan(c, plan_options(c, timeout, strategy));
+    rj = join_replica_group(c, timeout);
+    strategy = "none";
+  } else if (strategy != "none") {
     const parallel::ProcessGroupOptions group_options = process_group_options(c);
     timeout = group_options.timeout;
     run.group = options.group ? std::move(options.group) : parallel::ProcessGroup::join(group_options);
@@ -322,8 +332,8 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   run.model = planned.model;
   std::shared_ptr<parallel::Plan> plan = std::move(planned.plan);
   check_plan_on_device(*plan, c, device);
-  const int rank = plan->data_rank(), world = plan->data_world();
-  run.leader = plan->is_leader();
+  const int rank = rj.group ? rj.slot : plan->data_rank(), world = rj.group ? rj.slots : plan->data_world();
+  run.leader = rj.group ? rj.slot == 0 : plan->is_leader();
   // The same loader `braid inspect data` shows (train/config_data.h).
   // An ensemble's shards are cut by the run's own seed, alike on every
   // member, so they stay disjoint; a member that reads the whole set visits
@@ -394,7 +404,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                     .keep_checkpoints = static_cast<int>(c.get_int("train.keep_checkpoints")),
                     .sharded_checkpoints = c.get_string("train.checkpoint_format") == "sharded",
                     .checkpoint_async = c.get_string("train.checkpoint_format") != "sharded" || c.get_bool("train.checkpoint_async"),
-                    .checkpoints = true,
+                    .checkpoints = !rj.group || rj.slot == 0,  // replicas: slot 0 writes (the replicas are equal)
                     .out_dir = c.get_string("train.out_dir"), .resume = parse_resume(c.get_string("train.resume")),
                     .config = c.to_json(), .generator = run.generator, .seed = seed,
                     // An ensemble member's gradients are its own, whatever data it reads.
@@ -408,6 +418,7 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
   run.trainer = std::make_unique<Trainer>(run.model, std::move(opt), std::move(schedule), planned.loss,
                                           run.train_loader, run.test_loader, std::move(to));
   run.trainer->set_plan(std::move(plan), nn::cross_entropy_loss);
+  if (rj.group) run.trainer->set_replicas(rj.group);
   // Mixture-of-experts layers: each micro-batch's auxiliary losses weigh as its loss does; router statistics.
   if (auto layers = moe_layers(*run.model); !layers.empty()) {
     if (po.microbatch_max > 0) {

@@ -48,6 +48,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   int max_restarts = 0;
+  int replace = 0;
   double stop_grace_s = 3.0;
   double finish_grace_s = 300.0;
   std::vector<std::string> program;
@@ -134,6 +135,7 @@ int launch(const LaunchOptions& o) {
   spec.node_rank = o.node_rank;
   spec.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_s * 1000));
   spec.finish_grace = std::chrono::milliseconds(static_cast<int64_t>(o.finish_grace_s * 1000));
+  spec.replacements = o.replace;
   for (int attempt = 0;; ++attempt) {
     spec.env = {{"MASTER_ADDR", o.nnodes > 1 ? o.master_addr : "127.0.0.1"},
                 {"MASTER_PORT", std::to_string(port)},
@@ -185,6 +187,9 @@ void add_launch(CLI::App& app) {
   cmd->add_option("--master-addr", opts->master_addr, "Address of node 0 (store host)");
   cmd->add_option("--master-port", opts->master_port, "Store port (0: any free port, one node only)");
   cmd->add_option("--max-restarts", opts->max_restarts, "Restart the whole group this many times on failure (parameter-server jobs: when a server fails)");
+  cmd->add_option("--replace", opts->replace,
+                  "Start a failed rank again as a joining replica, this many times in all, while the others go on "
+                  "(braid train with parallel.fault_tolerance = replica)");
   cmd->add_option("--stop-grace", opts->stop_grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping ranks; in a parameter-server job also how "
                   "long the servers may run on after the last worker ended before they get SIGTERM");

@@ -224,6 +224,10 @@ GroupResult run_group(const GroupSpec& spec) {
   }
 
   bool stopping = false;
+  // A replacement runs the rank's program again as a joiner (GroupSpec::replacements).
+  int replacements_left = spec.replacements;
+  GroupSpec joiner = spec;
+  joiner.env.emplace_back("BRAID_REPLICA_JOIN", "1");
   Clock::time_point kill_at{};
   bool any_may_fail = false;
   for (const auto& c : kids) any_may_fail |= c.may_fail;
@@ -296,6 +300,27 @@ GroupResult run_group(const GroupSpec& spec) {
       c.running = false;
       c.status = status;
       if (!failed(status) || stopping || c.overdue) continue;
+      if (!c.may_fail && replacements_left > 0) {
+        --replacements_left;
+        std::fprintf(stderr, "braid launch: rank %d %s after %.1f s; starting its replacement (BRAID_REPLICA_JOIN=1, "
+                     "%d more allowed)\n", c.rank, describe_status(status).c_str(), seconds_since(t0),
+                     replacements_left);
+        std::fflush(stderr);
+        read_available(c, buf, sizeof buf, spec.tail_lines);
+        for (int* fd : {&c.out_fd, &c.err_fd}) {
+          if (*fd >= 0) ::close(*fd), *fd = -1;
+        }
+        int out[2], err[2];
+        if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+          fail<IoError>("braid launch: pipe: {}", std::strerror(errno));
+        c.pid = spawn(joiner, static_cast<int>(&c - kids.data()), out, err);
+        ::close(out[1]);
+        ::close(err[1]);
+        c.out_fd = out[0], c.err_fd = err[0];
+        c.running = true;
+        result.replaced.push_back(c.rank);
+        continue;
+      }
       if (c.may_fail) {
         result.tolerated.push_back(c.rank);
         if (spec.on_tolerated_failure) {

@@ -67,6 +67,11 @@ struct GroupSpec {
   // waiting for ever. In a plain job such a rank fails the job.
   std::chrono::milliseconds finish_grace{300000};
   size_t tail_lines = 10;  // lines of output kept per rank for the summary
+  // Plain jobs under parallel.fault_tolerance = replica (`--replace N`): a
+  // rank that fails is started again, with BRAID_REPLICA_JOIN=1, while the
+  // others go on (they drop it and admit its replacement), up to this many
+  // times in all; past them a failure stops the group as usual.
+  int replacements = 0;
 };
 
 struct GroupResult {
@@ -87,6 +92,7 @@ struct GroupResult {
   // Ranks still running past their deadline once the outcome was decided
   // without them (GroupSpec::finish_grace); they were named and stopped.
   std::vector<int> overdue;
+  std::vector<int> replaced;  // ranks started again (GroupSpec::replacements), in order
   std::vector<int> exit_codes;  // per local rank: code, or 128+signal
   // "straggler: rank 1 works ..." lines the ranks printed (train/straggler.h).
   std::vector<std::string> stragglers;
