@@ -226,6 +226,16 @@ parallel::PlanOptions plan_options(const Config& c, Duration timeout, const std:
     }
     o.context_mode = c.get_string("parallel.context_mode");
   }
+  o.sequence_parallel = c.get_bool("parallel.sequence_parallel");
+  if (o.sequence_parallel && o.mesh.tensor <= 1) {
+    fail<ConfigError>("parallel.sequence_parallel = true splits the sequence over the tensor axis; parallel.tensor = "
+                      "{} has none (set parallel.tensor > 1 or parallel.sequence_parallel = false)", o.mesh.tensor);
+  }
+  if (o.sequence_parallel && o.mesh.context > 1) {
+    fail<ConfigError>("parallel.sequence_parallel = true with parallel.context = {} is not built (each splits the "
+                      "sequence; use one of them)", o.mesh.context);
+  }
+  if (o.mesh.tensor > 1) o.tp_overlap = c.get_bool("parallel.tp_overlap");
   o.expert = static_cast<int>(c.get_int("parallel.expert"));
   o.microbatches = static_cast<int>(c.get_int("parallel.microbatches"));
   if (o.mesh.pipeline > 1) {

@@ -55,6 +55,14 @@ void add_parallel_keys(Schema& s) {
                  "2C); ulysses = all-to-all to whole sequences of H / C heads and back (model.n_heads and "
                  "model.kv_heads divisible by C)",
          .choices = {"ring", "ulysses"}});
+  s.add({.name = "parallel.sequence_parallel", .type = T::Bool, .default_value = false,
+         .help = "with parallel.tensor > 1: layer norms, dropout and residuals run on T / tensor tokens of each "
+                 "sequence, the all-reduces of tensor parallelism become all-gathers and reduce-scatters along the "
+                 "sequence (model.name = gpt; model.context divisible by parallel.tensor; docs/tensor_parallel.md)"});
+  s.add({.name = "parallel.tp_overlap", .type = T::Bool, .default_value = true,
+         .help = "with parallel.tensor > 1: cut each GEMM beside a tensor-parallel collective into chunks and run "
+                 "each chunk's collective on a communication thread while the next chunk multiplies (f32); false: "
+                 "the blocking collectives, for comparison"});
   s.add({.name = "parallel.schedule", .type = T::String, .default_value = std::string("1f1b"),
          .help = "pipeline schedule: gpipe = all forwards then all backwards; 1f1b = one forward one backward "
                  "(fewer activations alive); interleaved = 1F1B over parallel.virtual_stages chunks per rank "

@@ -176,6 +176,10 @@ std::vector<Context> contexts(const std::string& dir) {
        [t](const Config& c) { check_expert_parallel(c, plan_options(c, t)); }},
       {"asynchronous admm on servers (readers)",
        {"parallel.strategy=admm", "admm.mode=async"},
+      {"sequence-parallel gpt, blocking collectives (readers)",
+       {"model.name=gpt", "parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.tp_overlap=false",
+        "parallel.strategy=allreduce"},
+       [t](const Config& c) { plan_options(c, t); }},
        [t](const Config& c) { plan_options(c, t); }},
   };
 }
