@@ -39,7 +39,13 @@ models::GptConfig gpt_config(const Config& c, const ModelInfo& info) {
     g.moe.every = c.get_int("model.moe.every");
     g.moe.capacity_factor = c.get_float("model.moe.capacity_factor");
     g.moe.shared_experts = c.get_int("model.moe.shared_experts");
-    g.moe.aux_loss = c.get_float("model.moe.aux_loss");
+    if (c.get_string("model.moe.balance") == "bias") {
+      g.moe.balance = nn::MoeBalance::bias;
+      g.moe.bias_rate = c.get_float("model.moe.bias_rate");
+      if (!(g.moe.bias_rate > 0)) fail<ConfigError>("model.moe.bias_rate must be positive with model.moe.balance = bias");
+    } else {
+      g.moe.aux_loss = c.get_float("model.moe.aux_loss");
+    }
     g.moe.z_loss = c.get_float("model.moe.z_loss");
     const std::string& on = c.get_string("train.device");
     if (on != "cpu") {

@@ -35,14 +35,42 @@ void check_expert_parallel(const Config& c, const parallel::PlanOptions& po) {
     fail<ConfigError>("parallel.expert = {} needs mixture-of-experts layers (model.name = gpt with model.moe.experts "
                       "> 0)", po.expert);
   }
-  if (c.get_float("train.grad_clip") > 0) {
-    fail<ConfigError>("train.grad_clip with parallel.expert = {}: the gradient norm would count only this rank's "
-                      "experts (use train.grad_clip = 0)", po.expert);
-  }
 }
 
 void set_moe_loss_scale(nn::Module& model, int64_t micro_batches) {
   for (auto& [name, moe] : moe_layers(model)) moe->set_loss_scale(1.0 / static_cast<double>(micro_batches));
+}
+
+MoeBalanceBias::MoeBalanceBias(std::vector<std::pair<std::string, nn::MoE*>> layers, comm::Communicator data,
+                               const std::string& strategy)
+    : data_(std::move(data)) {
+  for (auto& [name, moe] : layers) {
+    if (moe->balance_bias().defined()) layers_.push_back(moe);
+  }
+  const bool lockstep = strategy == "none" || strategy == "auto" || strategy == "allreduce" || strategy == "zero";
+  if (data_.valid() && data_.size() > 1 && !lockstep) {
+    fail<ConfigError>("model.moe.balance = bias with parallel.strategy = {}: the bias moves by every data rank's load "
+                      "each step, and those ranks do not step together (use allreduce, zero or auto)", strategy);
+  }
+}
+
+void MoeBalanceBias::on_step(const StepMetrics&) {
+  if (layers_.empty()) return;
+  std::vector<std::vector<int64_t>> loads;
+  std::vector<double> all;  // counts, exact in doubles
+  for (nn::MoE* moe : layers_) {
+    loads.push_back(moe->take_step_load());
+    all.insert(all.end(), loads.back().begin(), loads.back().end());
+  }
+  if (data_.valid() && data_.size() > 1) {
+    const Duration timeout = data_.options().timeout;
+    comm::Communicator(data_).allreduce(all, {.op = comm::Op::sum, .timeout = timeout}).wait(Deadline::after(timeout * 2));
+  }
+  size_t at = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    for (int64_t& v : loads[l]) v = static_cast<int64_t>(all[at++]);
+    layers_[l]->update_balance_bias(loads[l]);
+  }
 }
 
 MoeMetrics::MoeMetrics(std::vector<std::pair<std::string, nn::MoE*>> layers, std::string out_dir)
@@ -61,6 +89,7 @@ void MoeMetrics::on_log(const StepMetrics& m) {
     layers.push_back({{"layer", name}, {"tokens", s.tokens}, {"max_over_mean", r}, {"dropped", s.dropped},
                       {"dropped_fraction", s.assigned ? static_cast<double>(s.dropped) / static_cast<double>(s.assigned) : 0.0},
                       {"aux_loss", s.aux_loss / calls}, {"z_loss", s.z_loss / calls}});
+    if (moe->balance_bias().defined()) layers.back()["bias"] = moe->balance_bias().to_vector<float>();
     nn::RouterStats mean = s;
     mean.aux_loss /= calls, mean.z_loss /= calls, mean.calls = 1;
     mean.tokens.clear();

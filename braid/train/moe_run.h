@@ -9,13 +9,15 @@
 // per train.log_every window, of the tokens this rank routed (its data shard):
 // tokens per expert, max / mean of them, assignments dropped over capacity,
 // and the unweighted load-balancing and z losses averaged over the window's
-// micro-batches (the top-level figures over every layer).
+// micro-batches (the top-level figures over every layer); with
+// model.moe.balance = bias each layer's "bias" [E] as it stands.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "braid/comm/communicator.h"
 #include "braid/nn/moe.h"
 #include "braid/parallel/plan_factory.h"
 #include "braid/train/callbacks.h"
@@ -34,6 +36,22 @@ void check_expert_parallel(const Config& c, const parallel::PlanOptions& po);
 // After the plan: each micro-batch's auxiliary losses weigh 1 / (micro-batches
 // per step), as its loss does. micro_batches: of one optimizer step.
 void set_moe_loss_scale(nn::Module& model, int64_t micro_batches);
+
+// model.moe.balance = bias: after every step each layer's load (assignments
+// per expert) is summed over `data` (every rank holding a replica of the
+// layer, so the tokens of the whole step), and the bias moves by it alike on
+// every rank. Refuses a plan whose data ranks do not step together
+// (ConfigError naming the keys).
+class MoeBalanceBias final : public Callback {
+ public:
+  MoeBalanceBias(std::vector<std::pair<std::string, nn::MoE*>> layers, comm::Communicator data,
+                 const std::string& strategy);
+  void on_step(const StepMetrics& m) override;
+
+ private:
+  std::vector<nn::MoE*> layers_;
+  comm::Communicator data_;
+};
 
 class MoeMetrics final : public Callback {
  public:

@@ -77,6 +77,12 @@ void add_model_keys(Schema& s) {
          .help = "gpt, moe.experts > 0: a dense MLP of this many experts' width every token passes through", .min = 0});
   s.add({.name = "model.moe.aux_loss", .type = T::Float, .default_value = 0.01,
          .help = "gpt, moe.experts > 0: coefficient of the load-balancing loss (Switch's E sum f_e P_e)", .min = 0.0});
+  s.add({.name = "model.moe.balance", .type = T::String, .default_value = std::string("aux_loss"),
+         .help = "gpt, moe.experts > 0: how the router is balanced: aux_loss (the load-balancing loss) or bias "
+                 "(DeepSeek-V3's auxiliary-loss-free per-expert bias on the top-k choice)",
+         .choices = {"aux_loss", "bias"}});
+  s.add({.name = "model.moe.bias_rate", .type = T::Float, .default_value = 0.001,
+         .help = "gpt, moe.balance = bias: each step moves an expert's bias by this toward balance", .min = 0.0});
   s.add({.name = "model.moe.z_loss", .type = T::Float, .default_value = 0.001,
          .help = "gpt, moe.experts > 0: coefficient of the router z-loss (mean logsumexp^2)", .min = 0.0});
   s.add({.name = "model.ghost_batch", .type = T::Int, .default_value = int64_t{16},

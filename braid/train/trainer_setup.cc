@@ -433,6 +433,10 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
                         "micro-batch, and this splits a step into a varying number of them");
     }
     set_moe_loss_scale(*run.model, int64_t{po.microbatches} * (pipeline_accumulates ? 1 : accumulate));
+    if (c.get_string("model.moe.balance") == "bias") {
+      run.trainer->add_callback(std::make_shared<MoeBalanceBias>(layers, run.trainer->plan().mesh().data_context_group(),
+                                                                 po.strategy));
+    }
     if (run.leader) {
       run.trainer->add_callback(std::make_shared<MoeMetrics>(std::move(layers), c.get_string("train.out_dir")));
     }

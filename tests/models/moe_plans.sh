@@ -12,9 +12,13 @@
 # within 1e-3. Plans:
 # EP=2 and EP=4 (one expert a rank), each dropless and with token dropping
 # (capacity factor 1), DP=2 x EP=2, a two-stage pipeline of MoE blocks, TP=2 and TP=2 x
-# EP=2 (attention split, experts whole on each tensor rank); an EP
-# checkpoint resumed by one process and back.
-# Bad input: 4 experts over 3 ranks, top_k > experts, EP without MoE layers.
+# EP=2 (attention split, experts whole on each tensor rank); ZeRO-1 and -2
+# x EP; gradient clipping under EP (the norm counts each expert once) and
+# with ZeRO; auxiliary-loss-free (bias) balancing under EP; an EP checkpoint
+# resumed by one process and back, and one of ZeRO-2 x EP with momentum
+# against one process throughout.
+# Bad input: 4 experts over 3 ranks, top_k > experts, EP without MoE layers,
+# ZeRO-3 with EP, bias balancing with an averaging strategy.
 # usage: moe_plans.sh BRAID_BINARY
 set -euo pipefail
 braid=$1
@@ -108,6 +112,27 @@ grep -q '"dropped":[1-9]' "$out/ep2_cf1.40/metrics.jsonl" || { echo "FAIL: capac
 grep -q '"event":"moe"' "$out/ep2_cf0.40/metrics.jsonl" || { echo "FAIL: no router statistics in metrics.jsonl"; exit 1; }
 compare dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2
 compare pp2_ep2 one_m4_cf0 4 train.batch_size=2 parallel.pipeline=2 parallel.microbatches=2 parallel.expert=2
+# ZeRO-1 and -2 with DP=2 x EP=2: the rest split over the data axis, each expert over its replicas.
+compare zero1_dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2 parallel.strategy=zero parallel.zero_stage=1
+compare zero2_dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2 parallel.strategy=zero parallel.zero_stage=2
+# Gradient clipping (a small limit, so every step clips): the norm counts every expert once.
+clip=(train.grad_clip=0.05)
+for m in 2 4; do
+  run "one_m${m}_clip.1" 1 1 "${clip[@]}" train.batch_size=$m parallel.microbatches=$m
+  run "one_m${m}_clip.40" 1 40 "${clip[@]}" train.batch_size=$m parallel.microbatches=$m
+done
+compare ep2_clip one_m2_clip 2 "${clip[@]}" train.batch_size=1 parallel.expert=2
+compare dp2_ep2_clip one_m4_clip 4 "${clip[@]}" train.batch_size=1 parallel.expert=2
+compare zero2_dp2_ep2_clip one_m4_clip 4 "${clip[@]}" train.batch_size=1 parallel.expert=2 parallel.strategy=zero \
+  parallel.zero_stage=2
+# Auxiliary-loss-free balancing: the bias moves by the load of every data rank's tokens, so EP routes as one process.
+bias=(model.moe.balance=bias model.moe.bias_rate=0.01)
+for m in 2 4; do
+  run "one_m${m}_bias.1" 1 1 "${bias[@]}" train.batch_size=$m parallel.microbatches=$m
+  run "one_m${m}_bias.40" 1 40 "${bias[@]}" train.batch_size=$m parallel.microbatches=$m
+done
+compare ep2_bias one_m2_bias 2 "${bias[@]}" train.batch_size=1 parallel.expert=2
+compare dp2_ep2_bias one_m4_bias 4 "${bias[@]}" train.batch_size=1 parallel.expert=2
 # Tensor parallelism on the attention, the MoE MLPs whole on each tensor rank; then its data axis split by EP.
 compare tp2 one_m2_cf0 2 train.batch_size=2 parallel.microbatches=2 parallel.tensor=2
 compare tp2_ep2 one_m2_cf0 4 train.batch_size=1 parallel.tensor=2 parallel.expert=2
@@ -120,6 +145,33 @@ run ck_ep_again 2 8 "${ck[@]}" train.batch_size=1 parallel.expert=2
 grep -q "resumed from .*(step 4," "$out/ck_one.log" && grep -q "resumed from .*(step 6," "$out/ck_ep_again.log" ||
   { cat "$out/ck_one.log" "$out/ck_ep_again.log"; echo "FAIL: EP checkpoints do not resume across plans"; exit 1; }
 echo "ok: EP -> one process -> EP checkpoints resume"
+# ZeRO-2 x EP checkpoints with momentum (the optimizer's buffers of both parameter groups gathered,
+# then sliced again): EP+ZeRO -> one process -> EP+ZeRO equals one process throughout.
+mom=(optim.momentum=0.9 train.checkpoint_every=2 train.resume=auto)
+zero=(train.batch_size=1 parallel.expert=2 parallel.strategy=zero parallel.zero_stage=2)
+run ck_zero_ep 4 4 "${mom[@]}" train.out_dir="$out/ckz" "${zero[@]}"
+run ck_zero_one 1 6 "${mom[@]}" train.out_dir="$out/ckz" train.batch_size=4 parallel.microbatches=4
+run ck_zero_again 4 8 "${mom[@]}" train.out_dir="$out/ckz" "${zero[@]}"
+run ck_zero_ref 1 8 "${mom[@]}" train.out_dir="$out/ckz_ref" train.batch_size=4 parallel.microbatches=4
+grep -q "resumed from .*(step 6," "$out/ck_zero_again.log" || { cat "$out/ck_zero_again.log"; echo "FAIL: no resume"; exit 1; }
+/usr/bin/python3 - "$out/ckz/ckpt-00000008.safetensors" "$out/ckz_ref/ckpt-00000008.safetensors" <<'PY' ||
+import json, struct, sys
+import numpy as np
+def read(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
+            for k, v in header.items() if k != "__metadata__" and v["dtype"] == "F32"}
+got, want = read(sys.argv[1]), read(sys.argv[2])
+assert got.keys() == want.keys(), sorted(set(got) ^ set(want))
+assert any(k.startswith("optim") for k in want), sorted(want)[:5]
+worst = max((float(np.abs(got[k] - want[k]).max()), k) for k in want)
+print(f"  after 8 steps across EP+ZeRO-2 / one process / EP+ZeRO-2: largest difference {worst[0]:.2e} ({worst[1]})")
+sys.exit(0 if worst[0] <= 1e-5 else 1)
+PY
+  { echo "FAIL: EP + ZeRO checkpoints do not continue as one process"; exit 1; }
+echo "ok: EP + ZeRO-2 -> one process -> EP + ZeRO-2 checkpoints resume, momentum included"
 refused() {  # refused NAME PROCESSES PATTERN KEY=VALUE...
   local name=$1 n=$2 pattern=$3; shift 3
   if (run "$name" "$n" 1 "$@") 2>/dev/null; then echo "FAIL: $name was not refused"; exit 1; fi
@@ -129,4 +181,8 @@ refused() {  # refused NAME PROCESSES PATTERN KEY=VALUE...
 refused experts_over_3 3 "model.moe.experts = 4 is not divisible by parallel.expert = 3" train.batch_size=1 parallel.expert=3
 refused top_k 1 "model.moe.top_k = 5 exceeds model.moe.experts = 4" model.moe.top_k=5
 refused no_moe 2 "parallel.expert = 2 needs mixture-of-experts layers" model.moe.experts=0 parallel.expert=2
+refused zero3 4 "parallel.expert = 2 with parallel.zero_stage = 3" train.batch_size=1 parallel.expert=2 \
+  parallel.strategy=zero parallel.zero_stage=3
+refused bias_local_sgd 2 "model.moe.balance = bias with parallel.strategy = local_sgd" train.batch_size=1 \
+  model.moe.balance=bias parallel.strategy=local_sgd
 echo "all moe plans ok"

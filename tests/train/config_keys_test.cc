@@ -151,6 +151,10 @@ std::vector<Context> contexts(const std::string& dir) {
         "model.context=16", "model.d_model=16", "model.n_layers=2", "model.moe.experts=4", "model.moe.top_k=2",
         "model.moe.every=2", "model.moe.capacity_factor=1.25", "model.moe.shared_experts=1",
         "model.moe.aux_loss=0.02", "model.moe.z_loss=0.002"}},
+      {"token shards gpt, mixture of experts balanced by a bias",
+       {"data.name=tokens", "data.path=" + dir + "/tok-*.tok", "model.name=gpt", "parallel.strategy=none",
+        "model.context=16", "model.d_model=16", "model.n_layers=2", "model.moe.experts=4",
+        "model.moe.balance=bias", "model.moe.bias_rate=0.002"}},
       // Several processes: the readers the setup calls.
       {"pipeline of 2 (readers)",
        {"parallel.pipeline=2", "parallel.strategy=allreduce"},
