@@ -9,6 +9,7 @@
 #include "braid/base/error.h"
 #include "braid/base/trace.h"
 #include "braid/comm/communicator_impl.h"
+#include "braid/comm/device_comm.h"
 
 namespace braid::comm {
 
@@ -201,36 +202,16 @@ void check_blocks(BufferRef whole, BufferRef block, int p, const char* op) {
     fail<ValueError>("{}: {} elements is not {} ranks x {} elements", op, whole.count, p, block.count);
 }
 
-std::array<std::atomic<DeviceCollectives*>, 3>& device_collectives() {
-  static std::array<std::atomic<DeviceCollectives*>, 3> c{};
-  return c;
-}
-
-// The collectives of the device that holds these buffers (all on one device).
-DeviceCollectives& on_device(std::initializer_list<BufferRef> bufs, const char* op) {
-  const Device device = bufs.begin()->device;
-  for (const BufferRef& b : bufs) {
-    if (b.device != device) fail<ValueError>("{}: buffers on {} and {}", op, name(device), name(b.device));
-  }
-  DeviceCollectives* c = device_collectives()[static_cast<size_t>(device.type)].load();
-  if (c == nullptr) fail<ValueError>("{}: no collectives for buffers on {} in this build", op, name(device));
-  return *c;
-}
-
 bool on_host(std::initializer_list<BufferRef> bufs) {
   return std::all_of(bufs.begin(), bufs.end(), [](const BufferRef& b) { return b.device.is_cpu(); });
 }
 
 }  // namespace
 
-void set_device_collectives(DeviceType type, DeviceCollectives* collectives) {
-  device_collectives()[static_cast<size_t>(type)].store(collectives);
-}
-
 Work Communicator::allreduce(BufferRef buf, AllreduceOptions o) {
   Impl& m = impl();
   check_reducible(buf.dtype);
-  if (!on_host({buf})) return on_device({buf}, "allreduce").allreduce(*this, buf, o.op, m.timeout_or_default(o.timeout));
+  if (!on_host({buf})) return device_collectives_for({buf}, "allreduce").allreduce(*this, buf, o.op, m.timeout_or_default(o.timeout));
   const int p = size();
   const OpInfo info{.op = "allreduce", .bytes = buf.bytes(), .dtype = buf.dtype, .reduce = o.op,
                     .algorithm = o.algorithm};
@@ -285,7 +266,7 @@ Work Communicator::reduce(BufferRef buf, ReduceOptions o) {
 Work Communicator::broadcast(BufferRef buf, RootOptions o) {
   Impl& m = impl();
   check_root(o.root, size(), "broadcast");
-  if (!on_host({buf})) return on_device({buf}, "broadcast").broadcast(*this, buf, o.root, m.timeout_or_default(o.timeout));
+  if (!on_host({buf})) return device_collectives_for({buf}, "broadcast").broadcast(*this, buf, o.root, m.timeout_or_default(o.timeout));
   return m.submit({.op = "broadcast", .bytes = buf.bytes(), .root = o.root}, m.timeout_or_default(o.timeout),
                   [buf, o](Group& g) { binomial_broadcast(g, bytes_of(buf), o.root); });
 }
@@ -295,7 +276,7 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
   check_reducible(in.dtype);
   check_blocks(in, out, size(), "reduce_scatter");
   if (!on_host({in, out})) {
-    return on_device({in, out}, "reduce_scatter").reduce_scatter(*this, in, out, o.op, m.timeout_or_default(o.timeout));
+    return device_collectives_for({in, out}, "reduce_scatter").reduce_scatter(*this, in, out, o.op, m.timeout_or_default(o.timeout));
   }
   const OpInfo info{.op = "reduce_scatter", .bytes = in.bytes(), .dtype = in.dtype, .reduce = o.op};
   return m.submit(info, m.timeout_or_default(o.timeout), [&m, in, out, o](Group& g) {
@@ -311,7 +292,7 @@ Work Communicator::reduce_scatter(BufferRef in, BufferRef out, ReduceScatterOpti
 Work Communicator::allgather(BufferRef in, BufferRef out, TimeoutOptions o) {
   Impl& m = impl();
   check_blocks(out, in, size(), "allgather");
-  if (!on_host({in, out})) return on_device({in, out}, "allgather").allgather(*this, in, out, m.timeout_or_default(o.timeout));
+  if (!on_host({in, out})) return device_collectives_for({in, out}, "allgather").allgather(*this, in, out, m.timeout_or_default(o.timeout));
   return m.submit({.op = "allgather", .bytes = out.bytes()}, m.timeout_or_default(o.timeout), [&m, in, out](Group& g) {
     // `in` may already be the rank's block of `out` (ZeRO gathers in place).
     std::byte* mine = out.data + g.rank() * in.bytes();
@@ -405,7 +386,7 @@ Work Communicator::send(BufferRef buf, int peer, P2POptions o) {
   Impl& m = impl();
   if (o.tag >= kMaxUserTag) fail<ValueError>("send: tag {} is not below 2^39", o.tag);
   check_root(peer, size(), "send");
-  if (!on_host({buf})) return on_device({buf}, "send").send(*this, buf, peer, m.options.timeout);
+  if (!on_host({buf})) return device_collectives_for({buf}, "send").send(*this, buf, peer, m.options.timeout);
   return m.transport->send(m.members[peer], p2p_tag(m.id, o.tag), bytes_of(buf));
 }
 
@@ -413,7 +394,7 @@ Work Communicator::recv(BufferRef buf, int peer, P2POptions o) {
   Impl& m = impl();
   if (o.tag >= kMaxUserTag) fail<ValueError>("recv: tag {} is not below 2^39", o.tag);
   check_root(peer, size(), "recv");
-  if (!on_host({buf})) return on_device({buf}, "recv").recv(*this, buf, peer, m.options.timeout);
+  if (!on_host({buf})) return device_collectives_for({buf}, "recv").recv(*this, buf, peer, m.options.timeout);
   return m.transport->recv(m.members[peer], p2p_tag(m.id, o.tag), bytes_of(buf));
 }
 

@@ -29,6 +29,11 @@ namespace braid::cuda::emulated {
 // once per process (later calls do nothing).
 void install();
 
+// Forgets every emulated NCCL communicator (emulated/nccl.cc): one that was
+// aborted by a timeout refuses later calls, and the next in-process world
+// reuses its communicators' ids and ranks.
+void reset_collectives();
+
 struct Counters {
   int64_t launches = 0;       // kernels: each grid of a kernel of ours, each GEMM, each convolution
   int64_t syncs = 0;          // times the host waited for the device (copies to the host, synchronize)

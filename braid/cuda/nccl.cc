@@ -9,7 +9,9 @@
 
 #include "braid/base/error.h"
 #include "braid/comm/communicator.h"
+#include "braid/comm/device_comm.h"
 #include "braid/cuda/runtime.h"
+#include "braid/cuda/staged.h"
 
 // Named by the link options of braid_cuda: keeps this file and its registrar.
 extern "C" {
@@ -185,6 +187,7 @@ class NcclCollectives final : public comm::DeviceCollectives {
 const bool registered = [] {
   static NcclCollectives collectives;
   comm::set_device_collectives(DeviceType::cuda, &collectives);
+  comm::set_staged_collectives(DeviceType::cuda, &staged_collectives());
   return true;
 }();
 

@@ -105,6 +105,12 @@ void add_parallel_keys(Schema& s) {
                  "and most that one peer's early messages may add up to; past it the connection to that peer fails "
                  "naming it (docs/reliability.md, \"Hostile bytes\")",
          .min = 1.0, .max = static_cast<double>(int64_t{1} << 20), .env = "BRAID_MAX_MESSAGE_MIB"});
+  s.add({.name = "parallel.device_comm", .type = T::String, .default_value = std::string("auto"),
+         .help = "train.device = cuda: how collectives move device buffers (docs/gpu.md, \"Several GPUs and every "
+                 "plan\"): nccl = NCCL (every rank with a GPU of its own); staged = copied to the host, braid's own "
+                 "algorithms over parallel.transport, copied back (several processes on one GPU); auto = nccl where "
+                 "it can serve the group, else staged",
+         .choices = {"auto", "nccl", "staged"}});
   s.add({.name = "parallel.codec", .type = T::String, .default_value = std::string("none"),
          .help = "gradient compression of allreduce buckets and parameter-server pushes (docs/compression.md): "
                  "none = f32; fp16/bf16 = 16-bit casts, reduced in the half type; qsgd = stochastic quantisation to "

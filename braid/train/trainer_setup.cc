@@ -16,6 +16,7 @@
 #include "braid/tensor/cpu/autotune.h"
 #include "braid/text/token_dataset.h"
 #include "braid/train/config_data.h"
+#include "braid/train/device_plans.h"
 #include "braid/train/ensemble.h"
 #include "braid/train/flops.h"
 #include "braid/train/models.h"
@@ -148,30 +149,6 @@ void require_cpu_device(const Config& config, std::string_view what, std::string
   if (!cpu) fail<ConfigError>("train.device = {} has no effect on {}: {}; use train.device = cpu", text, what, why);
 }
 
-namespace {
-
-// Plans whose every tensor the trainer touches stays on `device`: one
-// process, or data-parallel all-reduce of the gradient buckets (made on the
-// parameters' device and reduced through the communicator). The others copy
-// parameters through host memory (ZeRO's flat buffers, model averaging,
-// codecs, parameter servers) or send activations between ranks (pipeline,
-// tensor parallel), which has not been made to work on a device yet.
-void check_plan_on_device(const parallel::Plan& plan, const Config& c, Device device) {
-  if (device.is_cpu()) return;
-  const std::string sync = plan.grad_sync_name();
-  const bool supported = plan.aggregation() == nullptr && (sync.empty() || sync == "allreduce") &&
-                         plan.mesh().degree(parallel::Axis::tensor) == 1 &&
-                         plan.mesh().degree(parallel::Axis::pipeline) == 1 &&
-                         plan.mesh().degree(parallel::Axis::context) == 1 && c.get_string("parallel.codec") == "none";
-  if (!supported) {
-    fail<ConfigError>("train.device = {}: the plan ({}) is not supported on a GPU yet; train there with one process "
-                      "or parallel.strategy = allreduce over the data axis without a codec, or use train.device = cpu",
-                      name(device), plan.describe());
-  }
-}
-
-}  // namespace
-
 ModelAndBatch model_and_batch(const Config& c) {
   const Datasets ds = load_datasets(c);
   ModelAndBatch m;
@@ -293,6 +270,9 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
     run.group = options.group ? std::move(options.group) : parallel::ProcessGroup::join(group_options);
     // auto: a job started with parameter servers trains through them.
     if (strategy == "auto" && run.group->env().ps_servers > 0) strategy = "ps";
+    // How collectives move device buffers (NCCL or staged through the host),
+    // agreed by every rank before the plan's first collective.
+    if (!device.is_cpu()) comm::choose_device_comm(run.group->comm(), device, device_comm_option(c, device));
   }
   parallel::PlanOptions po = plan_options(c, timeout, strategy);
   if (po.mesh.context > 1) {

@@ -22,6 +22,7 @@
 #include "braid/models/hf_checkpoint.h"
 #include "braid/text/shards.h"
 #include "braid/train/distill.h"
+#include "braid/train/device_plans.h"
 #include "braid/train/moe_run.h"
 #include "braid/train/schema.h"
 #include "braid/train/trainer_setup.h"
@@ -178,6 +179,9 @@ std::vector<Context> contexts(const std::string& dir) {
       {"expert-parallel gpt (readers)",
        {"model.name=gpt", "model.moe.experts=4", "parallel.expert=2", "parallel.strategy=allreduce"},
        [t](const Config& c) { check_expert_parallel(c, plan_options(c, t)); }},
+      {"data parallel on a GPU, collectives staged through the host (readers)",
+       {"train.device=cuda", "parallel.strategy=allreduce", "parallel.device_comm=staged"},
+       [](const Config& c) { device_comm_option(c, Device::cuda(0)); }},
       {"asynchronous admm on servers (readers)",
        {"parallel.strategy=admm", "admm.mode=async"},
       {"sequence-parallel gpt, blocking collectives (readers)",

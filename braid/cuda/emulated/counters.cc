@@ -13,13 +13,15 @@ State& state() {
 }
 
 Counters counters() {
-  const State& s = state();
+  State& s = state();
+  std::lock_guard lock(s.mu);
   Counters c = s.counters;
   for (const auto& [name, n] : s.by_kernel) c.by_kernel[name] += n;  // one name may sit at several addresses
   return c;
 }
 
 void reset_counters() {
+  std::lock_guard lock(state().mu);
   state().counters = Counters{};
   state().by_kernel.clear();
 }
@@ -32,6 +34,7 @@ bool null_device() { return state().null_device; }
 
 bool launch(const char* what) {
   State& s = state();
+  std::lock_guard lock(s.mu);
   ++s.counters.launches;
   ++s.by_kernel[what];
   return !s.null_device;
@@ -50,7 +53,10 @@ void refuse_in_capture(const char* what) {
 
 void install() {
   static std::once_flag once;
-  std::call_once(once, [] { install_backend(); });
+  std::call_once(once, [] {
+    install_backend();
+    install_collectives();
+  });
 }
 
 }  // namespace braid::cuda::emulated

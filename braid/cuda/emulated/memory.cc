@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "braid/base/error.h"
 #include "braid/cuda/deferred_checks.h"
@@ -28,6 +29,7 @@ class HostMemory final : public DeviceMemory {
     void* p = std::aligned_alloc(64, padded);
     if (p == nullptr) return nullptr;
     std::memset(p, 0, padded);  // the null device leaves blocks as they came: zeros are finite
+    std::lock_guard lock(emulated::state().mu);
     emulated::Counters& c = emulated::state().counters;
     ++c.allocations;
     c.allocated_bytes += static_cast<int64_t>(nbytes);
@@ -57,6 +59,7 @@ void* device_allocate(size_t nbytes, int) { return allocator().allocate(nbytes, 
 void device_free(void* p, int) { allocator().deallocate(p); }
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;
+  std::unique_lock lock(emulated::state().mu);  // the counts only: ranks as threads copy at once
   emulated::Counters& c = emulated::state().counters;
   if (dst_device.is_cuda() && !src_device.is_cuda()) {
     c.to_device_bytes += static_cast<int64_t>(nbytes);
@@ -75,12 +78,16 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     ++c.copies;
     if (emulated::null_device()) return;
   }
+  lock.unlock();
   std::memmove(dst, src, nbytes);
   if (!dst_device.is_cuda()) raise_failed_checks(0);  // a wait: checks run on the device report
 }
 void synchronize_gpu(int) {
   emulated::refuse_in_capture("synchronize");
-  ++emulated::state().counters.syncs;
+  {
+    std::lock_guard lock(emulated::state().mu);
+    ++emulated::state().counters.syncs;
+  }
   raise_failed_checks(0);
 }
 

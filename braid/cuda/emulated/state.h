@@ -2,6 +2,7 @@
 // own files: memory.cc counts allocations and copies, counters.cc launches.
 #pragma once
 
+#include <mutex>
 #include <unordered_map>
 
 #include "braid/cuda/emulated.h"
@@ -14,6 +15,9 @@ struct State {
   // costs an increment, not a string's construction, so the host time
   // measured there stays the framework's own.
   std::unordered_map<const char*, int64_t> by_kernel;
+  // Guards the counts: ranks that are threads (the emulated NCCL's tests)
+  // launch at once, and a new name in by_kernel rehashes the map.
+  std::mutex mu;
   bool null_device = false;
   bool capturing = false;
 };
@@ -22,6 +26,9 @@ struct State {
 void refuse_in_capture(const char* what);
 
 State& state();
+
+// Installs the emulated NCCL and the host-staged collectives for cuda buffers (nccl.cc).
+void install_collectives();
 
 // Gives every cached free block back (memory.cc): blocks then come zeroed
 // from the system, where earlier kernels' leftovers (NaN among them) would

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "braid/base/error.h"
+#include "braid/comm/tensor_buffer.h"
 
 namespace braid::parallel::pipeline {
 
@@ -21,8 +22,7 @@ TensorSend::TensorSend(comm::Communicator& comm, const Tensor& t, int peer, uint
   h[1] = t.ndim();
   for (int64_t d = 0; d < t.ndim(); ++d) h[static_cast<size_t>(2 + d)] = t.size(d);
   header_work_ = comm.send({h.data(), h.size(), DType::i64}, peer, {.tag = tag});
-  values_work_ = comm.send({values_.raw_data(), static_cast<size_t>(values_.numel()), values_.dtype()}, peer,
-                           {.tag = tag});
+  values_work_ = comm.send(comm::buffer_of(values_), peer, {.tag = tag});
 }
 
 void TensorSend::wait(Deadline deadline) const {
@@ -30,7 +30,8 @@ void TensorSend::wait(Deadline deadline) const {
   values_work_.wait(deadline);
 }
 
-Tensor recv_tensor(comm::Communicator& comm, int peer, uint64_t tag, Deadline deadline, const std::string& what) {
+Tensor recv_tensor(comm::Communicator& comm, int peer, uint64_t tag, Deadline deadline, const std::string& what,
+                   Device device) {
   std::array<int64_t, 8> h{};
   comm.recv({h.data(), h.size(), DType::i64}, peer, {.tag = tag}).wait(deadline);
   const int64_t dtype = h[0], ndim = h[1];
@@ -44,8 +45,8 @@ Tensor recv_tensor(comm::Communicator& comm, int peer, uint64_t tag, Deadline de
     shape.push_back(s);
   }
   if (!ok) fail<ValueError>("pipeline: refused the header of {}: dtype {}, rank {}", what, dtype, ndim);
-  Tensor t = Tensor::empty(shape, static_cast<DType>(dtype));
-  comm.recv({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()}, peer, {.tag = tag}).wait(deadline);
+  Tensor t = Tensor::empty(shape, static_cast<DType>(dtype), device);
+  comm.recv(comm::buffer_of(t), peer, {.tag = tag}).wait(deadline);
   return t;
 }
 

@@ -53,7 +53,7 @@ Tensor Stage::receive(uint64_t t, int from, const std::string& what) {
     if (chunks() > 1) span.arg("chunk", static_cast<int64_t>((t >> 24) & 0xffu));
   }
   try {
-    return recv_tensor(pipe_, from, t, Deadline::after(o_.timeout), what);
+    return recv_tensor(pipe_, from, t, Deadline::after(o_.timeout), what, device_);
   } catch (const TimeoutError& e) {
     fail_wait(fmt::format("no {} from stage {} (rank {})", what, from, pipe_.transport_rank(from)), e);
   } catch (const PeerError& e) {
@@ -156,6 +156,7 @@ double Stage::run(nn::Module& model, const nn::LossFn& loss, const Tensor& input
   const int64_t n = input.size(0);
   std::vector<Micro> micro(static_cast<size_t>(M * V));
   busy_ms_ = 0, loss_sum_ = 0, live_ = 0, max_live_ = 0;
+  device_ = input.device();
   ran_.clear();
   // The parameters' gradients are final at each chunk's last backward (or
   // W): the data axis communicates for that chunk's parameters then only.

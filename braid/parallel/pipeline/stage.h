@@ -80,6 +80,7 @@ class Stage final : public StepSchedule {
   comm::Communicator pipe_;
   StageOptions o_;
   int stage_, stages_;
+  Device device_ = Device::cpu;  // where received activations and gradients land: the step's batch's device
   std::deque<TensorSend> sends_;
   std::vector<Action> ran_;
   int live_ = 0, max_live_ = 0;

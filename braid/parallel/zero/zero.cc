@@ -108,15 +108,19 @@ ZeroSync::~ZeroSync() {
 
 std::string ZeroSync::name() const { return fmt::format("zero-{}", o_.stage); }
 
+Device ZeroSync::device() const { return params_.empty() ? Device::cpu : params_[0].tensor.device(); }
+
 void ZeroSync::place_parameters() {
   const auto& buckets = layout_->buckets();
   units_.clear();
   units_.resize(buckets.size());
   int64_t shard_at = 0;
+  // The flat buffers live where the parameters do (a GPU: their collectives go to NCCL).
+  const Device dev = device();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bk = buckets[b];
     Unit& u = units_[b];
-    u.params = Tensor::zeros({bk.padded});
+    u.params = Tensor::zeros({bk.padded}, DType::f32, dev);
     u.params.set_memory_category(MemoryCategory::parameters);
     for (size_t k = 0; k < bk.params.size(); ++k) {
       const Tensor& p = params_[bk.params[k]].tensor;
@@ -125,18 +129,18 @@ void ZeroSync::place_parameters() {
       p.set_data(view);  // every handle of the parameter now lives in the bucket
     }
     if (o_.stage == 1) {
-      u.grads = Tensor::zeros({bk.padded});
+      u.grads = Tensor::zeros({bk.padded}, DType::f32, dev);
       u.grads.set_memory_category(MemoryCategory::gradients);
     }
     u.shard_at = shard_at;
     shard_at += bk.piece;
   }
   if (o_.stage >= 2) {
-    shard_grads_ = Tensor::zeros({shard_at});
+    shard_grads_ = Tensor::zeros({shard_at}, DType::f32, dev);
     shard_grads_.set_memory_category(MemoryCategory::gradients);
   }
   if (o_.stage == 3) {
-    shard_ = Tensor::zeros({shard_at});
+    shard_ = Tensor::zeros({shard_at}, DType::f32, dev);
     shard_.set_memory_category(MemoryCategory::parameters);
     for (size_t b = 0; b < buckets.size(); ++b) shard_piece(shard_, b).copy_from(my_piece(units_[b].params, b));
   }
@@ -212,7 +216,7 @@ void ZeroSync::on_grad_ready(size_t index, Tensor& grad) {
   const Tensor& p = params_[index].tensor;
   if (o_.stage >= 2 && !u.grads.defined()) {
     const Bucket& bk = layout_->buckets()[b];
-    u.grads = Tensor::empty({bk.padded});
+    u.grads = Tensor::empty({bk.padded}, DType::f32, device());
     u.grads.set_memory_category(MemoryCategory::gradients);
     if (bk.padded > bk.numel) flat_view(u.grads, bk.numel, bk.padded - bk.numel).fill(0);
   }
@@ -268,7 +272,7 @@ void ZeroSync::finish() {
   // Parameters that got no gradient this step contribute zeros.
   for (size_t k = 0; k < params_.size(); ++k) {
     if (ready_[k]) continue;
-    Tensor zeros = Tensor::zeros(params_[k].tensor.shape());
+    Tensor zeros = Tensor::zeros(params_[k].tensor.shape(), DType::f32, params_[k].tensor.device());
     on_grad_ready(k, zeros);
   }
   while (next_launch_ < launch_order_.size()) {

@@ -102,6 +102,7 @@ class ZeroSync final : public GradSync {
   };
 
   void place_parameters();
+  Device device() const;  // the parameters' device, where the flat buffers live
   void launch_ready();
   void launch(Unit& u, size_t index);
   void wait_reductions();
