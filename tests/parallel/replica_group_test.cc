@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -207,6 +208,44 @@ TEST(ReplicaGroup, AReplacementIsAdmittedReceivesTheStateAndTakesPart) {
   // After the join the mean is (0 + 2 + 2) / 3, before it (0 + 2) / 2: the
   // weights moved by both, so a replica that missed either would differ.
   EXPECT_LT(replicas[0].weights[0], -(kSteps - 3) * 1.0f + 0.01f);
+}
+
+TEST(ReplicaGroup, ASurvivorBehindTheOthersTakesTheStateOfOneAheadInsteadOfRedoingTheStep) {
+  // A ring all-reduce can complete on some ranks and fail on others (the lost
+  // rank's last messages reached some): replica 0 applied step 5, replica 1
+  // did not. The agreement sees positions 5 and 4; replica 1 loads replica
+  // 0's state and skips its update, and both go on equal.
+  comm::StoreServer server({.token = "t"});
+  std::vector<Replica> replicas(3);
+  std::vector<float> first(3);
+  std::vector<std::vector<MembershipChange>> changes(3);
+  comm::testing::on_threads(3, [&](int slot) {
+    comm::Store store = store_for(server, slot);
+    auto g = std::make_unique<ReplicaGroup>(store, options(slot, 3));
+    Replica& r = replicas[slot];
+    r.connect(*g);
+    for (int i = 0; i < 4; ++i) r.step(*g, static_cast<float>(slot));
+    if (slot == 2) {
+      g.reset();
+      return;
+    }
+    if (slot == 0) {  // its all-reduce of step 5 completed: it applied a mean of 1
+      for (float& w : r.weights) w -= 1.0f;
+      ++r.position;
+    }
+    first[slot] = r.step(*g, 3.0f);
+    while (r.position < 10) r.step(*g, 3.0f);
+    changes[slot] = g->take_changes();
+  });
+  EXPECT_TRUE(std::isnan(first[1])) << "replica 1 skipped its update of step 5";
+  EXPECT_FLOAT_EQ(first[0], 3.0f);
+  EXPECT_EQ(replicas[1].position, 10);
+  EXPECT_EQ(replicas[1].weights, replicas[0].weights);
+  EXPECT_FLOAT_EQ(replicas[0].weights[0], -(4 * 1.0f + 1.0f + 5 * 3.0f));
+  ASSERT_EQ(changes[0].size(), 1u);
+  EXPECT_EQ(changes[0][0].step, 5);
+  EXPECT_EQ(changes[0][0].source, 0);
+  EXPECT_EQ(changes[0][0].received, (std::vector<int>{1}));
 }
 
 TEST(ReplicaGroup, AJoinerOfAnotherConfigurationIsRefusedWithBothDigests) {

@@ -8,13 +8,16 @@
 # replica 0's state, replica 0's metrics.jsonl holds every step 1..470 exactly
 # once, and the final test accuracy is within a point of an undisturbed run.
 # Prints the time from the kill to the survivors' next completed step and the
-# join's cost in step times.
-# usage: replica_recovery.sh BRAID_BINARY CONFIG [SLOT [KILL_AT]]
+# join's cost in step times. FAULT=stop sends SIGSTOP instead: the survivors
+# time out and go on without it; once they have, SIGCONT lets it find that it
+# was left out, fail, and be replaced by the launcher like a killed one.
+# usage: [FAULT=kill|stop] replica_recovery.sh BRAID_BINARY CONFIG [SLOT [KILL_AT]]
 set -euo pipefail
 braid=$1
 config=$2
 slot=${3:-$(( RANDOM % 3 + 1 ))}
 kill_at=${4:-$(( RANDOM % 200 + 40 ))}
+fault=${FAULT:-kill}
 timeout_s=3
 out=$(mktemp -d /tmp/braid-replica.XXXXXX)
 trap 'rm -rf "$out"' EXIT
@@ -41,10 +44,21 @@ killed_at=""
 for pid in $(pgrep -f -- "train.out_dir=$out/killed" || true); do
   env_of=$(tr '\0' '\n' </proc/"$pid"/environ 2>/dev/null || true)
   if grep -qx "RANK=$slot" <<<"$env_of" && ! grep -q BRAID_REPLICA_JOIN <<<"$env_of"; then
-    kill -9 "$pid" && killed_at=$(date +%s.%N)
+    if [[ $fault == stop ]]; then
+      kill -STOP "$pid" && killed_at=$(date +%s.%N) && stopped=$pid
+    else
+      kill -9 "$pid" && killed_at=$(date +%s.%N)
+    fi
   fi
 done
 [[ -n $killed_at ]] || { echo "replica $slot not found"; cat "$out/killed.log"; kill "$launcher"; exit 1; }
+if [[ $fault == stop ]]; then  # once the others went on without it
+  for _ in $(seq 1 1500); do
+    grep -q '"event":"membership"' "$metrics" && break
+    sleep 0.02
+  done
+  kill -CONT "$stopped"
+fi
 
 status=0
 timeout 300 tail --pid="$launcher" -f /dev/null || true
@@ -52,9 +66,9 @@ wait "$launcher" || status=$?
 [[ $status == 0 ]] || { cat "$out/killed.log"; echo "FAIL: launcher exited with $status"; exit 1; }
 grep -q "restarting the group" "$out/killed.log" && { cat "$out/killed.log"; echo "FAIL: the group restarted"; exit 1; }
 
-/usr/bin/python3 - "$out" "$slot" "$killed_at" "$timeout_s" <<'EOF' || { cat "$out/killed.log"; exit 1; }
+/usr/bin/python3 - "$out" "$slot" "$killed_at" "$timeout_s" "$fault" <<'EOF' || { cat "$out/killed.log"; exit 1; }
 import json, statistics, sys
-out, slot, killed_at, timeout_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+out, slot, killed_at, timeout_s, fault = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 events = [json.loads(l) for l in open(f"{out}/killed/metrics.jsonl")]
 train = [e for e in events if e["event"] == "train"]
 steps = [e["step"] for e in train]
@@ -86,10 +100,10 @@ killed = json.load(open(f"{out}/killed.json"))
 a, b = alone["eval"]["top1"], killed["eval"]["top1"]
 if abs(a - b) > 0.01:
     sys.exit(f"FAIL: top-1 {b} after the loss vs {a} undisturbed (more than a point apart)")
-print(f"replica {slot} killed after step {left[0]['step']}; survivors' next step {recovery:.2f} s after the kill "
+print(f"replica {slot} {'stopped' if fault == 'stop' else 'killed'} after step {left[0]['step']}; survivors' next step {recovery:.2f} s after the kill "
       f"(agreement {left[0]['seconds']:.2f} s; limit {2 * timeout_s:.0f} s); replacement joined at step {at} in "
       f"{joined[0]['seconds'] * 1e3:.0f} ms, costing the job {extra:.0f} ms = {extra / median:.2f} step times "
       f"(median step {median:.1f} ms); top-1 {b} vs {a} undisturbed; final loss {killed['final_loss']:.4f} vs "
       f"{alone['final_loss']:.4f}")
 EOF
-echo "PASS: replica $slot killed, the job went on in-job and its replacement joined"
+echo "PASS: replica $slot ($fault), the job went on in-job and its replacement joined"
