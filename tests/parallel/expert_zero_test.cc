@@ -1,7 +1,7 @@
 // Expert parallelism with ZeRO and with gradient clipping, on in-process
 // ranks: DP=2 x EP=2 (4 ranks) under all-reduce, ZeRO-1 and ZeRO-2 trains
 // like one process holding every expert, the clip's global norm counting
-// every expert once; a ZeRO-2 x EP checkpoint (momentum buffers included)
+// every expert once, micro-batches accumulating before ZeRO's reductions; a ZeRO-2 x EP checkpoint (momentum buffers included)
 // resumes under ZeRO-1 x EP and under plain EP as one process continues.
 #include <gtest/gtest.h>
 
@@ -48,11 +48,12 @@ Params train_whole(nn::Module& model, int steps, double clip, double* first_norm
   return testing::values(model);
 }
 
-PlanOptions ep_options(const std::string& strategy, int stage) {
+PlanOptions ep_options(const std::string& strategy, int stage, int microbatches = 1) {
   PlanOptions o;
   o.strategy = strategy;
   o.mesh = {.data = 4};
   o.expert = 2;
+  o.microbatches = microbatches;
   o.zero = {.stage = stage, .bucket_bytes = 256, .timeout = std::chrono::seconds(20)};
   return o;
 }
@@ -127,6 +128,17 @@ TEST(ExpertZero, AllreduceAndZeroWithClippingEqualOneProcess) {
       for (const RankRun& r : got) EXPECT_NEAR(r.first_norm, whole_norm, 1e-5 * whole_norm) << where;
       expect_whole(got, want, where);
     }
+  }
+}
+
+// Two micro-batches a step: both groups accumulate, and reduce after the last.
+TEST(ExpertZero, MicrobatchesAccumulateBeforeTheReduction) {
+  set_num_threads(1);
+  auto whole = moe_mlp();
+  const Params want = train_whole(*whole, 4, 0, nullptr);
+  for (const int stage : {1, 2}) {
+    expect_whole(train_ep(ep_options("zero", stage, 2), 0, 4, 0, nullptr, nullptr), want,
+                 fmt::format("zero stage {}, 2 micro-batches", stage));
   }
 }
 
