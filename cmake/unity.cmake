@@ -8,6 +8,7 @@
 set(BRAID_UNITY_ALONE
   braid/comm/store/server.cc
   braid/comm/store/store.cc
+  braid/comm/transport/inproc.cc
   braid/comm/transport/shm.cc
   braid/comm/transport/shm_ring.cc
   braid/comm/transport/stream.cc

@@ -87,6 +87,7 @@ op::KernelAdder on_input_gpu(const op::KernelAdder& add) {
 void install_backend() {
   static CudaBackend backend;
   set_backend(DeviceType::cuda, &backend);
+  install_codec_kernels();
   op::on_registry_ready([](const op::KernelAdder& add) { install_kernels(on_input_gpu(add)); });
 }
 

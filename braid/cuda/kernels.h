@@ -26,6 +26,9 @@ void install_update_kernels(const op::KernelAdder& add);  // the optimizer updat
 void install_norm_kernels(const op::KernelAdder& add);
 void install_attention_kernels(const op::KernelAdder& add);  // fused attention, f32 and f64
 
+// The gradient codecs' device kernels (codec_ops.cc), for comm::codec.
+void install_codec_kernels();
+
 // Every family above, in one call (the backend's registrar uses it).
 void install_kernels(const op::KernelAdder& add);
 // Makes this backend the cuda device and adds every family's kernels

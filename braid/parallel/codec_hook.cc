@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "braid/base/thread_name.h"
+#include "braid/comm/codec/device.h"
 
 namespace braid::parallel {
 
@@ -56,10 +57,11 @@ comm::Work CodecHook::run(comm::Communicator&, const GradBucket& bucket, bool) {
 
 void CodecHook::average(const GradBucket& bucket) {
   const Tensor& flat = bucket.flat;
+  // A bucket on a device stays there: the codec's device kernels and the
+  // communicator's device collectives (NCCL or its staging) serve it.
+  const comm::BufferRef buf(flat.raw_data(), static_cast<size_t>(flat.numel()), flat.dtype(), flat.device());
   if (flat.dtype() != DType::f32) {  // the codecs read f32; other buckets travel plain
-    comm_.allreduce({flat.raw_data(), static_cast<size_t>(flat.numel()), flat.dtype()},
-                    {.op = comm::Op::avg, .timeout = timeout_})
-        .wait(Deadline::after(timeout_));
+    comm_.allreduce(buf, {.op = comm::Op::avg, .timeout = timeout_}).wait(Deadline::after(timeout_));
     return;
   }
   std::vector<cc::Matrix> layout;
@@ -80,9 +82,13 @@ void CodecHook::average(const GradBucket& bucket) {
       for (const auto& [name, t] : pending_) {
         if (!name.starts_with(prefix)) continue;
         const std::string key = name.substr(prefix.size());
-        const Tensor c = t.to(DType::f32).contiguous();
+        const Tensor c = t.to(Device::cpu).to(DType::f32).contiguous();
         if (key == "steps") {
           state->steps = static_cast<int64_t>(c.data<float>()[0]);
+        } else if (!flat.device().is_cpu()) {  // error memory lives beside the bucket
+          const auto n = static_cast<size_t>(c.numel());
+          cc::DeviceVector& v = state->device_tensor(key, n, flat.device());
+          cc::device_codec_kernels(v.device).copy(v.get(), v.device, c.raw_data(), Device::cpu, n * sizeof(float));
         } else {
           state->tensors[key].assign(c.data<float>(), c.data<float>() + c.numel());
         }
@@ -90,8 +96,12 @@ void CodecHook::average(const GradBucket& bucket) {
     }
   }
   cc::CodecStats stats;
-  codec_->average(comm_, {flat.data<float>(), static_cast<size_t>(flat.numel())}, layout, *state,
-                  {.timeout = timeout_}, stats);
+  if (flat.device().is_cpu()) {
+    codec_->average(comm_, {flat.data<float>(), static_cast<size_t>(flat.numel())}, layout, *state,
+                    {.timeout = timeout_}, stats);
+  } else {
+    codec_->average_on_device(comm_, buf, layout, *state, {.timeout = timeout_}, stats);
+  }
   std::lock_guard lock(mu_);
   stats_.add(stats);
 }
@@ -116,6 +126,13 @@ nn::NamedTensors CodecHook::state_dict() const {
     for (const auto& [name, v] : s.tensors) {
       Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::f32);
       if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(float));
+      out.emplace_back(fmt::format("b{}.{}", index, name), t);
+    }
+    for (const auto& [name, v] : s.on_device) {  // checkpoints hold host tensors
+      Tensor t = Tensor::empty({static_cast<int64_t>(v.size)}, DType::f32);
+      if (v.size) {
+        cc::device_codec_kernels(v.device).copy(t.raw_data(), Device::cpu, v.get(), v.device, v.size * sizeof(float));
+      }
       out.emplace_back(fmt::format("b{}.{}", index, name), t);
     }
   }

@@ -18,14 +18,39 @@ FlatParams::FlatParams(const std::vector<NamedParameter>& params, const std::str
       fail<ValueError>("{}: parameters mix {} and {}", who, braid::name(dtype_), braid::name(t));
     }
     if (!p.tensor.is_contiguous()) fail<ValueError>("{}: parameter {} is not contiguous", who, p.name);
+    if (!params_.empty() && p.tensor.device() != device_) {
+      fail<ValueError>("{}: parameters on {} and {}", who, braid::name(device_), braid::name(p.tensor.device()));
+    }
     dtype_ = t;
+    device_ = p.tensor.device();
     params_.push_back(p.tensor);
     names_.push_back(p.name);
     offset_.push_back(offset_.back() + p.tensor.numel());
   }
 }
 
+namespace {
+
+// Parameter p's entries of a flat [n] tensor, shaped as the parameter.
+Tensor entries_of(const Tensor& flat, const Tensor& param, int64_t offset) {
+  return flat.as_strided(param.shape(), contiguous_strides(param.shape()), flat.offset() + offset);
+}
+
+void check_device(const Tensor& flat, Device device, const char* what) {
+  if (flat.device() != device) {
+    fail<ValueError>("FlatParams::{}: a flat tensor on {} for parameters on {}", what, braid::name(flat.device()),
+                     braid::name(device));
+  }
+}
+
+}  // namespace
+
 void FlatParams::pack_values(const Tensor& into) const {
+  check_device(into, device_, "pack_values");
+  if (!device_.is_cpu()) {
+    for (size_t p = 0; p < params_.size(); ++p) entries_of(into, params_[p], offset_[p]).copy_from(params_[p]);
+    return;
+  }
   auto* dst = static_cast<std::byte*>(into.raw_data());
   const size_t item = itemsize(dtype_);
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -34,6 +59,11 @@ void FlatParams::pack_values(const Tensor& into) const {
 }
 
 void FlatParams::unpack_values(const Tensor& from) const {
+  check_device(from, device_, "unpack_values");
+  if (!device_.is_cpu()) {
+    for (size_t p = 0; p < params_.size(); ++p) params_[p].copy_from(entries_of(from, params_[p], offset_[p]));
+    return;
+  }
   const auto* src = static_cast<const std::byte*>(from.raw_data());
   const size_t item = itemsize(dtype_);
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -42,6 +72,19 @@ void FlatParams::unpack_values(const Tensor& from) const {
 }
 
 void FlatParams::pack_grads(const Tensor& into) const {
+  check_device(into, device_, "pack_grads");
+  if (!device_.is_cpu()) {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const Tensor at = entries_of(into, params_[p], offset_[p]);
+      const Tensor g = params_[p].grad();
+      if (g.defined()) {
+        at.copy_from(g);  // converts a gradient of another dtype, as below
+      } else {
+        at.fill(0.0);
+      }
+    }
+    return;
+  }
   auto* dst = static_cast<std::byte*>(into.raw_data());
   const size_t item = itemsize(dtype_);
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -57,6 +100,18 @@ void FlatParams::pack_grads(const Tensor& into) const {
 }
 
 void FlatParams::unpack_grads(const Tensor& from) const {
+  check_device(from, device_, "unpack_grads");
+  if (!device_.is_cpu()) {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const Tensor at = entries_of(from, params_[p], offset_[p]);
+      if (const Tensor g = params_[p].grad(); g.defined()) {
+        g.copy_from(at);  // keeps the buffer (a bucket's view) and its dtype
+      } else {
+        params_[p].set_grad(at.clone());
+      }
+    }
+    return;
+  }
   const auto* src = static_cast<const std::byte*>(from.raw_data());
   const size_t item = itemsize(dtype_);
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -81,7 +136,8 @@ nn::NamedTensors FlatParams::state_with(const nn::Module& model, const Tensor& v
     fail<ValueError>("FlatParams::state_with: {} {} values for {} {} entries", values.numel(), braid::name(values.dtype()),
                      entries(), braid::name(dtype_));
   }
-  const auto* src = static_cast<const std::byte*>(values.raw_data());
+  const Tensor host = values.to(Device::cpu);  // checkpoints hold host tensors
+  const auto* src = static_cast<const std::byte*>(host.raw_data());
   const size_t item = itemsize(dtype_);
   std::map<const void*, Tensor> by_storage;  // a parameter is known by its data
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -125,7 +181,7 @@ std::vector<NamedParameter> start_replicas_equal(comm::Communicator& comm, const
   all.insert(all.end(), buffers.begin(), buffers.end());
   for (const auto& p : all) {
     const Tensor t = p.tensor.contiguous();
-    wait_explained(comm.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype()},
+    wait_explained(comm.broadcast({t.raw_data(), static_cast<size_t>(t.numel()), t.dtype(), t.device()},
                                   {.root = 0, .timeout = timeout}),
                    Deadline::after(timeout * 2), [&] {
                      return fmt::format("rank {} of {} on the data axis: {}'s broadcast of data rank 0's {} at setup",
@@ -142,7 +198,7 @@ double average_over(comm::Communicator& comm, const std::vector<Tensor>& tensors
   double bytes = 0;
   for (const Tensor& t : tensors) {
     const Tensor c = t.contiguous();
-    wait_explained(comm.allreduce({c.raw_data(), static_cast<size_t>(c.numel()), c.dtype()},
+    wait_explained(comm.allreduce({c.raw_data(), static_cast<size_t>(c.numel()), c.dtype(), c.device()},
                                   {.op = comm::Op::avg, .timeout = timeout}),
                    Deadline::after(timeout * 2), [&] {
                      return fmt::format("rank {} of {} on the data axis: {}'s all-reduce (average) of {} entries",

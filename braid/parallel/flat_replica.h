@@ -29,21 +29,24 @@ void visit_flat_dtype(DType t, Fn&& fn) {
 class FlatParams {
  public:
   FlatParams() = default;
-  // Parameters must be contiguous, all f32 or all f64 (ValueError naming the
-  // parameter and `who`, the strategy, otherwise).
+  // Parameters must be contiguous, all f32 or all f64, all on one device
+  // (ValueError naming the parameter and `who`, the strategy, otherwise).
   FlatParams(const std::vector<NamedParameter>& params, const std::string& who);
 
   int64_t entries() const { return offset_.back(); }
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   size_t bytes() const { return static_cast<size_t>(entries()) * itemsize(dtype_); }
   const std::vector<Tensor>& tensors() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   // [params + 1]: parameter p's entries are [offsets()[p], offsets()[p + 1]).
   const std::vector<int64_t>& offsets() const { return offset_; }
-  Tensor empty() const { return Tensor::empty({entries()}, dtype_); }  // [n]
+  Tensor empty() const { return Tensor::empty({entries()}, dtype_, device_); }  // [n], beside the parameters
 
   // [n] <-> the parameters' values, or their gradients (an undefined gradient
-  // packs as zeros; unpacking gives it one).
+  // packs as zeros; unpacking gives it one). On a device the copies stay there
+  // (device-to-device, in stream order); `into`/`from` must be on the
+  // parameters' device.
   void pack_values(const Tensor& into) const;
   void unpack_values(const Tensor& from) const;
   void pack_grads(const Tensor& into) const;
@@ -57,6 +60,7 @@ class FlatParams {
   std::vector<std::string> names_;
   std::vector<int64_t> offset_{0};  // [params + 1] first entry of each parameter
   DType dtype_ = DType::f32;
+  Device device_ = Device::cpu;
 };
 
 // Waits for `work` until `deadline`. A TimeoutError or PeerError comes back

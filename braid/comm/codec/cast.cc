@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "braid/comm/codec/codec.h"
+#include "braid/comm/codec/device.h"
 #include "braid/comm/codec/wire.h"
 #include "braid/comm/reduce_op.h"
 
@@ -43,6 +44,19 @@ class Cast final : public Codec {
     }
   }
 
+  size_t device_message_bytes(size_t n) const override { return n * sizeof(H); }
+  // narrow(widen(narrow(g)) / 1) is narrow(g): the host message.
+  void encode_on_device(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState&,
+                        std::byte* message) override {
+    k.cast_divide(d, grad, message, half_type(), n, 1.0f);
+  }
+  void decode_add_on_device(DeviceCodecKernels& k, Device d, const std::byte* message, size_t n,
+                            float* out) const override {
+    const std::shared_ptr<std::byte> wide = k.allocate(d, n * sizeof(float));
+    k.widen(d, message, half_type(), reinterpret_cast<float*>(wide.get()), n);
+    k.add(d, out, reinterpret_cast<const float*>(wide.get()), n);
+  }
+
  protected:
   void combine(Communicator& comm, std::span<float> grad, std::span<const Matrix>, BucketState& state,
                const AverageOptions& o, CodecStats& stats) override {
@@ -71,6 +85,33 @@ class Cast final : public Codec {
     stats.decode_s += std::chrono::duration<double>(t3 - t2).count();
     stats.calls++;
   }
+
+  // The same on the device: cast and divide, the all-reduce of halves (NCCL
+  // or the communicator's staging), widen.
+  void combine_on_device(Communicator& comm, BufferRef grad, std::span<const Matrix>, BucketState& state,
+                         const AverageOptions& o, CodecStats& stats) override {
+    using Clock = std::chrono::steady_clock;
+    DeviceCodecKernels& k = device_codec_kernels(grad.device);
+    const size_t n = grad.count;
+    auto* g = reinterpret_cast<float*>(grad.data);
+    const auto t0 = Clock::now();
+    const std::shared_ptr<std::byte> half = k.allocate(grad.device, n * sizeof(H));
+    k.cast_divide(grad.device, g, half.get(), half_type(), n, static_cast<float>(comm.size()));
+    const auto t1 = Clock::now();
+    wait(comm.allreduce(BufferRef(half.get(), n, half_type(), grad.device), {.op = Op::sum, .timeout = o.timeout}),
+         comm, "all-reduce of halves", state, o);
+    const auto t2 = Clock::now();
+    k.widen(grad.device, half.get(), half_type(), g, n);
+    const auto t3 = Clock::now();
+    stats.raw_bytes += grad.bytes();
+    stats.wire_bytes += n * sizeof(H);
+    stats.encode_s += std::chrono::duration<double>(t1 - t0).count();
+    stats.decode_s += std::chrono::duration<double>(t3 - t2).count();
+    stats.calls++;
+  }
+
+ private:
+  static DType half_type() { return std::is_same_v<H, f16> ? DType::f16 : DType::bf16; }
 };
 
 }  // namespace

@@ -59,6 +59,17 @@ struct CodecOptions {
   void validate() const;
 };
 
+class DeviceCodecKernels;  // device.h
+
+// A vector of floats a codec keeps in device memory (error feedback of a
+// bucket on a GPU).
+struct DeviceVector {
+  std::shared_ptr<std::byte> data;
+  size_t size = 0;  // floats
+  Device device = Device::cpu;
+  float* get() const { return reinterpret_cast<float*>(data.get()); }
+};
+
 // What one codec remembers about one bucket between steps.
 struct BucketState {
   int64_t steps = 0;     // calls so far (warm-up; the stream of QSGD's rounding)
@@ -67,6 +78,9 @@ struct BucketState {
   std::map<std::string, std::vector<float>> tensors;
   // The named vector, created as n zeros on first use.
   std::vector<float>& tensor(const std::string& name, size_t n);
+  // The same for a bucket on a device: "memory" where the bucket lives.
+  std::map<std::string, DeviceVector> on_device;
+  DeviceVector& device_tensor(const std::string& name, size_t n, Device device);
 };
 
 // Bytes and seconds of the calls since the counters were last taken.
@@ -111,12 +125,32 @@ class Codec {
   // on every rank. A plain() call is a plain all-reduce; otherwise combine().
   void average(Communicator& comm, std::span<float> grad, std::span<const Matrix> layout, BucketState& state,
                const AverageOptions& o, CodecStats& stats);
+  // The same average of f32 `grad` in device memory (grad.device): encode,
+  // collectives and decode run on the device (device.h), bitwise the host
+  // average's for the same collectives' sums; the error memory stays there
+  // (state.on_device). ValueError naming the codec where it has no device kernels.
+  void average_on_device(Communicator& comm, BufferRef grad, std::span<const Matrix> layout, BucketState& state,
+                         const AverageOptions& o, CodecStats& stats);
+  // Bytes of a device message for n values; 0 for one value where the codec
+  // has no device kernels (the two below are then never called).
+  virtual size_t device_message_bytes(size_t) const { return 0; }
+  // encode and decode_add on the device: `grad` and `out` hold n f32 values
+  // in device memory, `message` device_message_bytes(n) bytes there.
+  virtual void encode_on_device(DeviceCodecKernels&, Device, const float* /*grad*/, size_t /*n*/, BucketState&,
+                                std::byte* /*message*/) {}
+  virtual void decode_add_on_device(DeviceCodecKernels&, Device, const std::byte* /*message*/, size_t /*n*/,
+                                    float* /*out*/) const {}
 
  protected:
   // The compressed average; default: all-gather every rank's message and
   // decode them in rank order.
   virtual void combine(Communicator& comm, std::span<float> grad, std::span<const Matrix> layout, BucketState& state,
                        const AverageOptions& o, CodecStats& stats);
+  // The device average (device_message_bytes() > 0): default, as combine(),
+  // an all-gather of every rank's message (device messages have one length)
+  // and their decoding in rank order.
+  virtual void combine_on_device(Communicator& comm, BufferRef grad, std::span<const Matrix> layout,
+                                 BucketState& state, const AverageOptions& o, CodecStats& stats);
   // Waits for a collective the codec started; TimeoutError naming rank and step.
   void wait(const Work& w, const Communicator& comm, const char* what, const BucketState& state,
             const AverageOptions& o) const;

@@ -8,6 +8,7 @@
 // gradients. Message: n, chunk, two f32 per chunk, one bit per value: 32x
 // fewer bytes than f32 for long chunks (256 values: 28x).
 #include "braid/comm/codec/codec.h"
+#include "braid/comm/codec/device.h"
 #include "braid/comm/codec/wire.h"
 
 namespace braid::comm::codec {
@@ -79,6 +80,29 @@ class OneBit final : public Codec {
       const float up = scales[2 * c], down = scales[2 * c + 1];
       for (size_t i = begin; i < end; ++i) out[i] += signs[i] ? up : down;
     }
+  }
+
+  size_t device_message_bytes(size_t n) const override {
+    return onebit_message_bytes(n, static_cast<size_t>(o_.onebit_chunk));
+  }
+  // x = grad + memory in the memory itself, which the kernels leave holding
+  // what was not sent.
+  void encode_on_device(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
+                        std::byte* message) override {
+    std::shared_ptr<std::byte> scratch;
+    float* x;
+    if (o_.error_feedback) {
+      x = state.device_tensor("memory", n, d).get();
+    } else {
+      scratch = k.allocate(d, n * sizeof(float));
+      x = reinterpret_cast<float*>(scratch.get());
+    }
+    k.add(d, x, grad, n);
+    k.onebit_encode(d, x, n, static_cast<size_t>(o_.onebit_chunk), o_.error_feedback, message);
+  }
+  void decode_add_on_device(DeviceCodecKernels& k, Device d, const std::byte* message, size_t n,
+                            float* out) const override {
+    k.onebit_decode_add(d, message, n, static_cast<size_t>(o_.onebit_chunk), out);
   }
 };
 

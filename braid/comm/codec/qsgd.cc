@@ -15,6 +15,7 @@
 
 #include "braid/base/rng.h"
 #include "braid/comm/codec/codec.h"
+#include "braid/comm/codec/device.h"
 #include "braid/comm/codec/wire.h"
 
 namespace braid::comm::codec {
@@ -40,7 +41,7 @@ class Qsgd final : public Codec {
     // One random word per value, from a fresh stream per (rank and bucket,
     // call): rounding never repeats a draw. The words become the codes.
     std::vector<uint32_t> codes(n);
-    philox_fill(o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(state.steps + 1)), state.stream, 0, codes);
+    philox_fill(key(state), state.stream, 0, codes);
     std::vector<float> norms(chunks);
     const auto top = static_cast<double>(s);
     const float* g = grad.data();
@@ -96,7 +97,25 @@ class Qsgd final : public Codec {
     }
   }
 
+  size_t device_message_bytes(size_t n) const override {
+    return qsgd_message_bytes(n, static_cast<uint32_t>(o_.qsgd_levels), static_cast<size_t>(o_.qsgd_chunk));
+  }
+  // The same Philox words as encode(), so the same message bit for bit.
+  void encode_on_device(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
+                        std::byte* message) override {
+    k.qsgd_encode(d, grad, n, static_cast<uint32_t>(o_.qsgd_levels), static_cast<size_t>(o_.qsgd_chunk),
+                  {.key = key(state), .stream = state.stream}, message);
+  }
+  void decode_add_on_device(DeviceCodecKernels& k, Device d, const std::byte* message, size_t n,
+                            float* out) const override {
+    k.qsgd_decode_add(d, message, n, static_cast<uint32_t>(o_.qsgd_levels), static_cast<size_t>(o_.qsgd_chunk), out);
+  }
+
  private:
+  // The Philox key of a call: a fresh stream of words per (rank and bucket, call).
+  uint64_t key(const BucketState& state) const {
+    return o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(state.steps + 1));
+  }
   // ||v||_2, summed in double (without the f32 round-off of a long sum), as
   // a reduction the compiler may split over vector lanes.
   static float norm2(std::span<const float> v) {

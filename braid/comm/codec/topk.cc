@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "braid/comm/codec/codec.h"
+#include "braid/comm/codec/device.h"
 #include "braid/comm/codec/wire.h"
 
 namespace braid::comm::codec {
@@ -60,7 +61,7 @@ class TopK final : public Codec {
       const std::vector<float>& m = state.tensor("memory", n);
       for (size_t i = 0; i < n; ++i) x[i] += m[i];
     }
-    const size_t k = std::min(n, static_cast<size_t>(std::ceil(o_.topk_ratio * static_cast<double>(n))));
+    const size_t k = kept(n);
     // The k-th largest |x| is the threshold t; one pass then takes every
     // |x| > t and, in index order, as many |x| == t as fill k. The indices
     // come out ascending, as the decoder scatters them. Zeros are never sent.
@@ -107,6 +108,31 @@ class TopK final : public Codec {
       if (i >= n) fail<ValueError>("topk message: index {} of {} values", i, n);
       out[i] += v;
     }
+  }
+
+  // Padded to k pairs: every rank's message has one length (an all-gather's).
+  size_t device_message_bytes(size_t n) const override { return topk_message_bytes(kept(n)); }
+  void encode_on_device(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
+                        std::byte* message) override {
+    std::shared_ptr<std::byte> scratch;
+    float* x;
+    if (o_.error_feedback) {
+      x = state.device_tensor("memory", n, d).get();
+    } else {
+      scratch = k.allocate(d, n * sizeof(float));
+      x = reinterpret_cast<float*>(scratch.get());
+    }
+    k.add(d, x, grad, n);
+    k.topk_encode(d, x, n, kept(n), o_.error_feedback, message);
+  }
+  void decode_add_on_device(DeviceCodecKernels& k, Device d, const std::byte* message, size_t n,
+                            float* out) const override {
+    k.topk_decode_add(d, message, n, kept(n), out);
+  }
+
+ private:
+  size_t kept(size_t n) const {
+    return std::min(n, static_cast<size_t>(std::ceil(o_.topk_ratio * static_cast<double>(n))));
   }
 };
 

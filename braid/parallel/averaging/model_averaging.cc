@@ -36,6 +36,10 @@ ModelAveraging::ModelAveraging(comm::Communicator data_axis, ModelAveragingOptio
 void ModelAveraging::setup(const std::vector<NamedParameter>& params, const std::vector<NamedParameter>& buffers,
                            const nlohmann::json& description) {
   params_ = flat_f32(params, rule_name(o_));
+  if (o_.bmuf && !params_.device().is_cpu()) {
+    fail<ConfigError>("parallel.strategy = bmuf on {}: BMUF's block state (global model, momentum) is kept in host "
+                      "memory; local_sgd averages on the device", braid::name(params_.device()));
+  }
   buffers_ = start_replicas_equal(world_.comm(), params, buffers, description, o_.timeout, rule_name(o_));
   flat_ = params_.empty();
   grads_ = params_.empty();
@@ -55,7 +59,7 @@ void ModelAveraging::setup(const std::vector<NamedParameter>& params, const std:
 void ModelAveraging::combine_gradients() {
   if (!in_warmup() || world_.size() == 1) return;
   params_.pack_grads(grads_);
-  world_.average(values(grads_), "warm-up all-reduce of the gradients", steps_ + 1);
+  world_.average(grads_, "warm-up all-reduce of the gradients", steps_ + 1);
   params_.unpack_grads(grads_);
 }
 
@@ -77,7 +81,7 @@ void ModelAveraging::after_step() {
 void ModelAveraging::average_globally() {
   autograd::NoGradGuard no_grad;
   params_.pack_values(flat_);
-  world_.average(values(flat_), "all-reduce of the parameters", steps_);
+  world_.average(flat_, "all-reduce of the parameters", steps_);
   world_.average_buffers(buffers_);
   if (o_.bmuf) {
     const auto eta = static_cast<float>(o_.block_momentum), zeta = static_cast<float>(o_.block_lr);
@@ -99,7 +103,7 @@ void ModelAveraging::average_in_host() {
   if (host_.size() == 1) return;
   autograd::NoGradGuard no_grad;
   params_.pack_values(flat_);
-  host_.average(values(flat_), "all-reduce of the parameters", steps_);
+  host_.average(flat_, "all-reduce of the parameters", steps_);
   host_.average_buffers(buffers_);
   params_.unpack_values(flat_);
   ++local_;
@@ -134,7 +138,7 @@ nn::NamedTensors ModelAveraging::model_state(const nn::Module& model) {
   Exchange copy(world_.comm(), rule_name(o_), o_.timeout);
   Tensor mean = params_.empty();
   params_.pack_values(mean);
-  copy.average(values(mean), "all-reduce of the parameters for a checkpoint", steps_);
+  copy.average(mean, "all-reduce of the parameters for a checkpoint", steps_);
   nn::NamedTensors out = params_.state_with(model, mean);
   std::vector<NamedParameter> means;
   for (const auto& b : buffers_) means.push_back({b.name, b.tensor.contiguous().clone()});

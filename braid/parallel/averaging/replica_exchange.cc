@@ -16,13 +16,25 @@ Exchange::Exchange(comm::Communicator comm, std::string rule, Duration timeout, 
 }
 
 void Exchange::average(std::span<float> values, const char* what, int64_t step) {
-  if (comm_.size() == 1 || values.empty()) return;
+  average_ref(comm::BufferRef(values), what, step);
+}
+
+void Exchange::average(const Tensor& values, const char* what, int64_t step) {
+  if (values.dtype() != DType::f32 || !values.is_contiguous()) {
+    fail<ValueError>("{}: averages contiguous f32 values, got {}", rule_, braid::name(values.dtype()));
+  }
+  const comm::BufferRef ref(values.raw_data(), static_cast<size_t>(values.numel()), DType::f32, values.device());
+  average_ref(ref, what, step);
+}
+
+void Exchange::average_ref(comm::BufferRef values, const char* what, int64_t step) {
+  if (comm_.size() == 1 || values.count == 0) return;
   wait_explained(comm_.allreduce(values, {.op = comm::Op::avg, .algorithm = algorithm_, .timeout = timeout_}),
                  Deadline::after(timeout_ * 2), [&] {
                    return fmt::format("rank {} of {} on the data axis: {}'s {} at step {}", comm_.rank(), comm_.size(),
                                       rule_, what, step);
                  });
-  bytes_ += allreduce_bytes(static_cast<double>(values.size_bytes()));
+  bytes_ += allreduce_bytes(static_cast<double>(values.bytes()));
 }
 
 void Exchange::average_buffers(const std::vector<NamedParameter>& buffers) {

@@ -28,8 +28,11 @@ class Exchange {
   comm::Communicator& comm() { return comm_; }
   const std::string& rule() const { return rule_; }
 
-  // The mean over the group, in place.
+  // The mean over the group, in place: host values, or f32 values on any
+  // device (a device tensor's all-reduce stays on the device: NCCL or the
+  // communicator's staging).
   void average(std::span<float> values, const char* what, int64_t step);
+  void average(const Tensor& values, const char* what, int64_t step);
   // The group's mean of the buffers, in place.
   void average_buffers(const std::vector<NamedParameter>& buffers);
 
@@ -37,6 +40,8 @@ class Exchange {
   double allreduce_bytes(double bytes) const { return parallel::allreduce_bytes(bytes, comm_.size()); }
 
  private:
+  void average_ref(comm::BufferRef values, const char* what, int64_t step);
+
   comm::Communicator comm_;
   std::string rule_;
   Duration timeout_{};
