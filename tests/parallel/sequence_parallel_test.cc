@@ -125,6 +125,10 @@ TEST(SequenceParallel, TrainsLikeOneProcess) {
       {"DP 2 x TP 2 SP", {.mesh = {.data = 2, .tensor = 2}, .sequence_parallel = true}, 4, true, 5},
       {"PP 2 x TP 2 SP", {.mesh = {.tensor = 2, .pipeline = 2}, .sequence_parallel = true, .microbatches = 2}, 4,
        false, 5},
+      // The weights' gradients deferred: the overlapped products compute dx, then dw alone.
+      {"PP 2 x TP 2 SP, zero bubble",
+       {.mesh = {.tensor = 2, .pipeline = 2}, .sequence_parallel = true, .microbatches = 2, .schedule = "zero_bubble"},
+       4, false, 5},
   };
   const SpRun whole_learned = train_whole(false, 40), whole_rope = train_whole(true, 40);
   for (const Setup& s : setups) {

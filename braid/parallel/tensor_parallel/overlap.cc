@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "braid/autograd/deferred.h"
 #include "braid/autograd/node.h"
 #include "braid/ops/linear.h"
 #include "braid/ops/matmul.h"
@@ -78,6 +79,14 @@ Shape with(Shape s, size_t dim, int64_t v) {
   return s;
 }
 
+// Which of (x, w) a backward computes now: both, or under a pipeline that
+// defers the weights' gradients (autograd/deferred.h) the part asked for, so
+// dx's collectives are not repeated when dw is computed later.
+std::pair<bool, bool> wanted(bool need_x, bool need_w) {
+  const std::vector<uint8_t>* only = autograd::applying_only();
+  return {need_x && (!only || (*only)[0]), need_w && (!only || (*only)[1])};
+}
+
 // [rows, N] x [N, K] -> dx rows; [rows, N]^T x [rows, K] -> dw: linear's backward products.
 Tensor input_grad(const Tensor& g2, const Tensor& w) { return matmul(g2, w); }
 Tensor weight_grad(const Tensor& g2, const Tensor& x2) { return matmul(transpose(g2, 0, 1), x2); }
@@ -106,8 +115,9 @@ Tensor gather_linear(const Tensor& x, const Tensor& w, const comm::Communicator&
     place_segment_rows(y, linear(parts[j], wd), b, e);  // [t, B, c, N]
     place_segment_rows(full, parts[j], b, e);
   }
-  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool grad_x = x.requires_grad(), grad_w = w.requires_grad();
   autograd::record("gather_linear", {x, w}, y, [=](const Tensor& g) {
+    const auto [need_x, need_w] = wanted(grad_x, grad_w);
     const Tensor gs = g.contiguous();
     std::vector<Tensor> dparts, douts;
     std::vector<comm::Work> rs;
@@ -156,8 +166,9 @@ Tensor linear_reduce_scatter(const Tensor& x, const Tensor& w, const comm::Commu
     finish(works[j], tp, "linear_reduce_scatter reduce-scatter");
     slice(y, 1, c.ranges[j].first, c.ranges[j].second).copy_from(outs[j]);
   }
-  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool grad_x = x.requires_grad(), grad_w = w.requires_grad();
   autograd::record("linear_reduce_scatter", {x, w}, y, [=](const Tensor& g) {
+    const auto [need_x, need_w] = wanted(grad_x, grad_w);
     const Tensor gs = g.contiguous();
     std::vector<Tensor> mine, parts;  // both alive until their all-gather completes
     std::vector<comm::Work> ag;
@@ -187,8 +198,9 @@ Tensor copy_linear(const Tensor& x, const Tensor& w, const comm::Communicator& t
   check_f32(x, w, "copy_linear");
   const Tensor xd = x.detach(), wd = w.detach();
   Tensor y = linear(xd, wd);
-  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool grad_x = x.requires_grad(), grad_w = w.requires_grad();
   autograd::record("copy_linear", {x, w}, y, [=](const Tensor& g) {
+    const auto [need_x, need_w] = wanted(grad_x, grad_w);
     const int64_t in = xd.size(-1), out = wd.size(0), rows = in == 0 ? 0 : xd.numel() / in;
     const Tensor g2 = reshape(g.contiguous(), {rows, out});
     Tensor dx;
@@ -222,8 +234,9 @@ Tensor linear_allreduce(const Tensor& x, const Tensor& w, const comm::Communicat
     slice(y, 0, c.ranges[j].first, c.ranges[j].second).copy_from(products[j]);
   }
   y = reshape(y, with(x.shape(), x.ndim() - 1, out));
-  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool grad_x = x.requires_grad(), grad_w = w.requires_grad();
   autograd::record("linear_allreduce", {x, w}, y, [=, xshape = x.shape()](const Tensor& g) {
+    const auto [need_x, need_w] = wanted(grad_x, grad_w);
     const Tensor g2 = reshape(g.contiguous(), {rows, out});
     return Grads{need_x ? reshape(input_grad(g2, wd), xshape) : Tensor(), need_w ? weight_grad(g2, x2) : Tensor()};
   });
