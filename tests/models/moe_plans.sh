@@ -115,6 +115,8 @@ compare pp2_ep2 one_m4_cf0 4 train.batch_size=2 parallel.pipeline=2 parallel.mic
 # ZeRO-1 and -2 with DP=2 x EP=2: the rest split over the data axis, each expert over its replicas.
 compare zero1_dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2 parallel.strategy=zero parallel.zero_stage=1
 compare zero2_dp2_ep2 one_m4_cf0 4 train.batch_size=1 parallel.expert=2 parallel.strategy=zero parallel.zero_stage=2
+compare zero2_pp2_ep2 one_m4_cf0 4 train.batch_size=2 parallel.pipeline=2 parallel.microbatches=2 parallel.expert=2 \
+  parallel.strategy=zero parallel.zero_stage=2
 # Gradient clipping (a small limit, so every step clips): the norm counts every expert once.
 clip=(train.grad_clip=0.05)
 for m in 2 4; do
