@@ -9,6 +9,8 @@
 
 #include "braid/base/error.h"
 #include "braid/comm/communicator.h"
+#include "braid/comm/transport/inproc.h"
+#include "braid/tensor/tensor.h"
 
 namespace braid::testing {
 
@@ -44,17 +46,41 @@ class StagedCollectives final : public comm::DeviceCollectives {
   static comm::BufferRef on_host(comm::BufferRef b) { return {b.data, b.count, b.dtype}; }
 };
 
-// Installs a StagedCollectives for cuda buffers while it lives.
+// Installs a StagedCollectives for cuda buffers while it lives, unless the
+// process already has collectives for them (an emulated NCCL, the
+// communicator's own staging): a test then runs over those, and leaves them.
 class InstallStaged {
  public:
-  InstallStaged() { comm::set_device_collectives(DeviceType::cuda, &staged_); }
-  ~InstallStaged() { comm::set_device_collectives(DeviceType::cuda, nullptr); }
+  InstallStaged() {
+    if (has_cuda_collectives()) return;
+    comm::set_device_collectives(DeviceType::cuda, &staged_);
+    installed_ = true;
+  }
+  ~InstallStaged() {
+    if (installed_) comm::set_device_collectives(DeviceType::cuda, nullptr);
+  }
   InstallStaged(const InstallStaged&) = delete;
   InstallStaged& operator=(const InstallStaged&) = delete;
+  bool installed() const { return installed_; }
   int calls() const { return staged_.calls.load(); }
 
  private:
+  // A one-rank all-reduce of a device buffer: ValueError where no
+  // collectives serve cuda buffers.
+  static bool has_cuda_collectives() {
+    auto world = comm::InprocWorld::create(1);
+    comm::Communicator one(std::shared_ptr<comm::Transport>(world->transport(0)));
+    const Tensor x = Tensor::zeros({1}, DType::f32, Device::cuda(0));
+    try {
+      one.allreduce({x.raw_data(), 1, DType::f32, x.device()}).wait(Deadline::after(std::chrono::seconds(20)));
+      return true;
+    } catch (const ValueError&) {
+      return false;
+    }
+  }
+
   StagedCollectives staged_;
+  bool installed_ = false;
 };
 
 }  // namespace braid::testing
