@@ -78,7 +78,9 @@ void Plan::setup(nn::Module& model, const nlohmann::json& description, optim::Op
                        "optimizer_parameters()", p_.grad_sync->name());
     }
   }
-  if (optimizer && (!slices_.empty() || p_.mesh.degree(Axis::tensor) > 1)) total_across_shards(*optimizer);
+  bool split = false;  // experts held across an expert group
+  for (const auto& p : params_) split = split || (p_.grad_sync && p_.grad_sync->holds_split(p.name));
+  if (optimizer && (!slices_.empty() || p_.mesh.degree(Axis::tensor) > 1 || split)) total_across_shards(*optimizer);
   if (p_.aggregation) p_.aggregation->setup(params_, buffers, description);
 }
 
@@ -89,11 +91,13 @@ void Plan::total_across_shards(optim::Optimizer& optimizer) {
   std::vector<size_t> owner;
   for (const auto& p : gradient_holders()) owner.push_back(index.at(p.name));
   std::vector<size_t> tensor_sliced;  // parameters split along the tensor axis
+  std::vector<size_t> split;          // parameters the grad sync holds split (experts)
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto it = p_.shards.find(params_[i].name);
     if (it != p_.shards.end() && it->second.dim >= 0) tensor_sliced.push_back(i);
+    if (p_.grad_sync && p_.grad_sync->holds_split(params_[i].name)) split.push_back(i);
   }
-  optimizer.set_partial_sums([this, owner, tensor_sliced](std::vector<double>& sums, size_t figures) {
+  optimizer.set_partial_sums([this, owner, tensor_sliced, split](std::vector<double>& sums, size_t figures) {
     const Duration timeout = timeout_of(p_.mesh);
     std::vector<double> all(params_.size() * figures, 0.0);
     for (size_t j = 0; j < owner.size(); ++j) {
@@ -102,6 +106,16 @@ void Plan::total_across_shards(optim::Optimizer& optimizer) {
     // ZeRO's slices make up each tensor-parallel slice over the data axis,
     // and the tensor-parallel slices the whole tensor over the tensor axis.
     if (!slices_.empty()) sum_over_replicas_of(p_.mesh, all, timeout);
+    // An expert parameter's figures: of this rank's experts, summed over the
+    // expert group into the whole layer's.
+    if (!split.empty()) {
+      std::vector<double> part;
+      for (size_t i : split) part.insert(part.end(), all.begin() + i * figures, all.begin() + (i + 1) * figures);
+      p_.grad_sync->sum_split(part);
+      for (size_t k = 0; k < split.size(); ++k) {
+        std::copy(part.begin() + k * figures, part.begin() + (k + 1) * figures, all.begin() + split[k] * figures);
+      }
+    }
     if (!tensor_sliced.empty() && p_.mesh.degree(Axis::tensor) > 1) {
       std::vector<double> part;
       for (size_t i : tensor_sliced) part.insert(part.end(), all.begin() + i * figures, all.begin() + (i + 1) * figures);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "braid/nn/moe.h"
+#include "braid/optim/lamb.h"
 #include "braid/optim/sgd.h"
 #include "tests/parallel/model_parallel_util.h"
 
@@ -33,9 +34,18 @@ std::unique_ptr<optim::Optimizer> sgd(std::vector<Tensor> params) {
   return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = kLr, .momentum = 0.9});
 }
 
+// LAMB's trust ratio reads each parameter's whole norm: an expert tensor's
+// over every expert, as one process holding them all has it.
+std::unique_ptr<optim::Optimizer> lamb(std::vector<Tensor> params) {
+  return std::make_unique<optim::LAMB>(std::move(params), optim::LAMBOptions{.lr = 0.1});
+}
+
+using MakeOptimizer = std::unique_ptr<optim::Optimizer> (*)(std::vector<Tensor>);
+MakeOptimizer make_optimizer = sgd;
+
 // One process, whole batches: `steps` clipped SGD steps; the first step's norm.
 Params train_whole(nn::Module& model, int steps, double clip, double* first_norm) {
-  auto opt = sgd(model.parameters());
+  auto opt = make_optimizer(model.parameters());
   for (int s = 0; s < steps; ++s) {
     opt->zero_grad(false);
     auto [x, t] = testing::batch(false, s, kRows);
@@ -75,7 +85,7 @@ std::vector<RankRun> train_ep(const PlanOptions& options, int from, int to, doub
   std::vector<RankRun> got(4);
   testing::on_ranks(4, [&](int rank, comm::Communicator comm) {
     PlannedModel pm = make_plan(options, comm, nullptr, moe_mlp(), nn::cross_entropy_loss);
-    auto opt = sgd(pm.plan->optimizer_parameters(*pm.model));
+    auto opt = make_optimizer(pm.plan->optimizer_parameters(*pm.model));
     pm.plan->setup(*pm.model, {}, opt.get());
     if (resume) {
       pm.plan->load_model_state(*pm.model, resume->model);
@@ -129,6 +139,18 @@ TEST(ExpertZero, AllreduceAndZeroWithClippingEqualOneProcess) {
       expect_whole(got, want, where);
     }
   }
+}
+
+TEST(ExpertZero, PerParameterNormsCoverEveryExpert) {
+  set_num_threads(1);
+  make_optimizer = lamb;
+  auto whole = moe_mlp();
+  const Params want = train_whole(*whole, 4, 0, nullptr);
+  for (const auto& [strategy, stage] : std::vector<std::pair<std::string, int>>{{"allreduce", 1}, {"zero", 2}}) {
+    expect_whole(train_ep(ep_options(strategy, stage), 0, 4, 0, nullptr, nullptr), want,
+                 fmt::format("lamb, {} stage {}", strategy, stage));
+  }
+  make_optimizer = sgd;
 }
 
 // Two micro-batches a step: both groups accumulate, and reduce after the last.
