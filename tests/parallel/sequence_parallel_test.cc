@@ -146,8 +146,8 @@ TEST(SequenceParallel, TrainsLikeOneProcess) {
       const SpRun& other = got[static_cast<size_t>((r + s.world / data) % s.world)];
       for (int k = 0; k < s.steps; ++k) {
         const double want = whole.losses[static_cast<size_t>(k)];
-        const double have = data == 1 ? mine.losses[static_cast<size_t>(k)]
-                                       : (mine.losses[static_cast<size_t>(k)] + other.losses[static_cast<size_t>(k)]) / 2;
+        const auto step = static_cast<size_t>(k);
+        const double have = data == 1 ? mine.losses[step] : (mine.losses[step] + other.losses[step]) / 2;
         ASSERT_NEAR(have, want, 1e-3 * std::abs(want)) << "rank " << r << " step " << k;
       }
     }

@@ -92,7 +92,8 @@ namespace {
 int64_t segment_of(const Tensor& full, int t, const char* what) {
   if (full.ndim() < 2 || full.size(1) % t != 0) {
     fail<ValueError>("{}: a sequence of {} tokens ({}) does not split into parallel.tensor = {} equal segments "
-                     "(parallel.sequence_parallel)", what, full.ndim() < 2 ? 0 : full.size(1), to_string(full.shape()), t);
+                     "(parallel.sequence_parallel)",
+                     what, full.ndim() < 2 ? 0 : full.size(1), to_string(full.shape()), t);
   }
   return full.size(1) / t;
 }
@@ -154,7 +155,8 @@ comm::Work start_allgather(const Tensor& in, const Tensor& out, const comm::Comm
 }
 
 comm::Work start_reduce_scatter(const Tensor& in, const Tensor& out, const comm::Communicator& tp) {
-  return comm::Communicator(tp).reduce_scatter(ref(in), ref(out), {.op = comm::Op::sum, .timeout = tp.options().timeout});
+  return comm::Communicator(tp).reduce_scatter(ref(in), ref(out),
+                                               {.op = comm::Op::sum, .timeout = tp.options().timeout});
 }
 
 comm::Work start_allreduce(const Tensor& t, const comm::Communicator& tp) {

@@ -130,7 +130,8 @@ Tensor gather_linear(const Tensor& x, const Tensor& w, const comm::Communicator&
       }
     }
     // dw multiplies while the last reduce-scatters run.
-    Tensor dw = need_w ? weight_grad(reshape(gs, {batch * seg * t, out}), reshape(full, {batch * seg * t, in})) : Tensor();
+    const int64_t rows = batch * seg * t;
+    Tensor dw = need_w ? weight_grad(reshape(gs, {rows, out}), reshape(full, {rows, in})) : Tensor();
     Tensor dx;
     if (need_x) {
       dx = Tensor::empty({batch, seg, in}, DType::f32);
@@ -188,7 +189,8 @@ Tensor linear_reduce_scatter(const Tensor& x, const Tensor& w, const comm::Commu
       }
       place_segment_rows(gfull, parts[j], b, e);
     }
-    Tensor dw = need_w ? weight_grad(reshape(gfull, {batch * seg * t, out}), reshape(xs, {batch * seg * t, in})) : Tensor();
+    const int64_t rows = batch * seg * t;
+    Tensor dw = need_w ? weight_grad(reshape(gfull, {rows, out}), reshape(xs, {rows, in})) : Tensor();
     return Grads{dx, dw};
   });
   return y;

@@ -64,7 +64,8 @@ void check_sequence_parallel(const nn::Sequential& model, const std::vector<Laye
   if (roles.empty() || roles.front() != LayerRole::embedding || roles.back() != LayerRole::head) {
     fail<ConfigError>("parallel.sequence_parallel splits the sequences of a language model (a token embedding first, "
                       "a head last: model.name = gpt); this model's first layer is {} and its last {}",
-                      roles.empty() ? "none" : model.name_of(0), roles.empty() ? "none" : model.name_of(model.size() - 1));
+                      roles.empty() ? "none" : model.name_of(0),
+                      roles.empty() ? "none" : model.name_of(model.size() - 1));
   }
   for (size_t i = 0; i < model.size(); ++i) {
     const bool ok = roles[i] == LayerRole::embedding || roles[i] == LayerRole::block || roles[i] == LayerRole::head ||
