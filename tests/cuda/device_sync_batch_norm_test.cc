@@ -1,10 +1,12 @@
 // Synchronised batch norm on a device: its statistics reach the communicator
 // as device buffers (so it sends them through NCCL or stages them), never as
-// host pointers that the host collectives would read. Emulated backend only:
-// the recorder below stages through host memory, which emulated device memory is.
+// host pointers that the host collectives would read; and its values and
+// gradients on the device are the CPU layer's. Emulated backend only: the
+// tests' staging (staged_collectives.h) goes through host memory, which
+// emulated device memory is.
 #include <gtest/gtest.h>
 
-#include <atomic>
+#include <cmath>
 
 #include "braid/autograd/engine.h"
 #include "braid/base/rng.h"
@@ -13,6 +15,7 @@
 #include "braid/ops/reduce.h"
 #include "braid/parallel/sync_batch_norm.h"
 #include "tests/cuda/device_test.h"
+#include "tests/cuda/staged_collectives.h"
 #include "tests/parallel/inproc_ranks.h"
 
 namespace braid {
@@ -20,31 +23,11 @@ namespace {
 
 #ifdef BRAID_CUDA_EMULATE
 
-// Counts the device buffers it is handed and all-reduces them through the
-// host transport (emulated device memory is host memory).
-class RecordingCollectives final : public comm::DeviceCollectives {
- public:
-  std::atomic<int> device_allreduces{0};
-  comm::Work allreduce(const comm::Communicator& comm, comm::BufferRef buf, comm::Op op, Duration timeout) override {
-    if (buf.device.is_cuda()) ++device_allreduces;
-    return comm::Communicator(comm).allreduce({buf.data, buf.count, buf.dtype}, {.op = op, .timeout = timeout});
-  }
-  comm::Work broadcast(const comm::Communicator&, comm::BufferRef, int, Duration) override { unexpected(); }
-  comm::Work reduce_scatter(const comm::Communicator&, comm::BufferRef, comm::BufferRef, comm::Op, Duration) override {
-    unexpected();
-  }
-  comm::Work allgather(const comm::Communicator&, comm::BufferRef, comm::BufferRef, Duration) override { unexpected(); }
-  comm::Work send(const comm::Communicator&, comm::BufferRef, int, Duration) override { unexpected(); }
-  comm::Work recv(const comm::Communicator&, comm::BufferRef, int, Duration) override { unexpected(); }
-
- private:
-  [[noreturn]] static void unexpected() { fail<Error>("synchronised batch norm only all-reduces"); }
-};
-
 TEST(DeviceSyncBatchNorm, StatisticsTravelAsDeviceBuffers) {
   BRAID_REQUIRE_GPU();
-  RecordingCollectives recorder;
-  comm::set_device_collectives(DeviceType::cuda, &recorder);
+  // Counts the device buffers the communicator hands on (where no other
+  // collectives serve cuda buffers: those are left in place, uncounted).
+  testing::InstallStaged staged;
   parallel::testing::on_ranks(2, [&](int rank, comm::Communicator comm) {
     nn::BatchNorm2d bn(3);
     bn.to(testing::kGpu);
@@ -56,9 +39,47 @@ TEST(DeviceSyncBatchNorm, StatisticsTravelAsDeviceBuffers) {
     x.set_requires_grad();
     autograd::backward(sum(bn.forward(x)));
   });
-  comm::set_device_collectives(DeviceType::cuda, nullptr);
-  // Forward (mean, mean of squares) and backward: every all-reduce saw a device buffer.
-  EXPECT_GE(recorder.device_allreduces.load(), 2 * 2);
+  // Forward (count, sums, squared deviations) and backward, on both ranks:
+  // every all-reduce saw a device buffer.
+  if (staged.installed()) {
+    EXPECT_GE(staged.calls(), 2 * 2);
+  }
+}
+
+// Two ranks, each with its own slice of the batch: the synchronised layer on
+// the device gives the CPU layer's output, input and parameter gradients and
+// running statistics (to float rounding: device reductions sum in another order).
+TEST(DeviceSyncBatchNorm, ValuesAndGradientsMatchTheCpuLayer) {
+  testing::InstallStaged staged;
+  parallel::testing::on_ranks(2, [&](int rank, comm::Communicator comm) {
+    std::vector<std::vector<Tensor>> got;  // per device: y, x.grad, then parameters' grads and the state
+    for (Device d : {Device::cpu, testing::kGpu}) {
+      nn::BatchNorm2d bn(3);
+      bn.to(d);
+      ASSERT_EQ(parallel::synchronize_batch_norm(bn, comm), 1);
+      Generator g(static_cast<uint64_t>(rank) + 1);
+      std::vector<float> v(2 * 3 * 4 * 4), w(v.size());
+      for (float& x : v) x = static_cast<float>(g.normal() * 2 + rank);
+      for (float& x : w) x = static_cast<float>(g.normal());
+      Tensor x = Tensor::from_vector(v, {2, 3, 4, 4}).to(d);
+      x.set_requires_grad();
+      const Tensor y = bn.forward(x);
+      autograd::backward(sum(mul(y, Tensor::from_vector(w, {2, 3, 4, 4}).to(d))));
+      std::vector<Tensor> out = {y.detach(), x.grad()};
+      for (const Tensor& p : bn.parameters()) out.push_back(p.grad());
+      for (const auto& [name, t] : bn.state_dict()) out.push_back(t);
+      got.push_back(out);
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      const Tensor a = got[0][i].to(Device::cpu).contiguous(), b = got[1][i].to(Device::cpu).contiguous();
+      ASSERT_EQ(a.numel(), b.numel());
+      for (int64_t j = 0; j < a.numel(); ++j) {
+        EXPECT_NEAR(a.data<float>()[j], b.data<float>()[j], 1e-4 * (1 + std::fabs(a.data<float>()[j])))
+            << "tensor " << i << " entry " << j << " rank " << rank;
+      }
+    }
+  });
 }
 
 #endif  // BRAID_CUDA_EMULATE
