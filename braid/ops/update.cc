@@ -1,5 +1,6 @@
 #include "braid/ops/update.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "braid/base/thread_pool.h"
@@ -70,13 +71,13 @@ Outputs sgd_kernel(const Args& a) {
   return {a.inputs[0], a.inputs[2]};
 }
 
-Outputs adam_kernel(const Args& a) {
-  const char* op = "adam_update_";
-  float* p = f32_data(a.inputs[0], op, "the parameter");
-  const float* g = f32_data(a.inputs[1], op, "the gradient");
-  float* m = f32_data(a.inputs[2], op, "exp_avg");
-  float* v = f32_data(a.inputs[3], op, "exp_avg_sq");
-  const double lr = scalar_at(a.inputs[4], 0, op), t = scalar_at(a.inputs[4], 1, op);
+// One parameter's Adam step: inputs[first..first+3] are p, g, m, v.
+void adam_one(const Args& a, int first, const Tensor& scalars, const char* op) {
+  float* p = f32_data(a.inputs[first], op, "the parameter");
+  const float* g = f32_data(a.inputs[first + 1], op, "the gradient");
+  float* m = f32_data(a.inputs[first + 2], op, "exp_avg");
+  float* v = f32_data(a.inputs[first + 3], op, "exp_avg_sq");
+  const double lr = scalar_at(scalars, 0, op), t = scalar_at(scalars, 1, op);
   const double beta1 = a.attrs.f("beta1"), beta2 = a.attrs.f("beta2"), wd = a.attrs.f("weight_decay");
   const bool decoupled = a.attrs.b("decoupled");
   // Scalars in double as PyTorch computes them (Python floats), used in float.
@@ -88,7 +89,7 @@ Outputs adam_kernel(const Args& a) {
   const float eps = static_cast<float>(a.attrs.f("eps"));
   const float decay = decoupled ? static_cast<float>(1 - lr * wd) : 1.0f;
   const float l2 = decoupled ? 0.0f : static_cast<float>(wd);
-  parallel_for(0, a.inputs[0].numel(), kGrain, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, a.inputs[first].numel(), kGrain, [&](int64_t lo, int64_t hi) {
     for (int64_t k = lo; k < hi; ++k) {
       const float pk = p[k] * decay;
       const float gk = g[k] + l2 * pk;
@@ -99,7 +100,51 @@ Outputs adam_kernel(const Args& a) {
       p[k] = pk - step_size * mk / (std::sqrt(vk) * inv_bc2_sqrt + eps);
     }
   });
+}
+
+Outputs adam_kernel(const Args& a) {
+  adam_one(a, 0, a.inputs[4], "adam_update_");
   return {a.inputs[0], a.inputs[2], a.inputs[3]};
+}
+
+// The blocks sum_squares_multi sums each tensor in (update.h).
+constexpr int64_t kSquaresBlock = 1024;
+
+Outputs sum_squares_multi_kernel(const Args& a) {
+  double total = 0;
+  for (const Tensor& t : a.inputs) {
+    const float* x = f32_data(t, "sum_squares_multi", "each tensor");
+    for (int64_t b = 0; b < t.numel(); b += kSquaresBlock) {
+      const int64_t e = std::min(t.numel(), b + kSquaresBlock);
+      float part = 0;
+      for (int64_t k = b; k < e; ++k) part += x[k] * x[k];
+      total += part;
+    }
+  }
+  Tensor out = Tensor::empty({}, DType::f64);
+  *out.data<double>() = total;
+  return {out};
+}
+
+// Inputs: scalars, then (p, g, m, v) per parameter.
+void check_multi_count(size_t n) {
+  if (n < 5 || (n - 1) % 4 != 0) {
+    fail<ValueError>("adam_update_multi_: takes the scalars and 4 tensors per parameter, got {} inputs", n);
+  }
+}
+
+Outputs adam_multi_kernel(const Args& a) {
+  check_multi_count(a.inputs.size());
+  for (size_t i = 1; i < a.inputs.size(); i += 4) {
+    if (a.inputs[i].numel() != a.inputs[i + 1].numel() || a.inputs[i].numel() != a.inputs[i + 2].numel() ||
+        a.inputs[i].numel() != a.inputs[i + 3].numel()) {
+      fail<ValueError>("adam_update_multi_: parameter {} {} and its gradient {} and state {}, {} differ in size",
+                       (i - 1) / 4, to_string(a.inputs[i].shape()), to_string(a.inputs[i + 1].shape()),
+                       to_string(a.inputs[i + 2].shape()), to_string(a.inputs[i + 3].shape()));
+    }
+    adam_one(a, static_cast<int>(i), a.inputs[0], "adam_update_multi_");
+  }
+  return {a.inputs[1]};
 }
 
 // flops per element: a handful of multiply-adds (and a sqrt and a divide for Adam).
@@ -119,6 +164,29 @@ void define_update_ops(const Definer& define) {
   define({.name = "adam_update_", .family = "optimizer", .inputs = 5, .outputs = 3, .effect = Effect::inplace,
           .mutates = {0, 2, 3}, .infer = same_as(0), .kernels = {cpu_kernel({DType::f32}, adam_kernel)},
           .cost = per_element(14, 4)});
+  define({.name = "sum_squares_multi", .family = "optimizer", .inputs = -1,
+          .infer = [](std::span<const TensorMeta> in, const Attrs&) {
+            if (in.empty()) fail<ValueError>("sum_squares_multi: needs at least one tensor");
+            return Metas{{{}, DType::f64}};
+          },
+          .kernels = {cpu_kernel({DType::f32}, sum_squares_multi_kernel)},
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+            double n = 0;
+            for (const TensorMeta& m : in) n += static_cast<double>(numel(m.shape));
+            return Cost{2 * n, 4 * n, log2_depth(n)};
+          }});
+  define({.name = "adam_update_multi_", .family = "optimizer", .inputs = -1, .outputs = 1, .dtype_input = 1,
+          .effect = Effect::inplace, .mutates = {1},
+          .infer = [](std::span<const TensorMeta> in, const Attrs&) {
+            check_multi_count(in.size());
+            return Metas{in[1]};
+          },
+          .kernels = {cpu_kernel({DType::f32}, adam_multi_kernel)},
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+            double n = 0;  // elements over every parameter
+            for (size_t i = 1; i < in.size(); i += 4) n += static_cast<double>(numel(in[i].shape));
+            return Cost{14 * n, 4 * 4 * n, 1};  // as adam_update_ on each
+          }});
 }
 
 }  // namespace op
@@ -133,6 +201,28 @@ void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& buffer, 
 void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                   const Tensor& scalars, const AdamUpdate& o) {
   op::call(BRAID_OP("adam_update_"), {param, grad, exp_avg, exp_avg_sq, scalars},
+           {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
+            {"decoupled", int64_t{o.decoupled}}});
+}
+
+Tensor sum_squares_multi(std::span<const Tensor> tensors) {
+  return op::call1(BRAID_OP("sum_squares_multi"), tensors);
+}
+
+void adam_update_multi_(std::span<const Tensor> params, std::span<const Tensor> grads,
+                        std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs, const Tensor& scalars,
+                        const AdamUpdate& o) {
+  if (params.empty() || grads.size() != params.size() || exp_avgs.size() != params.size() ||
+      exp_avg_sqs.size() != params.size()) {
+    fail<ValueError>("adam_update_multi_: {} parameters, {} gradients, {} and {} state buffers (equal, at least 1)",
+                     params.size(), grads.size(), exp_avgs.size(), exp_avg_sqs.size());
+  }
+  std::vector<Tensor> in{scalars};
+  in.reserve(1 + 4 * params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    in.insert(in.end(), {params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]});
+  }
+  op::call(BRAID_OP("adam_update_multi_"), in,
            {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
             {"decoupled", int64_t{o.decoupled}}});
 }

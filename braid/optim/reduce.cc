@@ -7,6 +7,7 @@
 #include "braid/base/thread_pool.h"
 #include "braid/ops/elementwise.h"
 #include "braid/ops/reduce.h"
+#include "braid/ops/update.h"
 #include "braid/optim/optimizer.h"
 
 namespace braid::optim {
@@ -38,7 +39,9 @@ double sum_squares(const float* x, int64_t n) {
 
 double sum_squares(const std::vector<Tensor>& tensors) {
   double total = 0;
-  std::vector<std::pair<Device, Tensor>> on_device;  // a running 0-dim sum per device
+  // Off the host, the tensors of each device go to one op (a few launches
+  // for them all), read back once per device.
+  std::vector<std::pair<Device, std::vector<Tensor>>> on_device;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     if (t.dtype() != DType::f32 || !t.is_contiguous()) {
@@ -48,15 +51,11 @@ double sum_squares(const std::vector<Tensor>& tensors) {
       total += sum_squares(t.data<float>(), t.numel());
       continue;
     }
-    const Tensor sq = braid::sum(braid::mul(t, t));
     auto it = std::find_if(on_device.begin(), on_device.end(), [&](const auto& d) { return d.first == t.device(); });
-    if (it == on_device.end()) {
-      on_device.emplace_back(t.device(), sq);
-    } else {
-      it->second = braid::add(it->second, sq);
-    }
+    if (it == on_device.end()) it = on_device.insert(on_device.end(), {t.device(), {}});
+    it->second.push_back(t);
   }
-  for (const auto& [device, sq] : on_device) total += sq.item();
+  for (const auto& [device, list] : on_device) total += sum_squares_multi(list).item();
   return total;
 }
 

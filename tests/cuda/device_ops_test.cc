@@ -31,9 +31,11 @@ const std::set<std::string> kCpuOnly = {"rms_norm", "rms_norm_backward", "rotary
                                         // (docs/moe.md); devices are refused for expert layers
                                         "grouped_gemm", "grouped_gemm_weight"};
 
-// Ops that take f32 and f64 on every device (the op refuses 16-bit inputs):
-// checked in f32 only. Under autocast attention's q, k and v are f32.
-const std::set<std::string> kNo16Bit = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward"};
+// Ops that refuse 16-bit inputs on every device: checked in f32 only. Under
+// autocast attention's q, k and v are f32; gradients (sum_squares_multi's
+// inputs) are f32.
+const std::set<std::string> kNo16Bit = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward",
+                                        "sum_squares_multi"};
 
 struct Run {
   Tensor out;
