@@ -49,7 +49,7 @@ DeviceComm device_comm();
 // device index (NCCL refuses two processes on one GPU), else staged; native
 // is refused (ConfigError naming the rank and the reason) where it cannot
 // serve. Sets the process's path, logs the choice once on rank 0, returns it.
-// A CPU device needs no path: returns staged without exchanging anything.
+// A CPU device needs no path: returns automatic without exchanging anything.
 DeviceComm choose_device_comm(const Communicator& c, Device device, DeviceComm requested);
 
 // The collectives that serve these buffers (all on one device other than the

@@ -29,6 +29,11 @@ namespace braid::cuda::emulated {
 // once per process (later calls do nothing).
 void install();
 
+// Registers the emulated NCCL and the host-staged collectives for cuda
+// buffers (emulated/nccl.cc); install() does. Registration is process-wide:
+// a test that put other collectives in their place calls this to restore them.
+void install_collectives();
+
 // Forgets every emulated NCCL communicator (emulated/nccl.cc): one that was
 // aborted by a timeout refuses later calls, and the next in-process world
 // reuses its communicators' ids and ranks.

@@ -37,6 +37,12 @@ const std::vector<DevicePlanRow>& device_plan_table() {
        [](const Plan& p, const Config& c) { return pipeline_schedule_is(p, c, "gpipe"); }, ""},
       {"pipeline parallelism (parallel.pipeline), 1F1B",
        [](const Plan& p, const Config& c) { return pipeline_schedule_is(p, c, "1f1b"); }, ""},
+      // tests/cuda/emulated_multi_codec_test.cc; the codecs' kernels bit for
+      // bit against the host codecs in device_codec_test.cc.
+      {"gradient codecs (parallel.codec = fp16, bf16, qsgd, onebit, topk)",
+       [](const Plan&, const Config& c) { return c.get_string("parallel.codec") != "none"; }, ""},
+      {"local SGD (parallel.strategy = local_sgd)",
+       [](const Plan& p, const Config&) { return aggregation_is(p, {"local_sgd"}); }, ""},
       // Refused, each with what keeps it on the host.
       {"pipeline parallelism (parallel.pipeline), interleaved",
        [](const Plan& p, const Config& c) { return pipeline_schedule_is(p, c, "interleaved"); },
@@ -48,22 +54,24 @@ const std::vector<DevicePlanRow>& device_plan_table() {
        "backward's order has not been checked on a device"},
       {"tensor parallelism (parallel.tensor)",
        [](const Plan& p, const Config&) { return p.mesh().degree(Axis::tensor) > 1; },
-       "its forward and backward collectives (braid/parallel/tensor_parallel) still pass host buffers"},
+       "its collectives, the vocabulary-parallel cross-entropy and the overlapped products still build host "
+       "tensors (braid/parallel/tensor_parallel)"},
       {"context parallelism (parallel.context)",
        [](const Plan& p, const Config&) { return p.mesh().degree(Axis::context) > 1; },
        "ring attention's blocks and Ulysses' all-to-all still pass host buffers"},
       {"expert parallelism (parallel.expert)",
        [](const Plan& p, const Config&) { return p.grad_sync_name().find("experts over") != std::string::npos; },
        "the tokens' exchange is an all-to-all with uneven splits, which device buffers do not have yet"},
-      {"gradient codecs (parallel.codec)",
-       [](const Plan&, const Config& c) { return c.get_string("parallel.codec") != "none"; },
-       "encoding and decoding run on the host"},
+      {"PowerSGD (parallel.codec = powersgd)",
+       [](const Plan&, const Config& c) { return c.get_string("parallel.codec") == "powersgd"; },
+       "its products and orthogonalisation have no device kernels yet (the other codecs run on the device)"},
       {"parameter servers (parallel.strategy = ps)",
        [](const Plan& p, const Config&) { return p.grad_sync_name() == "ps"; },
        "workers push and pull through host memory; pinned staging for device workers is not built"},
-      {"model averaging (local SGD, BMUF, EASGD, ADMM)",
-       [](const Plan& p, const Config&) { return aggregation_is(p, {"local_sgd", "bmuf", "easgd", "admm"}); },
-       "the replicas' parameters are averaged through host copies"},
+      {"model averaging (BMUF, EASGD, ADMM)",
+       [](const Plan& p, const Config&) { return aggregation_is(p, {"bmuf", "easgd", "admm"}); },
+       "BMUF's block state, EASGD's center and ADMM's duals are kept and updated in host memory (local SGD runs "
+       "on the device)"},
       {"gossip (parallel.strategy = gossip)",
        [](const Plan& p, const Config&) { return aggregation_is(p, {"gossip"}); },
        "neighbours exchange host copies of the parameters"},
@@ -78,7 +86,7 @@ const std::vector<DevicePlanRow>& device_plan_table() {
        "the members' predictions are averaged in host memory"},
       // Whatever a later plan adds before it has a row of its own.
       {"a replica aggregation",
-       [](const Plan& p, const Config&) { return p.aggregation() != nullptr; },
+       [](const Plan& p, const Config&) { return p.aggregation() != nullptr && !aggregation_is(p, {"local_sgd"}); },
        "it has not been checked on a device"},
       {"a gradient synchronisation",
        [](const Plan& p, const Config&) {

@@ -27,9 +27,6 @@ void refuse_in_capture(const char* what);
 
 State& state();
 
-// Installs the emulated NCCL and the host-staged collectives for cuda buffers (nccl.cc).
-void install_collectives();
-
 // Gives every cached free block back (memory.cc): blocks then come zeroed
 // from the system, where earlier kernels' leftovers (NaN among them) would
 // reach a null-device step's reads.
