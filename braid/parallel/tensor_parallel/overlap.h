@@ -18,8 +18,9 @@
 //
 // Every chunk is a set of whole rows, so each output row is the same product
 // as without chunks; dw is one product over all rows either way. Bias, when a
-// layer has one, is added by the caller. f32 only (autocast's 16-bit products
-// go through the blocking collectives of collectives.h). Chunks are rows
+// layer has one, is added by the caller. f32 host tensors only (autocast's
+// 16-bit products and device tensors go through the blocking collectives of
+// collectives.h). Chunks are rows
 // [b, e) of every rank's segment of T / t tokens (shard_range of the segment
 // into `chunks`), so a chunk's collective moves whole rows of each rank.
 #pragma once

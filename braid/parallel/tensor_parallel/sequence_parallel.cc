@@ -12,10 +12,11 @@ namespace braid::parallel::tensor_parallel {
 
 namespace {
 
-// The overlapped products are f32 kernels of their own; autocast's 16-bit
-// products take the blocking collectives around linear.
+// The overlapped products are f32 host kernels of their own; autocast's
+// 16-bit products and device tensors take the blocking collectives around linear.
 bool fused(const Tensor& x, const Tensor& w, const TpOptions& o) {
-  return o.overlap && autocast_dtype() == DType::f32 && x.dtype() == DType::f32 && w.dtype() == DType::f32;
+  return o.overlap && autocast_dtype() == DType::f32 && x.dtype() == DType::f32 && w.dtype() == DType::f32 &&
+         x.device().is_cpu() && w.device().is_cpu();
 }
 
 }  // namespace
