@@ -76,10 +76,9 @@ struct RunOptions {
 
 // Builds the whole run. Applies train.threads to the intra-op pool. The model
 // is moved to train.device before the plan and the optimizer see it, so its
-// parameters, gradients and optimizer state live there; a device other than
-// the host is refused with plans that keep or exchange parameters through host
-// memory (only one process or parallel.strategy = allreduce without a codec,
-// over the data axis alone, train on a GPU). Under
+// parameters, gradients and optimizer state live there; on a device the ranks
+// first agree how collectives move device buffers (parallel.device_comm), and
+// a plan the device does not run yet is refused by name (train/device_plans.h). Under
 // parallel.strategy = ensemble, the run is member (world rank) k's:
 // member_config(config, k) (train/ensemble.h), and with ensemble.data =
 // shard its data shard cut by the run's own seed.
