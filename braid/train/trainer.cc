@@ -254,7 +254,15 @@ TrainSummary Trainer::fit() {
   StragglerWatch stragglers(o_.straggler);
   run_id_ = plan_->agree_on_run_id(run_id_);
   // A replacement replica takes the members' state from one of them, not from disk.
-  auto [start_epoch, start_batch] = replicas_ && replicas_->needs_join() ? join_replicas() : resume();
+  std::pair<int64_t, int64_t> start;
+  if (replicas_ && replicas_->needs_join()) {
+    const auto joined = join_replicas();
+    if (!joined) return TrainSummary{};  // the members finished first: nothing to train
+    start = *joined;
+  } else {
+    start = resume();
+  }
+  auto [start_epoch, start_batch] = start;
   setup_plan();
   set_epoch_batch(start_epoch);
   int64_t per_epoch = train_->batches_per_epoch();
@@ -420,6 +428,7 @@ TrainSummary Trainer::fit() {
   s.final_loss = mean(epoch_loss, epoch_losses);
   report_saves(/*wait=*/true);  // the last sharded save is written before fit returns
   s.last_checkpoint = last_checkpoint_;
+  if (replicas_) replicas_->finish();  // a replacement still waiting stops
   const std::string merged = timeline.close([this] { plan_->gather_world(0); });
   if (!merged.empty()) {
     for (auto& cb : callbacks_) cb->on_message("timeline: " + merged + " (open it in Perfetto or chrome://tracing)");

@@ -269,8 +269,9 @@ class Trainer {
   std::vector<std::byte> replica_state() const;
   void load_replica_state(std::span<const std::byte> bytes);
   void at_replica_boundary(int64_t epoch, int64_t batch);
-  // A replacement's start: admitted, the state loaded; returns (epoch, batch).
-  std::pair<int64_t, int64_t> join_replicas();
+  // A replacement's start: admitted, the state loaded; returns (epoch, batch),
+  // or nothing when the members finished first.
+  std::optional<std::pair<int64_t, int64_t>> join_replicas();
   std::vector<float> replica_grad_;  // the flat gradient, reused
   std::vector<Tensor> params_;
   Device device_ = Device::cpu;

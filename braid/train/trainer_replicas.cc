@@ -108,14 +108,19 @@ void Trainer::load_replica_state(std::span<const std::byte> bytes) {
   if (scaler_ && meta.contains("loss_scaler")) scaler_->load_state_dict(meta["loss_scaler"]);
 }
 
-std::pair<int64_t, int64_t> Trainer::join_replicas() {
-  replicas_->join();
+std::optional<std::pair<int64_t, int64_t>> Trainer::join_replicas() {
+  if (!replicas_->join()) {
+    for (auto& cb : callbacks_) {
+      cb->on_message(fmt::format("replica {}: the replicas finished training before admitting it", replicas_->slot()));
+    }
+    return std::nullopt;
+  }
   for (auto& cb : callbacks_) {
     cb->on_message(fmt::format("replica {} joined at step {} (epoch {}, batch {}) with a member's state",
                                replicas_->slot(), step_, epoch_ + 1, batch_));
   }
   at_replica_boundary(epoch_, batch_);  // reports the admission
-  return {epoch_, batch_};
+  return std::pair{epoch_, batch_};
 }
 
 void Trainer::at_replica_boundary(int64_t epoch, int64_t batch) {

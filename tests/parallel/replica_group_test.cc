@@ -169,7 +169,7 @@ TEST(ReplicaGroup, AReplacementIsAdmittedReceivesTheStateAndTakesPart) {
       ReplicaGroup g(store, options(2, 3, /*joining=*/true));
       Replica& r = replicas[3];
       r.connect(g);
-      g.join();
+      EXPECT_TRUE(g.join());
       EXPECT_GT(r.position, 3);
       while (r.position < kSteps) r.step(g, 2.0f);
       changes[3] = g.take_changes();
@@ -246,6 +246,22 @@ TEST(ReplicaGroup, ASurvivorBehindTheOthersTakesTheStateOfOneAheadInsteadOfRedoi
   EXPECT_EQ(changes[0][0].step, 5);
   EXPECT_EQ(changes[0][0].source, 0);
   EXPECT_EQ(changes[0][0].received, (std::vector<int>{1}));
+}
+
+TEST(ReplicaGroup, AReplacementThatComesAfterTheMembersFinishedIsToldSo) {
+  comm::StoreServer server({.token = "t"});
+  comm::testing::on_threads(2, [&](int slot) {
+    comm::Store store = store_for(server, slot);
+    ReplicaGroup g(store, options(slot, 2));
+    Replica r;
+    r.step(g, 1.0f);
+    g.finish();
+  });
+  comm::Store store = store_for(server, 1);
+  ReplicaGroup late(store, options(1, 2, /*joining=*/true));
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(late.join());
+  EXPECT_LT(Clock::now() - t0, 1s) << "at once, not after the timeout";
 }
 
 TEST(ReplicaGroup, AJoinerOfAnotherConfigurationIsRefusedWithBothDigests) {

@@ -73,7 +73,9 @@ void ReplicaGroup::connect(const std::string& prefix, int rank, int size) {
   comm_ = comm::Communicator(transport_, comm::CommOptions{.timeout = o_.timeout});
 }
 
-void ReplicaGroup::join() {
+void ReplicaGroup::finish() { store_.set(key("finished"), "1", Deadline::after(o_.timeout)); }
+
+bool ReplicaGroup::join() {
   const std::string theirs = store_.get(key("config"), Deadline::after(o_.timeout));
   if (theirs != o_.config_hash) {
     fail<ConfigError>("replica {} cannot join: its configuration digest is {} and the job's members run {} "
@@ -86,6 +88,10 @@ void ReplicaGroup::join() {
   const Deadline admitted_by = Deadline::after(o_.timeout);
   int64_t e = 0;  // the epoch whose successor may admit us
   while (true) {
+    if (store_.try_get(key("finished"), Deadline::after(o_.timeout))) {
+      logging::warn("replica {}: the members finished training before admitting it; nothing to join", o_.slot);
+      return false;
+    }
     if (admitted_by.expired()) {
       fail<TimeoutError>("replica {} was not admitted within {} of registering (no member announced it: are the "
                          "members training?)", o_.slot, format_duration(o_.timeout));
@@ -122,7 +128,7 @@ void ReplicaGroup::join() {
       change.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       logging::warn("replica {} joined: {}", o_.slot, change.describe());
       changes_.push_back(std::move(change));
-      return;
+      return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

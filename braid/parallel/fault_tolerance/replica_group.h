@@ -93,9 +93,13 @@ class ReplicaGroup {
   void set_state_io(SaveState save, LoadState load) { save_ = std::move(save), load_ = std::move(load); }
 
   // A joiner: registers its slot, waits until the members admit it at a step
-  // boundary and loads the state a member sends. ConfigError naming both
+  // boundary and loads the state a member sends; false when the members
+  // finished training first (nothing left to join). ConfigError naming both
   // digests when its configuration differs from the members'.
-  void join();
+  bool join();
+  // A member at the end of training: replacements still waiting stop (join()
+  // returns false) instead of waiting out the timeout and failing the job.
+  void finish();
 
   enum class Outcome {
     averaged,  // `grad` holds the mean of the members' gradients
