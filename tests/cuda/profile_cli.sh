@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `braid profile CONFIG --device cuda --emulate --json` on a tiny char
 # transformer: the JSON has the per-step figures (launches, syncs,
-# allocations, bytes, host time per op) and counts the attention scores of
-# the sequence; without --emulate the command refuses with the reason.
+# allocations, bytes, host time per op), with the fused attention kernel and no
+# attention scores of the sequence; without --emulate the command refuses
+# with the reason.
 # usage: profile_cli.sh BRAID_BINARY CONFIG
 set -euo pipefail
 braid=$1
@@ -22,7 +23,8 @@ s = p["per_step"]
 assert s["launches"] > 0 and s["op_calls"] > 0, s
 assert s["allocations"] == 0, s              # the caching allocator after warm-up
 assert s["syncs"] >= 1, s                     # the loss read, at least
-assert s["square_f32_outputs"] > 0, s         # [.., 24, 24] attention scores
+assert s["square_f32_outputs"] == 0, s        # no [.., 24, 24] scores: attention is fused on the device
+assert p["launches_by_kernel"]["attention_forward"] > 0, p
 assert 0 < p["host_us_per_op"] < 1000, p
 assert p["launches_by_kernel"]["gemm"] > 0, p
 PY
