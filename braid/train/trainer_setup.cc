@@ -256,13 +256,6 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
     timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(c.get_float("parallel.timeout_s")));
     check_replica_plan(c, plan_options(c, timeout, strategy));
     rj = join_replica_group(c, timeout);
-  if (po.sequence_parallel) {
-    const int64_t length = spec.input_shape.size() == 1 ? spec.input_shape[0] : 0;
-    if (length < po.mesh.tensor || length % po.mesh.tensor != 0) {
-      fail<ConfigError>("parallel.sequence_parallel cuts each sequence into parallel.tensor = {} equal segments; "
-                        "model.context = {} tokens do not divide into them", po.mesh.tensor, length);
-    }
-  }
     strategy = "none";
   } else if (strategy != "none") {
     const parallel::ProcessGroupOptions group_options = process_group_options(c);
@@ -284,6 +277,13 @@ TrainingRun make_training_run(const Config& run_config, RunOptions options) {
       fail<ConfigError>("parallel.context = {} with parallel.context_mode = {} cuts each sequence into {} equal chunks; "
                         "model.context = {} tokens do not divide into them", po.mesh.context, po.context_mode, chunks,
                         length);
+    }
+  }
+  if (po.sequence_parallel) {
+    const int64_t length = spec.input_shape.size() == 1 ? spec.input_shape[0] : 0;
+    if (length < po.mesh.tensor || length % po.mesh.tensor != 0) {
+      fail<ConfigError>("parallel.sequence_parallel cuts each sequence into parallel.tensor = {} equal segments; "
+                        "model.context = {} tokens do not divide into them", po.mesh.tensor, length);
     }
   }
   if (po.balance == "time") po.sample_input = sample_inputs(*ds.train, c.get_int("train.batch_size")).to(device);

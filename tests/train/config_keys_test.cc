@@ -176,6 +176,10 @@ std::vector<Context> contexts(const std::string& dir) {
       {"context-parallel gpt, ulysses (readers)",
        {"model.name=gpt", "parallel.context=2", "parallel.context_mode=ulysses", "parallel.strategy=allreduce"},
        [t](const Config& c) { plan_options(c, t); }},
+      {"sequence-parallel gpt, blocking collectives (readers)",
+       {"model.name=gpt", "parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.tp_overlap=false",
+        "parallel.strategy=allreduce"},
+       [t](const Config& c) { plan_options(c, t); }},
       {"expert-parallel gpt (readers)",
        {"model.name=gpt", "model.moe.experts=4", "parallel.expert=2", "parallel.strategy=allreduce"},
        [t](const Config& c) { check_expert_parallel(c, plan_options(c, t)); }},
@@ -184,10 +188,6 @@ std::vector<Context> contexts(const std::string& dir) {
        [](const Config& c) { device_comm_option(c, Device::cuda(0)); }},
       {"asynchronous admm on servers (readers)",
        {"parallel.strategy=admm", "admm.mode=async"},
-      {"sequence-parallel gpt, blocking collectives (readers)",
-       {"model.name=gpt", "parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.tp_overlap=false",
-        "parallel.strategy=allreduce"},
-       [t](const Config& c) { plan_options(c, t); }},
        [t](const Config& c) { plan_options(c, t); }},
   };
 }
