@@ -201,6 +201,26 @@ struct SquaresChunk {
   }
 };
 
+// Up to kAdamChunk tensors' elements as one index space.
+struct ScaleChunk {
+  float* x[kAdamChunk];
+  int64_t start[kAdamChunk + 1];
+  int count;
+  float c;
+  BRAID_HD void operator()(int64_t i) const {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (start[mid] <= i) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    x[lo][i - start[lo]] *= c;
+  }
+};
+
 struct SumPartials {
   const float* partials;
   int64_t n;
@@ -213,6 +233,20 @@ struct SumPartials {
 };
 
 }  // namespace
+
+void scale_multi(float* const* tensors, const int64_t* sizes, int64_t count, float c) {
+  for (int64_t first = 0; first < count; first += kAdamChunk) {
+    ScaleChunk k{};
+    k.count = static_cast<int>(std::min<int64_t>(kAdamChunk, count - first));
+    k.c = c;
+    k.start[0] = 0;
+    for (int t = 0; t < k.count; ++t) {
+      k.x[t] = tensors[first + t];
+      k.start[t + 1] = k.start[t] + sizes[first + t];
+    }
+    for_each(k.start[k.count], k, "scale_multi_");
+  }
+}
 
 void sum_squares_multi(const float* const* tensors, const int64_t* sizes, int64_t count, float* partials,
                        double* out) {

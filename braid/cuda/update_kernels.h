@@ -62,6 +62,9 @@ void adam_update_multi(DType p_dtype, DType g_dtype, DType state_dtype, const Ad
 inline constexpr int64_t kSquaresBlock = 1024;
 // Blocks (partials) a tensor of n elements takes.
 inline int64_t squares_blocks(int64_t n) { return (n + kSquaresBlock - 1) / kSquaresBlock; }
+// x *= c over `count` f32 tensors in place, a launch per kAdamChunk tensors.
+void scale_multi(float* const* tensors, const int64_t* sizes, int64_t count, float c);
+
 void sum_squares_multi(const float* const* tensors, const int64_t* sizes, int64_t count, float* partials,
                        double* out);
 

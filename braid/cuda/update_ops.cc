@@ -154,9 +154,27 @@ Outputs sum_squares(const Args& a) {
   return {out};
 }
 
+Outputs scale(const Args& a) {
+  const char* op = "scale_multi_";
+  infer(op, a);
+  std::vector<float*> tensors;
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : a.inputs) {
+    if (t.dtype() != DType::f32 || !t.is_contiguous()) {
+      fail<ValueError>("{}: each tensor must be contiguous f32 (got {} {})", op, name(t.dtype()), to_string(t.shape()));
+    }
+    tensors.push_back(ptr<float>(t));
+    sizes.push_back(t.numel());
+  }
+  scale_multi(tensors.data(), sizes.data(), static_cast<int64_t>(tensors.size()),
+              static_cast<float>(a.attrs.f("factor")));
+  return {a.inputs[0]};
+}
+
 }  // namespace
 
 void install_update_kernels(const op::KernelAdder& add) {
+  add("scale_multi_", cuda_kernel({DType::f32}, scale));
   add("sum_squares_multi", cuda_kernel({DType::f32}, sum_squares));
   add("sgd_update_", cuda_kernel(kParams, sgd));
   add("adam_update_", cuda_kernel(kParams, adam));

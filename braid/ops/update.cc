@@ -126,6 +126,17 @@ Outputs sum_squares_multi_kernel(const Args& a) {
   return {out};
 }
 
+Outputs scale_multi_kernel(const Args& a) {
+  const float c = static_cast<float>(a.attrs.f("factor"));
+  for (const Tensor& t : a.inputs) {
+    float* x = f32_data(t, "scale_multi_", "each tensor");
+    parallel_for(0, t.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) x[k] *= c;
+    });
+  }
+  return {a.inputs[0]};
+}
+
 // Inputs: scalars, then (p, g, m, v) per parameter.
 void check_multi_count(size_t n) {
   if (n < 5 || (n - 1) % 4 != 0) {
@@ -175,6 +186,17 @@ void define_update_ops(const Definer& define) {
             for (const TensorMeta& m : in) n += static_cast<double>(numel(m.shape));
             return Cost{2 * n, 4 * n, log2_depth(n)};
           }});
+  define({.name = "scale_multi_", .family = "optimizer", .inputs = -1, .effect = Effect::inplace, .mutates = {0},
+          .infer = [](std::span<const TensorMeta> in, const Attrs&) {
+            if (in.empty()) fail<ValueError>("scale_multi_: needs at least one tensor");
+            return Metas{in[0]};
+          },
+          .kernels = {cpu_kernel({DType::f32}, scale_multi_kernel)},
+          .cost = [](std::span<const TensorMeta> in, std::span<const TensorMeta>, const Attrs&) {
+            double n = 0;
+            for (const TensorMeta& m : in) n += static_cast<double>(numel(m.shape));
+            return Cost{n, 8 * n, 1};
+          }});
   define({.name = "adam_update_multi_", .family = "optimizer", .inputs = -1, .outputs = 1, .dtype_input = 1,
           .effect = Effect::inplace, .mutates = {1},
           .infer = [](std::span<const TensorMeta> in, const Attrs&) {
@@ -207,6 +229,10 @@ void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
 
 Tensor sum_squares_multi(std::span<const Tensor> tensors) {
   return op::call1(BRAID_OP("sum_squares_multi"), tensors);
+}
+
+void scale_multi_(std::span<const Tensor> tensors, double factor) {
+  op::call(BRAID_OP("scale_multi_"), tensors, {{"factor", factor}});
 }
 
 void adam_update_multi_(std::span<const Tensor> params, std::span<const Tensor> grads,

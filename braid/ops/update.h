@@ -59,4 +59,10 @@ void adam_update_multi_(std::span<const Tensor> params, std::span<const Tensor> 
 // bits.
 Tensor sum_squares_multi(std::span<const Tensor> tensors);
 
+// x *= float(factor) in place over contiguous f32 tensors of one device
+// (gradient clipping's scale: one op where a product and a copy per tensor
+// took two launches each on a GPU). Output 0 is the first tensor; every
+// tensor is written.
+void scale_multi_(std::span<const Tensor> tensors, double factor);
+
 }  // namespace braid

@@ -9,6 +9,7 @@
 #endif
 #include "braid/ops/update.h"
 #include "braid/optim/adam.h"
+#include "braid/optim/clip.h"
 #include "device_test.h"
 #include "torch_oracle.h"
 
@@ -96,6 +97,32 @@ TEST(DeviceAdam, SumOfSquaresOverManyTensorsEqualsTheCpus) {
 #endif
   EXPECT_EQ(gpu.device(), kGpu);
   EXPECT_EQ(gpu.item(), sum_squares_multi(on_cpu).item());
+}
+
+// Gradient clipping's scale: one launch per 32 gradients, the CPU's float
+// products bit for bit.
+TEST(DeviceAdam, ClippingScalesEveryGradientInFewLaunches) {
+  BRAID_REQUIRE_GPU();
+  Generator gen(23);
+  std::vector<Tensor> on_gpu = parameters(gen), on_cpu;
+  for (const Tensor& t : on_gpu) on_cpu.push_back(t.to(Device::cpu).clone());
+  for (size_t i = 0; i < on_gpu.size(); ++i) {
+    const Tensor g = random_tensor(on_gpu[i].shape(), DType::f32, gen);
+    on_gpu[i].set_grad(g.to(kGpu));
+    on_cpu[i].set_grad(g.clone());
+  }
+#if defined(BRAID_CUDA_EMULATE)
+  cuda::emulated::reset_counters();
+#endif
+  const double norm = optim::clip_grad_norm(on_gpu, 0.5);
+#if defined(BRAID_CUDA_EMULATE)
+  EXPECT_EQ(cuda::emulated::counters().by_kernel.at("scale_multi_"), 2);  // 45 gradients
+#endif
+  EXPECT_GT(norm, 0.5);
+  optim::clip_grads_to(on_cpu, norm, 0.5);
+  for (size_t i = 0; i < on_gpu.size(); ++i) {
+    EXPECT_TRUE(all_close(on_gpu[i].grad().to(Device::cpu), on_cpu[i].grad(), 0, 0)) << "gradient " << i;
+  }
 }
 
 TEST(DeviceAdam, MultiTensorStepRefusesMismatchedTensors) {

@@ -35,7 +35,7 @@ const std::set<std::string> kCpuOnly = {"rms_norm", "rms_norm_backward", "rotary
 // autocast attention's q, k and v are f32; gradients (sum_squares_multi's
 // inputs) are f32.
 const std::set<std::string> kNo16Bit = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward",
-                                        "sum_squares_multi"};
+                                        "sum_squares_multi", "scale_multi_"};
 
 struct Run {
   Tensor out;

@@ -56,6 +56,16 @@ std::vector<OpCase> update_cases() {
         {}, 1e-4, 1e-6},
        "", {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.1}, {"decoupled", int64_t{1}}},
        true, true, /*strided=*/false},
+      // Gradient clipping's scale over several tensors (the first returned).
+      {"scale_multi_",
+       {"p * 0.25", {{"p", p}, {"p2", p2}},
+        [](const auto& in) {
+          const Tensor q = in[0].clone();
+          scale_multi_(std::vector<Tensor>{q, in[1].clone()}, 0.25);
+          return q;
+        },
+        {}},
+       "", {{"factor", 0.25}}, true, true, /*strided=*/false},
       // Gradient clipping's squared norm over several tensors.
       {"sum_squares_multi",
        {"(p.double() ** 2).sum() + (p2.double() ** 2).sum()", {{"p", p}, {"p2", p2}},
