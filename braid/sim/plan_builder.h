@@ -45,8 +45,11 @@ class Builder {
     return in_.tensor_roles.empty() ? LayerRole::replicated
                                     : static_cast<LayerRole>(in_.tensor_roles[static_cast<size_t>(layer)]);
   }
-  // The share of a layer's work and weights one tensor rank holds.
+  // The share of a layer's work and weights one tensor rank holds (under
+  // sequence parallelism every layer's: the replicated ones, the norms, run on
+  // the rank's segment).
   double share(int layer) const {
+    if (plan_.tensor > 1 && plan_.sequence_parallel) return 1.0 / plan_.tensor;
     return plan_.tensor > 1 && role(layer) != LayerRole::replicated ? 1.0 / plan_.tensor : 1.0;
   }
   const LayerProfile& layer(int l) const { return in_.profile.layers[static_cast<size_t>(l)]; }
@@ -108,6 +111,31 @@ class Builder {
   // weight: a split backward's W part (compute only; the tensor-parallel
   // all-reduces go with B, which carries the activations' gradients).
   void layer_pass(int l, bool forward, int m, int d, int p, std::vector<TaskId>& prev, bool weight = false);
+  // Tensor parallelism's collectives placed by part (plan_model_tensor.cc).
+  // A layer's pass on one tensor rank is a list of parts, each some compute
+  // with at most one collective among the tensor ranks before it (an
+  // all-gather feeding a column GEMM) or after it (a row GEMM's
+  // reduce-scatter or all-reduce); under parallel.tp_overlap the collective
+  // and the compute are cut into kOverlapChunks chunks and pipelined (chunk
+  // j's collective on the communication thread beside chunk j + 1's product).
+  enum class TpCollective { none, allreduce, allgather, reduce_scatter };
+  struct TpPart {
+    double compute = 0;  // seconds on each tensor rank
+    TpCollective collective = TpCollective::none;
+    double bytes = 0;     // the collective's whole vector
+    bool before = false;  // the collective feeds the compute
+    const char* what = "";
+  };
+  // tensor_parallel/overlap.h cuts each product into 4 chunks along the tokens.
+  static constexpr int kOverlapChunks = 4;
+  // The parts of layer l's pass when tensor parallelism changes more than
+  // its share (a block, and under sequence parallelism the embedding and the
+  // head); empty otherwise. seconds: the layer's whole compute of the pass
+  // (a recomputed block's rerun included).
+  std::vector<TpPart> tensor_parts(int l, bool forward, double seconds) const;
+  void run_parts(int l, bool forward, int m, int d, int p, const std::vector<TpPart>& parts, std::vector<TaskId>& prev);
+  std::vector<TaskId> tensor_collective(TpCollective kind, int d, int p, double bytes, const std::vector<TaskId>& ready,
+                                        const std::string& what);
   // One step of the data x tensor x pipeline mesh.
   std::vector<TaskId> mesh_step();
   void stage_op(int p, const StageOp& op, std::vector<std::vector<std::vector<TaskId>>>& fwd_sent,

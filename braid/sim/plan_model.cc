@@ -112,6 +112,15 @@ std::vector<TaskId> Builder::tensor_allreduce(int d, int p, double bytes, const 
 void Builder::layer_pass(int l, bool forward, int m, int d, int p, std::vector<TaskId>& prev, bool weight) {
   const LayerProfile& lp = layer(l);
   const double mine = share(l);
+  if (plan_.tensor > 1 && !weight) {
+    const double seconds =
+        forward ? lp.forward : lp.backward * (split() ? input_share(l) : 1.0) + (recomputed(l) ? lp.forward : 0);
+    const std::vector<TpPart> parts = tensor_parts(l, forward, seconds);
+    if (!parts.empty()) {
+      run_parts(l, forward, m, d, p, parts, prev);
+      return;
+    }
+  }
   for (int t = 0; t < plan_.tensor; ++t) {
     TaskId& at = prev[static_cast<size_t>(t)];
     const int r = rank(d, t, p);

@@ -13,6 +13,10 @@ std::string PlanSpec::describe() const {
   if (strategy == "ps") s += fmt::format(" {} ({} servers, {} workers)", consistency, servers, workers());
   s += fmt::format(": data {} x tensor {} x pipeline {}", data, tensor, pipeline);
   if (expert > 1) s += fmt::format(" (expert groups of {})", expert);
+  if (tensor > 1) {
+    s += fmt::format(" ({}{})", sequence_parallel ? "sequence parallel" : "plain TP",
+                     tp_overlap ? ", collectives overlapped" : ", blocking");
+  }
   if (pipeline > 1)
     s += fmt::format(", {}{} with {} micro-batches{}", schedule,
                      virtual_stages > 1 ? fmt::format(" of {} chunks per rank", virtual_stages) : "", microbatches,
@@ -85,6 +89,13 @@ PlanSpec plan_spec(const train::Config& c, int world, int servers, int ranks_per
                         strategy);
     }
   }
+  // As the trainer reads them (run_options.cc).
+  p.sequence_parallel = c.get_bool("parallel.sequence_parallel");
+  if (p.sequence_parallel && p.tensor <= 1) {
+    fail<ConfigError>("braid sim: parallel.sequence_parallel = true splits the sequence over the tensor axis; "
+                      "parallel.tensor = {} has none", p.tensor);
+  }
+  if (p.tensor > 1) p.tp_overlap = c.get_bool("parallel.tp_overlap");
   p.schedule = c.get_string("parallel.schedule");
   if (p.pipeline > 1) p.virtual_stages = static_cast<int>(c.get_int("parallel.virtual_stages"));
   p.recompute = c.get_string("parallel.recompute");

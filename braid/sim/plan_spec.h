@@ -20,6 +20,11 @@ struct PlanSpec {
   // parallel.expert: groups of `expert` neighbouring data ranks share out each
   // MoE layer's experts (it divides data and model.moe.experts; docs/moe.md).
   int expert = 1;
+  // parallel.sequence_parallel and parallel.tp_overlap (with tensor > 1;
+  // docs/tensor_parallel.md): a block's all-reduces as all-gather +
+  // reduce-scatter pairs, and the collectives pipelined with their GEMMs.
+  bool sequence_parallel = false;
+  bool tp_overlap = false;
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zero_bubble (with pipeline > 1)
   int virtual_stages = 1;         // interleaved: chunks per pipeline rank
   int microbatches = 1;

@@ -209,6 +209,18 @@ std::map<std::string, GradientReady> describe_layers(const Layered& l, const std
   return params;
 }
 
+// The products tensor parallelism shards and its overlap pipelines.
+bool is_gemm(const std::string& op) {
+  return op == "linear" || op == "matmul" || op == "matmul_backward_a" || op == "matmul_backward_b" ||
+         op == "linear_backward_bias";
+}
+
+// The work on whole sequences that sequence parallelism moves to segments.
+bool is_sequence_wise(const std::string& op) {
+  return op == "layer_norm" || op == "layer_norm_backward" || op == "rms_norm" || op == "rms_norm_backward" ||
+         op == "dropout" || op == "add";
+}
+
 }  // namespace
 
 StepProfile profile_step(const train::Config& config, OpTable& table, int64_t batch, int threads) {
@@ -246,6 +258,11 @@ StepProfile profile_step(const train::Config& config, OpTable& table, int64_t ba
     // The totals add up in node order, as the gradients' ready times do, so
     // the last of those is exactly `backward`.
     (phase[k] == kForward ? lp.forward : phase[k] == kBackward ? lp.backward : lp.update) += seconds[k];
+    if (phase[k] != kUpdate) {
+      const bool fwd = phase[k] == kForward;
+      if (is_gemm(n.op->name)) (fwd ? lp.gemm_forward : lp.gemm_backward) += seconds[k];
+      if (is_sequence_wise(n.op->name)) (fwd ? lp.sequence_forward : lp.sequence_backward) += seconds[k];
+    }
     (phase[k] == kForward ? p.forward : phase[k] == kBackward ? p.backward : p.update) += seconds[k];
     ++lp.nodes;
   }
@@ -263,6 +280,10 @@ void scale_to(StepProfile& p, double step, int microbatches) {
   for (LayerProfile& l : p.layers) {
     l.forward *= f;
     l.backward *= f;
+    l.gemm_forward *= f;
+    l.gemm_backward *= f;
+    l.sequence_forward *= f;
+    l.sequence_backward *= f;
     l.update *= f;
     l.expert_forward *= f;
     l.expert_backward *= f;

@@ -26,6 +26,13 @@ struct LayerProfile {
   int64_t parameter_bytes = 0;
   int64_t output_bytes = 0;  // the layer's output for one (micro-)batch: what a pipeline stage boundary sends
   int64_t nodes = 0;
+  // Parts of forward and backward by op, for tensor parallelism's model
+  // (plan_builder.h): the GEMMs (linear, matmul and their backward products),
+  // which the overlapped collectives pipeline with, and the sequence-wise work
+  // (layer and RMS norms, dropout, residual adds), which plain tensor
+  // parallelism leaves whole on every rank and sequence parallelism divides.
+  double gemm_forward = 0, gemm_backward = 0;
+  double sequence_forward = 0, sequence_backward = 0;
   // An MoE layer (moe_cost.h; experts 0 otherwise): the part of forward,
   // backward and update that is its experts' (all E of them, on one rank),
   // their weights' bytes, and the bytes one rank dispatches per (micro-)batch,
