@@ -108,7 +108,7 @@ DeviceComm choose_device_comm(const Communicator& c, Device device, DeviceComm r
   const DeviceComm chosen =
       requested != DeviceComm::automatic ? requested : (against.empty() ? DeviceComm::native : DeviceComm::staged);
   set_device_comm(chosen);
-  if (c.rank() == 0) {
+  if (c.rank() == 0 && p > 1) {
     logging::info("collectives on {} buffers: {} ({})", name(device), chosen == DeviceComm::native ? "NCCL" : "staged through host memory",
                   requested != DeviceComm::automatic ? "parallel.device_comm" : against.empty() ? "every rank has NCCL and no two processes share a GPU" : against);
   }

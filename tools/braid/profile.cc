@@ -8,6 +8,8 @@
 #include <optional>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "braid/base/error.h"
 #include "braid/train/trainer_setup.h"
@@ -32,6 +34,8 @@ struct ProfileArgs {
 #if defined(BRAID_EMULATED_CUDA)
 void profile(const ProfileArgs& a) {
   cuda::emulated::install();
+  // With --json, stdout carries the JSON alone: log lines go to stderr.
+  if (a.json) spdlog::set_default_logger(spdlog::stderr_color_mt("braid-profile"));
   std::vector<std::string> sets = a.sets;
   sets.push_back("train.device=" + a.device);
   train::Config config = train::load_config(a.config, sets);
