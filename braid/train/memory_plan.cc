@@ -40,8 +40,11 @@ double dropout_p(const nn::Module& m) {
 // One transformer block, per token, in elements (docs/memory.md has the
 // table): what stays from forward to backward under each mode, and what
 // its backward allocates on top.
+// Under sequence parallelism the elements "per token" of a segment's tensors
+// (the norms' inputs and statistics, the residual dropouts' masks) count for
+// 1 / seq of the tokens; the functions below return elements for n tokens.
 struct BlockShape {
-  int64_t d = 0;    // model width (norms and residuals are whole under tensor parallelism)
+  int64_t d = 0;    // model width (norms and residuals are whole under plain tensor parallelism)
   int64_t a = 0;    // q, k, v projection width on this rank
   int64_t dq = 0;   // attention output width on this rank
   int64_t f1 = 0;   // fc1 output (2 x hidden for SwiGLU)
@@ -49,21 +52,28 @@ struct BlockShape {
   int64_t norm_stats = 2;  // mean and rstd (layer norm) or rstd (RMS)
   bool rope = false;       // rotated q and k are copies
   bool dropout = false;
+  int64_t seq = 1;  // sequence-parallel shards (1: the whole sequence)
 };
 
-int64_t kept_none(const BlockShape& b) {
+int64_t kept_none(const BlockShape& b, int64_t n) {
   const int64_t drop = b.dropout ? 2 * b.d : 0;  // the residual dropouts' masks
   const int64_t rotated = b.rope ? b.dq + (b.a - b.dq) / 2 : 0;
-  // x, ln1 out, qkv, attention out, h, ln2 out, fc1 out, activation out
-  return b.d + b.d + b.a + rotated + b.dq + b.d + b.d + b.f1 + b.f + 2 * b.norm_stats + drop;
+  // On segments: x and h (the norms' inputs), their statistics, the masks.
+  // Whole: ln1 and ln2 out (all-gathered under sequence parallelism, and kept
+  // gathered by the column products for their dw), qkv, attention out, fc1
+  // out, activation out.
+  return (b.d + b.d + 2 * b.norm_stats + drop) * n / b.seq + (b.d + b.a + rotated + b.dq + b.d + b.f1 + b.f) * n;
 }
 
-int64_t kept_selective(const BlockShape& b) {
-  // x and h (the norms' inputs), qkv, the fused attention's output (its core
-  // is not rerun: nn::attend_keeps_scores), fc1 out; with dropout the two
-  // residual dropouts' masks
+int64_t kept_selective(const BlockShape& b, int64_t n) {
+  // x and h (the norms' inputs) and with dropout the two residual dropouts'
+  // masks, on segments; qkv, the fused attention's output (its core is not
+  // rerun: nn::attend_keeps_scores), fc1 out. Under sequence parallelism the
+  // norms' outputs are rematerialised, but the column products keep their
+  // all-gathered copies, whole.
   const int64_t rotated = b.rope ? b.dq + (b.a - b.dq) / 2 : 0;
-  return b.d + b.a + rotated + b.dq + b.d + b.f1 + (b.dropout ? 2 * b.d : 0);
+  const int64_t gathered = b.seq > 1 ? 2 * b.d : 0;
+  return (b.d + b.d + (b.dropout ? 2 * b.d : 0)) * n / b.seq + (b.a + rotated + b.dq + b.f1 + gathered) * n;
 }
 
 int64_t backward_none(const BlockShape& b) {
@@ -114,6 +124,7 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
   plan.live_microbatches = shape.live_microbatches;
   plan.tokens = shape.rows * shape.context;
   const int64_t n = plan.tokens;
+  const int64_t shards = std::max(shape.sequence_shards, 1);  // segments: n / shards tokens
   int64_t params = 0;
   for (const Tensor& p : model.parameters()) params += static_cast<int64_t>(p.nbytes());
   const int data = std::max(shape.data, 1);
@@ -148,7 +159,7 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
     if (tok.size() == 2) {
       l.kind = "embedding";
       const int64_t d = tok[1];
-      l.kept = kF32 * (dropout_p(*m) > 0 ? d * n : 0);  // the dropout mask
+      l.kept = kF32 * (dropout_p(*m) > 0 ? d * n / shards : 0);  // the dropout mask (after the scatter)
       l.backward = kF32 * (2 * d * n + tok[0] * d);     // its output's gradient, the table's dense gradient
     } else if (block && in_proj.size() == 2) {
       const Shape out_proj = param_shape(*m, "attn.out_proj.weight"), fc1 = param_shape(*m, "fc1.weight"),
@@ -160,7 +171,7 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
       }
       BlockShape b{.d = in_proj[1], .a = in_proj[0], .dq = out_proj[1], .f1 = fc1[0], .f = fc2[1],
                    .norm_stats = param_shape(*m, "ln1.bias").empty() ? 1 : 2, .rope = false,
-                   .dropout = dropout_p(*m) > 0};
+                   .dropout = dropout_p(*m) > 0, .seq = shards};
       if (const auto* tb = dynamic_cast<const nn::TransformerBlock*>(m)) b.rope = tb->attn()->options().rope_theta > 0;
       // Weight-gradient temporaries (a layer's gradient is made, then added
       // into its .grad buffer).
@@ -169,20 +180,20 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
       l.kind = fmt::format("block ({})", nn::name(mode));
       switch (mode) {
         case nn::Recompute::none:
-          l.kept = kept_none(b) * n;
+          l.kept = kept_none(b, n);
           l.backward = backward_none(b) * n + weight_grad;
           break;
         case nn::Recompute::selective:
-          l.kept = kept_selective(b) * n;
+          l.kept = kept_selective(b, n);
           // plus the activation's output refilled
           l.backward = (backward_none(b) + b.f) * n + weight_grad;
           break;
         case nn::Recompute::full:
-          l.kept = b.d * n;  // its input
+          l.kept = b.d * n / b.seq;  // its input
           // the whole block rebuilt (less the input it kept) and its backward,
           // while the gradient arriving at the checkpoint and the one it
           // returns for the input are held
-          l.backward = (kept_none(b) + b.d + backward_none(b)) * n + weight_grad;
+          l.backward = kept_none(b, n) + (b.d + backward_none(b)) * n + weight_grad;
           break;
       }
       l.kept *= kF32;
@@ -199,8 +210,8 @@ MemoryPlan plan_memory(const nn::Module& model, const MemoryShape& shape) {
     } else if (m->children().empty() && param_shape(*m, "weight").size() == 1) {
       l.kind = "norm";
       const int64_t d = param_shape(*m, "weight")[0];
-      l.kept = kF32 * (d + 2) * n;  // its input and statistics
-      l.backward = kF32 * 2 * d * n;
+      l.kept = kF32 * (d + 2) * n / shards;  // its input and statistics
+      l.backward = kF32 * 2 * d * n / shards;
     }
     plan.layers.push_back(l);
   }
@@ -258,6 +269,7 @@ MemoryShape memory_shape(const Config& c, int stage, int stages) {
   const std::string strategy = c.get_string("parallel.strategy");
   if (strategy == "zero") s.zero_stage = static_cast<int>(c.get_int("parallel.zero_stage"));
   if (strategy == "allreduce" || strategy == "auto") s.bucket_bytes = c.get_int("parallel.bucket_kb") * 1024;
+  if (c.get_bool("parallel.sequence_parallel")) s.sequence_shards = static_cast<int>(c.get_int("parallel.tensor"));
   return s;
 }
 

@@ -52,6 +52,9 @@ struct MemoryShape {
   int zero_stage = 0;           // ZeRO on the data axis (0: none)
   int data = 1;                 // data-parallel degree
   int64_t bucket_bytes = 0;     // data-parallel all-reduce buckets
+  // parallel.sequence_parallel: the norms, residuals and dropout masks hold
+  // this rank's segment of context / tensor tokens (docs/memory.md).
+  int sequence_shards = 1;
 };
 
 // The plan of `model` (this rank's part: its tensor shard, its stage) for

@@ -2,7 +2,8 @@
 # Activation recompute under every plan, through `braid train` and `braid
 # launch` (docs/memory.md): a tiny GPT-2-layout model with dropout 0.1 trains
 # 4 steps with parallel.recompute = none, full and selective under one
-# process, DP=2, ZeRO-3, TP=2, PP=2 and CP=2 (ring; without dropout, which
+# process, DP=2, ZeRO-3, TP=2 (plain and with sequence parallelism), PP=2
+# and CP=2 (ring; without dropout, which
 # context parallelism refuses); every step's training loss (full
 # precision, metrics.jsonl) must equal the same plan's without recompute, so
 # the gradients were equal (train.deterministic pins the kernels). Rank 0's
@@ -76,6 +77,7 @@ plans=(
   "dp2 2 train.batch_size=4"
   "zero3 2 train.batch_size=4 parallel.strategy=zero parallel.zero_stage=3"
   "tp2 2 parallel.tensor=2"
+  "tp2sp 2 parallel.tensor=2 parallel.sequence_parallel=true"
   "pp2 2 model.tie_embeddings=false parallel.pipeline=2 parallel.microbatches=2"
   "cp2 2 parallel.context=2 model.dropout=0"
 )
