@@ -138,6 +138,8 @@ std::vector<GradientReady> gradients(const graph::Graph& g, const std::vector<Ph
     const graph::Node& n = g.nodes()[k];
     if (phase[k] != kUpdate || n.op->effect != op::Effect::inplace) continue;
     for (int m : n.op->mutates) {
+      // An optional buffer left out (SGD's momentum when optim.momentum = 0).
+      if (n.inputs[static_cast<size_t>(m)] < 0) continue;
       const graph::Value& written = g.value(n.inputs[static_cast<size_t>(m)]);
       auto it = params.find(written.name);
       if (it == params.end() || written.kind != graph::ValueKind::input) continue;

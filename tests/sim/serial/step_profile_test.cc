@@ -34,6 +34,28 @@ struct TempTable {
   ~TempTable() { fs::remove(path); }
 };
 
+// Tensor parallelism's model reads a block's GEMM and sequence-wise parts
+// (plan_model_tensor.cc); SGD without momentum leaves its update's optional
+// buffer out, which the gradients' ready times skip.
+TEST(StepProfile, TransformerBlocksSplitIntoGemmsAndSequenceWiseWork) {
+  const train::Config c = config("char_transformer", {"optim.name=sgd", "optim.momentum=0"});
+  TempTable t({.warmup = 1, .repeats = 1, .max_seconds = 0.005});
+  const StepProfile p = profile_step(c, t.table, 4, 1);
+  int blocks = 0;
+  for (const LayerProfile& l : p.layers) {
+    SCOPED_TRACE("layer " + l.name);
+    EXPECT_LE(l.gemm_forward + l.sequence_forward, l.forward * (1 + 1e-12));
+    EXPECT_LE(l.gemm_backward + l.sequence_backward, l.backward * (1 + 1e-12));
+    if (l.gemm_forward > 0 && l.sequence_forward > 0) {
+      ++blocks;
+      EXPECT_GT(l.gemm_backward, 0);
+      EXPECT_GT(l.sequence_backward, 0);
+    }
+  }
+  EXPECT_EQ(blocks, c.get_int("model.n_layers"));
+  EXPECT_FALSE(p.gradients.empty());
+}
+
 TEST(StepProfile, MlpLayersParametersGradientsAndOutputsMatchTheModel) {
   const train::Config c = config("fashion_mlp");
   // Numbers do not matter here: quick measurements.
