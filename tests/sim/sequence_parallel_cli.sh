@@ -71,6 +71,13 @@ grep -q "^tp attention 1/4 s0 allgather" <<<"$chunked" || fail "no chunks: $chun
 grep -q "^tp attention s0 ring" <<<"$plain" || fail "plain TP without its all-reduce: $plain"
 echo "ok: the timelines hold all-gathers and reduce-scatters, chunked when overlapped, all-reduces under plain TP"
 
+# The sweep of a sequence-parallel config runs its plans without a tensor axis without it.
+sweep=$("$braid" sim "$tmp/gpt.toml" --world 2 --no-calibrate --set parallel.tensor=2 \
+  --set parallel.sequence_parallel=true --sweep)
+grep -q "data 2 x tensor 1 x pipeline 1" <<<"$sweep" || fail "the sweep has no data-parallel plan: $sweep"
+grep -q "data 1 x tensor 2 x pipeline 1" <<<"$sweep" || fail "the sweep has no tensor-parallel plan: $sweep"
+echo "ok: the sweep ranks data- and tensor-parallel plans"
+
 if "$braid" sim "$tmp/gpt.toml" --world 1 --no-calibrate --set parallel.sequence_parallel=true 2>"$tmp/err"; then
   fail "sequence parallelism without a tensor axis accepted"
 fi

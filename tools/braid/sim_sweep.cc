@@ -35,6 +35,8 @@ std::vector<Candidate> candidates(int world, int64_t batch, int64_t experts) {
       std::vector<std::string> mesh{fmt::format("parallel.tensor={}", t), fmt::format("parallel.pipeline={}", p),
                                     "parallel.data=0",
                                     d > 1 ? "parallel.strategy=allreduce" : "parallel.strategy=none"};
+      // A sequence-parallel config's plans without a tensor axis run without it.
+      if (t == 1) mesh.push_back("parallel.sequence_parallel=false");
       std::vector<std::vector<std::string>> schedules{{}};
       if (p > 1) {
         schedules.clear();
