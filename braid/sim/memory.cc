@@ -27,6 +27,8 @@ std::vector<train::MemoryPlan> plan_memory_per_stage(const train::Config& config
     }
     train::MemoryShape shape = train::memory_shape(config, s, stages);
     shape.data = plan.data;
+    // The whole layers (no tensor shards here): their whole sequence too.
+    shape.sequence_shards = 1;
     out.push_back(train::plan_memory(stage, shape));
   }
   return out;
