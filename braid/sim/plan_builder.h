@@ -45,12 +45,15 @@ class Builder {
     return in_.tensor_roles.empty() ? LayerRole::replicated
                                     : static_cast<LayerRole>(in_.tensor_roles[static_cast<size_t>(layer)]);
   }
-  // The share of a layer's work and weights one tensor rank holds (under
-  // sequence parallelism every layer's: the replicated ones, the norms, run on
-  // the rank's segment).
+  // The share of a layer's work and weights one tensor rank holds.
   double share(int layer) const {
-    if (plan_.tensor > 1 && plan_.sequence_parallel) return 1.0 / plan_.tensor;
     return plan_.tensor > 1 && role(layer) != LayerRole::replicated ? 1.0 / plan_.tensor : 1.0;
+  }
+  // Its share of the compute: under sequence parallelism every layer's (the
+  // replicated ones, the norms, run on the rank's segment; their weights and
+  // update stay whole).
+  double compute_share(int layer) const {
+    return plan_.tensor > 1 && plan_.sequence_parallel ? 1.0 / plan_.tensor : share(layer);
   }
   const LayerProfile& layer(int l) const { return in_.profile.layers[static_cast<size_t>(l)]; }
   int chunks() const { return plan_.pipeline > 1 && plan_.schedule == "interleaved" ? plan_.virtual_stages : 1; }

@@ -111,7 +111,7 @@ std::vector<TaskId> Builder::tensor_allreduce(int d, int p, double bytes, const 
 // all-reduces go with B, which carries the activations' gradients).
 void Builder::layer_pass(int l, bool forward, int m, int d, int p, std::vector<TaskId>& prev, bool weight) {
   const LayerProfile& lp = layer(l);
-  const double mine = share(l);
+  const double mine = compute_share(l);
   if (plan_.tensor > 1 && !weight) {
     const double seconds =
         forward ? lp.forward : lp.backward * (split() ? input_share(l) : 1.0) + (recomputed(l) ? lp.forward : 0);

@@ -20,7 +20,9 @@ constexpr double kF = 1e-3, kB = 2e-3, kU = 0.5e-3, kGF = 0.6e-3, kGB = 1.2e-3, 
 constexpr double kAlpha = 5e-6, kN = 1e6;
 constexpr int kChunks = 4;
 
-StepModelInputs block_inputs() {
+// norm: a final norm after the block (replicated under plain TP), 1 ms
+// forward, 2 ms backward, 0.5 ms update, no GEMM.
+StepModelInputs block_inputs(bool norm = false) {
   StepProfile p;
   p.model = "synthetic";
   p.batch = 8;
@@ -34,10 +36,22 @@ StepModelInputs block_inputs() {
   p.parameter_bytes = 1000;
   StepModelInputs in{.profile = p};
   in.tensor_roles = {static_cast<int>(LayerRole::block)};
+  if (norm) {
+    in.profile.layers.push_back({.name = "norm", .forward = kF, .backward = kB, .update = kU, .parameter_bytes = 8,
+                                 .output_bytes = static_cast<int64_t>(kN), .nodes = 1, .sequence_forward = kF,
+                                 .sequence_backward = kB});
+    in.profile.gradients.insert(in.profile.gradients.begin(), {.name = "norm.weight", .layer = 1, .bytes = 8,
+                                                               .ready = kB});
+    in.profile.gradients.back().ready += kB;
+    in.profile.forward += kF;
+    in.profile.backward += kB;
+    in.profile.update += kU;
+    in.tensor_roles.push_back(static_cast<int>(LayerRole::replicated));
+  }
   return in;
 }
 
-double step(bool sequence_parallel, bool overlap, double beta) {
+double step(bool sequence_parallel, bool overlap, double beta, bool norm = false) {
   PlanSpec plan{.strategy = "none", .world = 2, .tensor = 2, .sequence_parallel = sequence_parallel,
                 .tp_overlap = overlap, .algorithm = comm::Algorithm::ring};
   Cluster c;
@@ -47,7 +61,7 @@ double step(bool sequence_parallel, bool overlap, double beta) {
   c.intra = {.alpha = kAlpha, .beta = beta, .gamma = 0};
   c.inter = c.intra;
   Simulator sim(c);
-  const StepMarks marks = add_steps(sim, plan, block_inputs(), 1);
+  const StepMarks marks = add_steps(sim, plan, block_inputs(norm), 1);
   sim.run();
   double end = 0;
   for (TaskId t : marks.steps.back()) end = std::max(end, sim.times(t).end);
@@ -88,6 +102,15 @@ TEST(SimTensorSequence, BlockingSequenceParallelHalvesTheNormsAndSplitsEachAllre
     // The same bytes and latencies on the wire: only the norms' share differs.
     EXPECT_NEAR(step(false, false, beta) - step(true, false, beta), (kSF + kSB) / 2, 1e-12);
   }
+}
+
+// A norm outside the blocks runs on the segment under sequence parallelism
+// (half its forward and backward on each of 2 ranks) and whole under plain
+// TP; its weights and update are whole on every rank either way.
+TEST(SimTensorSequence, AFinalNormRunsOnTheSegmentButUpdatesWhole) {
+  const double beta = 1e-9;
+  EXPECT_NEAR(step(false, false, beta, true) - step(false, false, beta), kF + kB + kU, 1e-12);
+  EXPECT_NEAR(step(true, false, beta, true) - step(true, false, beta), (kF + kB) / 2 + kU, 1e-12);
 }
 
 // Overlapped: each collective pipelined with its product in 4 chunks, the
