@@ -18,16 +18,14 @@ braid=$BRAID
 . "$(dirname "$0")/tiny_gpt_lib.sh"
 tiny_gpt_shards
 tiny_gpt_toml 2
-"$BRAID" train "$out/tiny.toml" --set train.out_dir="$out/one" --set parallel.strategy=none >"$out/one.log" 2>&1 ||
-  { cat "$out/one.log"; echo "FAIL: one process"; exit 1; }
-one=$(grep -Eo "final test loss [0-9.]+" "$out/one.log" | head -1 | awk '{print $4}')
+one=$(loss one 1 parallel.strategy=none) || exit 1
 port=29641
 for mode in ring ulysses; do
   mkdir -p "$out/$mode"
   netns_launch_all "$port" "$out/$mode" -- "$BRAID" train "$out/tiny.toml" --set parallel.context=2 \
     --set parallel.context_mode=$mode --set parallel.timeout_s=60 --set train.out_dir="$out/$mode/run" ||
     { tail -n 20 "$out/$mode"/h*.out; echo "FAIL: $mode across 2 namespaces"; exit 1; }
-  got=$(grep -Eo "final test loss [0-9.]+" "$out/$mode/h0.out" | head -1 | awk '{print $4}')
+  got=$(final_loss "$out/$mode/h0.out")
   [ "$got" = "$one" ] || { cat "$out/$mode/h0.out"; echo "FAIL: $mode: held-out loss $got, one process $one"; exit 1; }
   echo "ok: context 2 ($mode) across 2 namespaces over a 1 Gbit/s link: $got (one process $one)"
   port=$((port + 1))

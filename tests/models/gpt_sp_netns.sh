@@ -18,9 +18,7 @@ braid=$BRAID
 . "$(dirname "$0")/tiny_gpt_lib.sh"
 tiny_gpt_shards
 tiny_gpt_toml 2
-"$BRAID" train "$out/tiny.toml" --set train.out_dir="$out/one" --set parallel.strategy=none >"$out/one.log" 2>&1 ||
-  { cat "$out/one.log"; echo "FAIL: one process"; exit 1; }
-one=$(grep -Eo "final test loss [0-9.]+" "$out/one.log" | head -1 | awk '{print $4}')
+one=$(loss one 1 parallel.strategy=none) || exit 1
 port=29671
 for overlap in true false; do
   mkdir -p "$out/$overlap"
@@ -28,7 +26,7 @@ for overlap in true false; do
     --set parallel.sequence_parallel=true --set parallel.tp_overlap=$overlap --set parallel.timeout_s=60 \
     --set train.out_dir="$out/$overlap/run" ||
     { tail -n 20 "$out/$overlap"/h*.out; echo "FAIL: overlap $overlap across 2 namespaces"; exit 1; }
-  got=$(grep -Eo "final test loss [0-9.]+" "$out/$overlap/h0.out" | head -1 | awk '{print $4}')
+  got=$(final_loss "$out/$overlap/h0.out")
   [ "$got" = "$one" ] || { cat "$out/$overlap/h0.out"; echo "FAIL: overlap $overlap: held-out loss $got, one process $one"; exit 1; }
   echo "ok: TP 2 with sequence parallelism (overlap $overlap) across 2 namespaces over a 1 Gbit/s link: $got (one process $one)"
   port=$((port + 1))

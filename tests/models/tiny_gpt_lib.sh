@@ -1,5 +1,5 @@
 # The tiny gpt that the launch tests train (gpt_plans.sh, gpt_context.sh,
-# gpt_context_netns.sh, gpt_recompute.sh, moe_plans.sh,
+# gpt_context_netns.sh, gpt_sp_launch.sh, gpt_sp_netns.sh, gpt_recompute.sh, moe_plans.sh,
 # tests/parallel/pipeline_schedules_launch.sh): shards of two fortune files
 # under a 300-id tokenizer, the config, and the helpers that run it and
 # compare held-out losses. Source it after setting $braid (the binary) and
@@ -40,10 +40,15 @@ run() {
   timeout 300 "${cmd[@]}" >"$out/$name.log" 2>&1
 }
 
+# final_loss FILE: the first final held-out loss a run's output FILE prints.
+final_loss() {
+  grep -Eo "final test loss [0-9.]+" "$1" | head -1 | awk '{print $4}'
+}
+
 # loss NAME PROCESSES KEY=VALUE...: runs; prints rank 0's final held-out loss.
 loss() {
   run "$@" || { cat "$out/$1.log" >&2; echo "FAIL: $1" >&2; exit 1; }
-  grep -Eo "final test loss [0-9.]+" "$out/$1.log" | head -1 | awk '{print $4}'
+  final_loss "$out/$1.log"
 }
 
 # same NAME GOT WANT: the two losses equal as printed (4 decimals).

@@ -105,4 +105,17 @@ void Codec::combine_on_device(Communicator& comm, BufferRef grad, std::span<cons
   stats.calls++;
 }
 
+float* feedback_input(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
+                      bool error_feedback, std::shared_ptr<std::byte>& scratch) {
+  float* x;
+  if (error_feedback) {
+    x = state.device_tensor("memory", n, d).get();
+  } else {
+    scratch = k.allocate(d, n * sizeof(float));
+    x = reinterpret_cast<float*>(scratch.get());
+  }
+  k.add(d, x, grad, n);
+  return x;
+}
+
 }  // namespace braid::comm::codec

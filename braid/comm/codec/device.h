@@ -66,6 +66,14 @@ class DeviceCodecKernels {
   virtual void topk_decode_add(Device d, const std::byte* message, size_t n, size_t k, float* out) = 0;
 };
 
+struct BucketState;
+// What a codec with error feedback encodes on the device: grad + the bucket's
+// memory, summed in the memory itself (the encode kernels leave it holding
+// what was not sent); without error feedback, grad copied into zeroed scratch
+// memory that `scratch` keeps alive while the encode is queued.
+float* feedback_input(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
+                      bool error_feedback, std::shared_ptr<std::byte>& scratch);
+
 // Installs the kernels for buffers on devices of `type` (process-wide).
 void set_device_codec_kernels(DeviceType type, DeviceCodecKernels* kernels);
 // The kernels for `device`; ValueError naming the device where none are installed.

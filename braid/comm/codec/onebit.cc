@@ -85,19 +85,10 @@ class OneBit final : public Codec {
   size_t device_message_bytes(size_t n) const override {
     return onebit_message_bytes(n, static_cast<size_t>(o_.onebit_chunk));
   }
-  // x = grad + memory in the memory itself, which the kernels leave holding
-  // what was not sent.
   void encode_on_device(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
                         std::byte* message) override {
     std::shared_ptr<std::byte> scratch;
-    float* x;
-    if (o_.error_feedback) {
-      x = state.device_tensor("memory", n, d).get();
-    } else {
-      scratch = k.allocate(d, n * sizeof(float));
-      x = reinterpret_cast<float*>(scratch.get());
-    }
-    k.add(d, x, grad, n);
+    float* x = feedback_input(k, d, grad, n, state, o_.error_feedback, scratch);
     k.onebit_encode(d, x, n, static_cast<size_t>(o_.onebit_chunk), o_.error_feedback, message);
   }
   void decode_add_on_device(DeviceCodecKernels& k, Device d, const std::byte* message, size_t n,

@@ -115,14 +115,7 @@ class TopK final : public Codec {
   void encode_on_device(DeviceCodecKernels& k, Device d, const float* grad, size_t n, BucketState& state,
                         std::byte* message) override {
     std::shared_ptr<std::byte> scratch;
-    float* x;
-    if (o_.error_feedback) {
-      x = state.device_tensor("memory", n, d).get();
-    } else {
-      scratch = k.allocate(d, n * sizeof(float));
-      x = reinterpret_cast<float*>(scratch.get());
-    }
-    k.add(d, x, grad, n);
+    float* x = feedback_input(k, d, grad, n, state, o_.error_feedback, scratch);
     k.topk_encode(d, x, n, kept(n), o_.error_feedback, message);
   }
   void decode_add_on_device(DeviceCodecKernels& k, Device d, const std::byte* message, size_t n,
