@@ -90,6 +90,21 @@ struct Adam {
   BRAID_HD void operator()(int64_t k) const { adam_element(p, g, m, v, k, derived, b1, b2, eps, l2); }
 };
 
+// The tensor of a multi-tensor chunk that index i falls in: the last t < count
+// with start[t] <= i (start ascending, start[0] <= i).
+BRAID_HD inline int owner(const int64_t* start, int count, int64_t i) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (start[mid] <= i) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // Up to kAdamChunk parameters as one index space: element i belongs to the
 // tensor t with start[t] <= i < start[t + 1].
 template <class P, class G, class S>
@@ -103,15 +118,7 @@ struct AdamChunk {
   const float* derived;
   float b1, b2, eps, l2;
   BRAID_HD void operator()(int64_t i) const {
-    int lo = 0, hi = count - 1;  // the last t with start[t] <= i
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (start[mid] <= i) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
+    const int lo = owner(start, count, i);
     adam_element(p[lo], g[lo], m[lo], v[lo], i - start[lo], derived, b1, b2, eps, l2);
   }
 };
@@ -184,15 +191,7 @@ struct SquaresChunk {
   int count;
   float* partials;  // this chunk's first partial
   BRAID_HD void operator()(int64_t b) const {
-    int lo = 0, hi = count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (first[mid] <= b) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
+    const int lo = owner(first, count, b);
     const int64_t begin = (b - first[lo]) * kSquaresBlock;
     const int64_t end = begin + kSquaresBlock < n[lo] ? begin + kSquaresBlock : n[lo];
     float part = 0;
@@ -208,15 +207,7 @@ struct ScaleChunk {
   int count;
   float c;
   BRAID_HD void operator()(int64_t i) const {
-    int lo = 0, hi = count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (start[mid] <= i) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
+    const int lo = owner(start, count, i);
     x[lo][i - start[lo]] *= c;
   }
 };
