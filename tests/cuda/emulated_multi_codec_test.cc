@@ -18,6 +18,7 @@
 #include "braid/train/config.h"
 #include "braid/train/device_plans.h"
 #include "braid/train/schema.h"
+#include "tests/cuda/emulated_multi_util.h"
 #include "tests/parallel/model_parallel_util.h"
 #include "tests/testing/error_message.h"
 
@@ -27,15 +28,13 @@ namespace {
 using comm::DeviceComm;
 using parallel::PlannedModel;
 using parallel::PlanOptions;
-using parallel::testing::Params;
 
 const Device kDevice = Device::cuda(0);
 
-int64_t launches(const std::string& kernel) {
-  const auto c = cuda::emulated::counters();
-  const auto it = c.by_kernel.find(kernel);
-  return it == c.by_kernel.end() ? 0 : it->second;
-}
+using testing::multi_gpu::expect_close;
+using testing::multi_gpu::launches;
+using testing::multi_gpu::PathGuard;
+using testing::multi_gpu::train;
 
 // The kernel each codec's encoding launches on the device.
 std::string encoder(const std::string& codec) {
@@ -44,52 +43,6 @@ std::string encoder(const std::string& codec) {
   if (codec == "onebit") return "onebit_pack";
   return "topk_write";
 }
-
-// Three SGD steps of the test MLP under `options`; each rank's parameters.
-std::vector<Params> train(Device device, int world, const PlanOptions& options) {
-  std::vector<Params> got(static_cast<size_t>(world));
-  parallel::testing::on_ranks(world, [&](int rank, comm::Communicator comm) {
-    auto whole = parallel::testing::mlp(7);
-    whole->to(device);
-    PlannedModel pm = make_plan(options, comm, nullptr, whole, nn::cross_entropy_loss);
-    optim::SGD sgd(pm.plan->optimizer_parameters(*pm.model), {.lr = 0.3});
-    pm.plan->setup(*pm.model, {}, &sgd);
-    const int64_t rows = 24, per = rows / pm.plan->data_world(), first = per * pm.plan->data_rank();
-    for (int s = 0; s < 3; ++s) {
-      auto [x, t] = parallel::testing::batch(false, s, rows);
-      pm.plan->forward_backward(*pm.model, pm.loss, slice(x, 0, first, first + per).to(device),
-                                slice(t, 0, first, first + per).to(device));
-      pm.plan->finish_gradients();
-      sgd.step();
-      sgd.zero_grad();
-      pm.plan->after_step();
-    }
-    got[static_cast<size_t>(rank)] = parallel::testing::values(*pm.model);
-  });
-  return got;
-}
-
-void expect_close(const std::vector<Params>& device, const std::vector<Params>& cpu, const std::string& where,
-                  double tolerance = 1e-4) {
-  ASSERT_EQ(device.size(), cpu.size());
-  for (size_t r = 0; r < cpu.size(); ++r) {
-    for (const auto& [name, want] : cpu[r]) {
-      const std::vector<float>& v = device[r].at(name);
-      ASSERT_EQ(v.size(), want.size()) << where << " " << name;
-      for (size_t i = 0; i < v.size(); ++i) {
-        ASSERT_NEAR(v[i], want[i], tolerance) << where << " rank " << r << " " << name << "[" << i << "]";
-      }
-    }
-  }
-}
-
-struct PathGuard {
-  explicit PathGuard(DeviceComm m) {
-    cuda::emulated::install_collectives();  // another test may have registered its own in their place
-    comm::set_device_comm(m);
-  }
-  ~PathGuard() { comm::set_device_comm(DeviceComm::automatic); }
-};
 
 PlanOptions with_codec(const char* name, int world) {
   PlanOptions o{.strategy = "allreduce", .mesh = {.data = world}};
@@ -126,7 +79,7 @@ TEST(EmulatedPlans, LocalSgdEqualsTheCpu) {
       o.averaging.period = 2;
       o.averaging.warmup = 1;
       expect_close(train(kDevice, world, o), train(Device::cpu, world, o),
-                   fmt::format("{} local_sgd world {}", comm::name(mode), world));
+                   fmt::format("{} local_sgd world {}", comm::name(mode), world), 1e-4);
     }
   }
 }
