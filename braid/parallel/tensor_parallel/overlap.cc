@@ -68,6 +68,24 @@ comm::Work started(comm::Work w, const comm::Communicator& tp, const OverlapOpti
   return w;
 }
 
+// The all-gathers over tp of each chunk of rows of x's sequence segment
+// (x: [B, T / t, N], contiguous), all started: parts[j] becomes [t, B, c, N].
+// The chunks sent and received stay alive here until each completes.
+struct ChunkGathers {
+  std::vector<Tensor> mine, parts;
+  std::vector<comm::Work> works;
+};
+ChunkGathers start_chunk_gathers(const Tensor& x, const Chunks& c, const comm::Communicator& tp,
+                                 const OverlapOptions& o) {
+  ChunkGathers g;
+  for (const auto& [b, e] : c.ranges) {
+    g.mine.push_back(slice(x, 1, b, e).contiguous());
+    g.parts.push_back(Tensor::empty({tp.size(), x.size(0), e - b, x.size(2)}, DType::f32));
+    g.works.push_back(started(start_allgather(g.mine.back(), g.parts.back(), tp), tp, o));
+  }
+  return g;
+}
+
 void check_f32(const Tensor& x, const Tensor& w, const char* what) {
   if (x.dtype() != DType::f32 || w.dtype() != DType::f32) {
     fail<ValueError>("{}: the overlapped products take f32 (got {} and {})", what, name(x.dtype()), name(w.dtype()));
@@ -100,20 +118,14 @@ Tensor gather_linear(const Tensor& x, const Tensor& w, const comm::Communicator&
   const int64_t batch = x.size(0), seg = x.size(1), in = x.size(2), out = w.size(0);
   const Tensor xs = x.detach().contiguous(), wd = w.detach();
   const Chunks c = chunks_of(seg, o.chunks);
-  std::vector<Tensor> mine, parts;  // both alive until their all-gather completes
-  std::vector<comm::Work> works;
-  for (const auto& [b, e] : c.ranges) {
-    mine.push_back(slice(xs, 1, b, e).contiguous());
-    parts.push_back(Tensor::empty({t, batch, e - b, in}, DType::f32));
-    works.push_back(started(start_allgather(mine.back(), parts.back(), tp), tp, o));
-  }
+  ChunkGathers gathers = start_chunk_gathers(xs, c, tp, o);
   Tensor full = Tensor::empty({batch, seg * t, in}, DType::f32);
   Tensor y = Tensor::empty({batch, seg * t, out}, DType::f32);
   for (size_t j = 0; j < c.ranges.size(); ++j) {
     const auto [b, e] = c.ranges[j];
-    finish(works[j], tp, "gather_linear all-gather");
-    place_segment_rows(y, linear(parts[j], wd), b, e);  // [t, B, c, N]
-    place_segment_rows(full, parts[j], b, e);
+    finish(gathers.works[j], tp, "gather_linear all-gather");
+    place_segment_rows(y, linear(gathers.parts[j], wd), b, e);  // [t, B, c, N]
+    place_segment_rows(full, gathers.parts[j], b, e);
   }
   const bool grad_x = x.requires_grad(), grad_w = w.requires_grad();
   autograd::record("gather_linear", {x, w}, y, [=](const Tensor& g) {
@@ -171,23 +183,17 @@ Tensor linear_reduce_scatter(const Tensor& x, const Tensor& w, const comm::Commu
   autograd::record("linear_reduce_scatter", {x, w}, y, [=](const Tensor& g) {
     const auto [need_x, need_w] = wanted(grad_x, grad_w);
     const Tensor gs = g.contiguous();
-    std::vector<Tensor> mine, parts;  // both alive until their all-gather completes
-    std::vector<comm::Work> ag;
-    for (const auto& [b, e] : c.ranges) {
-      mine.push_back(slice(gs, 1, b, e).contiguous());
-      parts.push_back(Tensor::empty({t, batch, e - b, out}, DType::f32));
-      ag.push_back(started(start_allgather(mine.back(), parts.back(), tp), tp, o));
-    }
+    ChunkGathers gathers = start_chunk_gathers(gs, c, tp, o);
     Tensor gfull = Tensor::empty({batch, seg * t, out}, DType::f32);
     Tensor dx = need_x ? Tensor::empty({batch, seg * t, in}, DType::f32) : Tensor();
     for (size_t j = 0; j < c.ranges.size(); ++j) {
       const auto [b, e] = c.ranges[j];
-      finish(ag[j], tp, "linear_reduce_scatter backward all-gather");
+      finish(gathers.works[j], tp, "linear_reduce_scatter backward all-gather");
       if (need_x) {
-        const Tensor d = input_grad(reshape(parts[j], {t * batch * (e - b), out}), wd);
+        const Tensor d = input_grad(reshape(gathers.parts[j], {t * batch * (e - b), out}), wd);
         place_segment_rows(dx, reshape(d, {t, batch, e - b, in}), b, e);
       }
-      place_segment_rows(gfull, parts[j], b, e);
+      place_segment_rows(gfull, gathers.parts[j], b, e);
     }
     const int64_t rows = batch * seg * t;
     Tensor dw = need_w ? weight_grad(reshape(gfull, {rows, out}), reshape(xs, {rows, in})) : Tensor();
